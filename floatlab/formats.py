@@ -1,0 +1,455 @@
+"""Describe any binary floating-point format by its encoding rules.
+
+A :class:`Format` holds only the encoding rules (exponent and mantissa widths, bias, sign bit,
+where infinities and NaNs live, whether subnormals and zero exist). Every limit -- emax, emin,
+max, the smallest normal and subnormal, the codes of NaN and +-inf -- is *derived* from those
+fields, so a custom format gets them for free and no table of constants can drift.
+
+>>> from floatlab import get_format
+>>> fp16 = get_format("fp16")
+>>> fp16.max, fp16.smallest_normal, fp16.smallest_subnormal
+(65504.0, 6.103515625e-05, 5.960464477539063e-08)
+>>> get_format("E4M3FN").max
+448.0
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Format",
+    "FormatNameError",
+    "get_format",
+    "format_names",
+    "PRESETS",
+]
+
+SpecialValues = Literal["ieee", "fn", "fnuz", "none"]
+
+_SPECIAL_HELP = {
+    "ieee": "IEEE 754: the all-ones exponent holds +-inf (mantissa 0) and NaN (mantissa != 0)",
+    "fn": "finite: no inf; NaN only where exponent and mantissa are all ones",
+    "fnuz": "finite, unsigned zero: no inf, no -0; the only NaN is the code 100...0",
+    "none": "no inf and no NaN: every code is a finite number",
+}
+
+
+class FormatNameError(ValueError):
+    """A format name that floatlab cannot resolve (unknown or ambiguous)."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format, described by its encoding rules.
+
+    Parameters
+    ----------
+    exp_bits : exponent field width, 1..11.
+    man_bits : stored mantissa (fraction) bits, 0..52; the hidden bit is not counted.
+    bias : exponent bias; defaults to the IEEE value ``2**(exp_bits-1) - 1``.
+    signed : whether there is a sign bit (E8M0 has none).
+    special : where inf / NaN live: ``"ieee"``, ``"fn"``, ``"fnuz"`` or ``"none"``.
+    subnormals : whether the exponent field 0 encodes subnormals (else only zero).
+    has_zero : whether zero exists; without it the exponent field 0 is an ordinary binade (E8M0).
+    name : a display name; custom formats get ``"e<E>m<M>"``-style names.
+
+    Every value of a Format is exactly representable as a float64, so formats whose range or
+    precision exceeds float64 are refused.
+
+    >>> f = Format(exp_bits=3, man_bits=4)          # an IEEE-like E3M4
+    >>> f.bits, f.bias, f.max, f.smallest_subnormal
+    (8, 3, 15.5, 0.015625)
+    >>> Format(exp_bits=4, man_bits=3, special="fn").max   # OCP E4M3: all-ones exponent is finite
+    448.0
+    """
+
+    exp_bits: int
+    man_bits: int
+    bias: int | None = None
+    signed: bool = True
+    special: SpecialValues = "ieee"
+    subnormals: bool = True
+    has_zero: bool = True
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        for attr in ("exp_bits", "man_bits"):
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"Format.{attr} must be an int, got {value!r}")
+        if not 1 <= self.exp_bits <= 11:
+            raise ValueError(
+                f"exp_bits={self.exp_bits} is out of range: use 1..11 (float64 has 11)"
+            )
+        if not 0 <= self.man_bits <= 52:
+            raise ValueError(
+                f"man_bits={self.man_bits} is out of range: use 0..52 (float64 has 52)"
+            )
+        if self.special not in _SPECIAL_HELP:
+            raise ValueError(
+                f"special={self.special!r} is not one of {sorted(_SPECIAL_HELP)}: "
+                + "; ".join(f"{k!r} = {v}" for k, v in _SPECIAL_HELP.items())
+            )
+        if self.bias is None:
+            object.__setattr__(self, "bias", 2 ** (self.exp_bits - 1) - 1)
+        if self.special == "ieee" and self.man_bits == 0:
+            raise ValueError(
+                "an IEEE-style format needs man_bits >= 1 to tell inf from NaN; "
+                "use special='fn' (NaN at all ones, like E8M0) or 'none'"
+            )
+        if self.special == "fnuz" and not self.signed:
+            raise ValueError("special='fnuz' puts NaN at the negative-zero code; it needs a sign bit")
+        if not self.has_zero and self.subnormals:
+            raise ValueError(
+                "a format without zero cannot have subnormals (the exponent field 0 is an "
+                "ordinary binade): pass subnormals=False"
+            )
+        if self.max_code < self.min_positive_code:
+            raise ValueError("this encoding leaves no finite positive value")
+        # floatlab's values leave it as float64, exactly: refuse what float64 cannot hold.
+        if self.emax > 1023 or self.emin < -1022:
+            raise ValueError(
+                f"exponent range [{self.emin}, {self.emax}] with bias {self.bias} does not fit "
+                "in float64 (emax <= 1023, emin >= -1022): choose a smaller exp_bits "
+                "or another bias"
+            )
+        if not self.name:
+            object.__setattr__(self, "name", self._default_name())
+
+    # ------------------------------------------------------------------ naming
+    def _default_name(self) -> str:
+        tail = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "none": "fn"}[self.special]
+        if self.special == "fn" and not self.signed:
+            tail = "fnu"
+        ieee_bias = 2 ** (self.exp_bits - 1) - 1
+        if self.special == "fnuz":
+            ieee_bias += 1
+        bias = "" if self.bias == ieee_bias else f"b{self.bias}"
+        extra = "" if self.subnormals or not self.has_zero else "_ftz"
+        return f"e{self.exp_bits}m{self.man_bits}{bias}{tail}{extra}"
+
+    def __repr__(self) -> str:
+        return (
+            f"Format({self.name!r}: {self.bits} bits = "
+            f"{'1 sign + ' if self.signed else ''}{self.exp_bits} exponent + "
+            f"{self.man_bits} mantissa, bias {self.bias}, {self.special}, max {self.max:g})"
+        )
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def bits(self) -> int:
+        """Total storage width in bits."""
+        return int(self.signed) + self.exp_bits + self.man_bits
+
+    @property
+    def p(self) -> int:
+        """Significand precision in bits, counting the hidden bit."""
+        return self.man_bits + 1
+
+    @property
+    def code_dtype(self) -> np.dtype:
+        """The smallest unsigned integer dtype that holds one code."""
+        for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+            if self.bits <= np.dtype(dtype).itemsize * 8:
+                return np.dtype(dtype)
+        raise AssertionError("unreachable: bits <= 64 by construction")
+
+    @property
+    def exp_field_max(self) -> int:
+        """The all-ones exponent field."""
+        return 2**self.exp_bits - 1
+
+    @property
+    def sign_mask(self) -> int:
+        """The sign bit's mask (0 for unsigned formats)."""
+        return 1 << (self.exp_bits + self.man_bits) if self.signed else 0
+
+    # ------------------------------------------------------------------ special values
+    @property
+    def has_inf(self) -> bool:
+        return self.special == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.special != "none"
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.signed and self.has_zero and self.special != "fnuz"
+
+    @property
+    def min_positive_code(self) -> int:
+        """The code of the smallest positive value."""
+        if not self.has_zero:
+            return 0
+        return 1 if self.subnormals else 1 << self.man_bits
+
+    @property
+    def max_code(self) -> int:
+        """The code of the largest finite value (``+max``)."""
+        all_ones = (1 << (self.exp_bits + self.man_bits)) - 1
+        if self.special == "ieee":  # the all-ones exponent is reserved for inf / NaN
+            return (self.exp_field_max << self.man_bits) - 1
+        if self.special == "fn":  # only the all-ones code is NaN
+            return all_ones - 1
+        return all_ones  # fnuz (NaN is the -0 code) and none
+
+    @property
+    def inf_code(self) -> int | None:
+        """The code of +inf, or None for formats without inf."""
+        return self.exp_field_max << self.man_bits if self.has_inf else None
+
+    @property
+    def nan_code(self) -> int | None:
+        """floatlab's canonical NaN code (positive quiet NaN), or None if there is no NaN.
+
+        IEEE formats: exponent all ones, top mantissa bit set (fp16 0x7e00, bf16 0x7fc0,
+        fp32 0x7fc00000). FN formats: all ones (E4M3FN 0x7f, E8M0 0xff). FNUZ: 0x80.
+        """
+        if self.special == "ieee":
+            return (self.exp_field_max << self.man_bits) | (1 << (self.man_bits - 1))
+        if self.special == "fn":
+            return (1 << (self.exp_bits + self.man_bits)) - 1
+        if self.special == "fnuz":
+            return self.sign_mask
+        return None
+
+    # ------------------------------------------------------------------ exponent range
+    @property
+    def emin(self) -> int:
+        """Unbiased exponent of the smallest normal binade."""
+        # With zero, the exponent field 0 holds zero and subnormals; without, it is a binade.
+        return (1 if self.has_zero else 0) - self.bias
+
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite binade."""
+        return (self.max_code >> self.man_bits) - self.bias
+
+    # ------------------------------------------------------------------ limits (exact floats)
+    def _code_magnitude(self, code: int) -> float:
+        """Exact value of a non-special, non-negative code (pure Python, for limits)."""
+        exp_field, mantissa = code >> self.man_bits, code & ((1 << self.man_bits) - 1)
+        if exp_field == 0 and self.has_zero:
+            return math.ldexp(mantissa, self.emin - self.man_bits)
+        return math.ldexp((1 << self.man_bits) | mantissa, exp_field - self.bias - self.man_bits)
+
+    @cached_property
+    def max(self) -> float:
+        """Largest finite value."""
+        return self._code_magnitude(self.max_code)
+
+    @property
+    def min(self) -> float:
+        """Most negative finite value (``-max``; the smallest positive value if unsigned)."""
+        return -self.max if self.signed else self.smallest_positive
+
+    @cached_property
+    def smallest_normal(self) -> float:
+        """Smallest positive normal value, ``2**emin``."""
+        return math.ldexp(1.0, self.emin)
+
+    @cached_property
+    def smallest_subnormal(self) -> float | None:
+        """Smallest positive subnormal, ``2**(emin - man_bits)``; None without subnormals."""
+        if not self.subnormals or self.man_bits == 0:
+            return None
+        return math.ldexp(1.0, self.emin - self.man_bits)
+
+    @property
+    def smallest_positive(self) -> float:
+        """The smallest positive value of any kind."""
+        return self.smallest_subnormal or self.smallest_normal
+
+    @cached_property
+    def eps(self) -> float:
+        """Gap between 1.0 and the next larger value, ``2**-man_bits``."""
+        return math.ldexp(1.0, -self.man_bits)
+
+    @property
+    def unit_roundoff(self) -> float:
+        """``u = 2**-p = eps / 2``, the bound on relative error of round-to-nearest."""
+        return self.eps / 2
+
+    # ------------------------------------------------------------------ conversions
+    def to_ml_dtype(self) -> np.dtype:
+        """The numpy / ml_dtypes dtype with the same encoding, for interop.
+
+        >>> get_format("bf16").to_ml_dtype()
+        dtype(bfloat16)
+        """
+        if self.name in ("float64", "float32", "float16"):
+            return np.dtype(self.name)
+        import ml_dtypes
+
+        dtype = getattr(ml_dtypes, self.name, None)
+        if dtype is None:
+            raise ValueError(f"{self.name} has no numpy or ml_dtypes dtype")
+        return np.dtype(dtype)
+
+
+# ---------------------------------------------------------------------------------- presets
+
+def _preset(name: str, e: int, m: int, **kw: Any) -> Format:
+    return Format(exp_bits=e, man_bits=m, name=name, **kw)
+
+
+PRESETS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        _preset("float64", 11, 52),
+        _preset("float32", 8, 23),
+        _preset("tensorfloat32", 8, 10),
+        _preset("float16", 5, 10),
+        _preset("bfloat16", 8, 7),
+        _preset("float8_e4m3fn", 4, 3, special="fn"),
+        _preset("float8_e5m2", 5, 2),
+        _preset("float8_e4m3fnuz", 4, 3, bias=8, special="fnuz"),
+        _preset("float8_e5m2fnuz", 5, 2, bias=16, special="fnuz"),
+        _preset("float8_e4m3", 4, 3),
+        _preset("float8_e3m4", 3, 4),
+        _preset("float8_e4m3b11fnuz", 4, 3, bias=11, special="fnuz"),
+        _preset(
+            "float8_e8m0fnu", 8, 0, signed=False, special="fn", subnormals=False, has_zero=False
+        ),
+        _preset("float6_e2m3fn", 2, 3, special="none"),
+        _preset("float6_e3m2fn", 3, 2, special="none"),
+        _preset("float4_e2m1fn", 2, 1, special="none"),
+    )
+}
+
+_ALIASES: dict[str, str] = {
+    "fp64": "float64", "double": "float64", "f64": "float64", "binary64": "float64",
+    "fp32": "float32", "single": "float32", "float": "float32", "f32": "float32",
+    "binary32": "float32",
+    "tf32": "tensorfloat32",
+    "fp16": "float16", "half": "float16", "f16": "float16", "binary16": "float16",
+    "bf16": "bfloat16", "bfloat": "bfloat16",
+    "e4m3fn": "float8_e4m3fn", "fp8_e4m3fn": "float8_e4m3fn", "ocp_e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "ocp_e5m2": "float8_e5m2",
+    "e4m3fnuz": "float8_e4m3fnuz", "fp8_e4m3fnuz": "float8_e4m3fnuz",
+    "e5m2fnuz": "float8_e5m2fnuz", "fp8_e5m2fnuz": "float8_e5m2fnuz",
+    "e3m4": "float8_e3m4", "fp8_e3m4": "float8_e3m4",
+    "e4m3b11fnuz": "float8_e4m3b11fnuz", "e4m3b11": "float8_e4m3b11fnuz",
+    "e8m0": "float8_e8m0fnu", "e8m0fnu": "float8_e8m0fnu", "fp8_e8m0": "float8_e8m0fnu",
+    "e2m3": "float6_e2m3fn", "e2m3fn": "float6_e2m3fn", "fp6_e2m3": "float6_e2m3fn",
+    "e3m2": "float6_e3m2fn", "e3m2fn": "float6_e3m2fn", "fp6_e3m2": "float6_e3m2fn",
+    "e2m1": "float4_e2m1fn", "e2m1fn": "float4_e2m1fn", "fp4_e2m1": "float4_e2m1fn",
+    "fp4": "float4_e2m1fn", "float4": "float4_e2m1fn",
+}
+
+# Names people type that mean different formats in different libraries: never guess.
+_AMBIGUOUS: dict[str, tuple[str, ...]] = {
+    "e4m3": ("float8_e4m3fn", "float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz"),
+    "fp8_e4m3": ("float8_e4m3fn", "float8_e4m3", "float8_e4m3fnuz"),
+    "fp8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"),
+    "float8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"),
+    "fp6": ("float6_e2m3fn", "float6_e3m2fn"),
+    "float6": ("float6_e2m3fn", "float6_e3m2fn"),
+}
+
+_SPEC = re.compile(r"^e(\d+)m(\d+)(?:b(\d+))?(fnuz|fnu|fn)?$")
+
+
+def format_names() -> list[str]:
+    """Every canonical preset name, in registry order.
+
+    >>> format_names()[:4]
+    ['float64', 'float32', 'tensorfloat32', 'float16']
+    """
+    return list(PRESETS)
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "")
+
+
+def _ambiguity_message(name: str, candidates: tuple[str, ...]) -> str:
+    rows = ", ".join(f"{c} (max {PRESETS[c].max:g})" for c in candidates)
+    return (
+        f"format name {name!r} is ambiguous: it means different formats in different "
+        f"libraries. Say which one: {rows}."
+    )
+
+
+def _from_spec(spec: str) -> Format | None:
+    """Parse ``e<E>m<M>[b<bias>][fn|fnuz|fnu]`` into a custom Format (IEEE-like by default)."""
+    match = _SPEC.match(spec)
+    if match is None:
+        return None
+    e, m = int(match[1]), int(match[2])
+    tail = match[4] or ""
+    kwargs: dict[str, Any] = {"special": {"": "ieee", "fn": "fn", "fnuz": "fnuz"}.get(tail, "fn")}
+    if tail == "fnu":
+        kwargs.update(signed=False, subnormals=False, has_zero=False)
+    if match[3] is not None:
+        kwargs["bias"] = int(match[3])
+    elif tail == "fnuz":
+        kwargs["bias"] = 2 ** (e - 1)
+    return Format(exp_bits=e, man_bits=m, **kwargs)
+
+
+def get_format(fmt: str | Format | Any) -> Format:
+    """Resolve a name, a :class:`Format`, or a numpy / ml_dtypes dtype to a Format.
+
+    Names are case-insensitive; ``-`` and ``_`` are interchangeable. A spec string
+    ``"e<E>m<M>"`` builds an IEEE-like custom format (suffix ``fn`` / ``fnuz`` and ``b<bias>``
+    select other conventions). Ambiguous names such as ``"e4m3"`` or ``"fp8"`` are refused.
+
+    >>> get_format("BF16").name
+    'bfloat16'
+    >>> import numpy as np; get_format(np.float16).max
+    65504.0
+    >>> get_format("e6m9").max   # a custom IEEE-like format
+    4290772992.0
+    """
+    if isinstance(fmt, Format):
+        return fmt
+    if isinstance(fmt, str):
+        return _format_from_name(fmt)
+    if fmt is None or isinstance(fmt, (bool, int, float)):
+        raise TypeError(
+            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
+            f"got {fmt!r}"
+        )
+    try:
+        dtype = np.dtype(fmt)
+    except TypeError:
+        raise TypeError(
+            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
+            f"got {type(fmt).__name__} {fmt!r}"
+        ) from None
+    if dtype.name in PRESETS:
+        return PRESETS[dtype.name]
+    raise TypeError(
+        f"dtype {dtype.name!r} is not a floating-point format floatlab knows; "
+        f"known dtypes: {', '.join(format_names())}"
+    )
+
+
+def _format_from_name(name: str) -> Format:
+    key = _normalise(name)
+    if key in PRESETS:
+        return PRESETS[key]
+    if key in _ALIASES:
+        return PRESETS[_ALIASES[key]]
+    if key in _AMBIGUOUS:
+        raise FormatNameError(_ambiguity_message(name, _AMBIGUOUS[key]))
+    spec = _from_spec(key)
+    if spec is not None:
+        return spec
+    known = list(PRESETS) + list(_ALIASES)
+    close = difflib.get_close_matches(key, known, n=4, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise FormatNameError(
+        f"unknown format name {name!r}.{hint} Known formats: {', '.join(format_names())}; "
+        "or a spec such as 'e3m4' for a custom IEEE-like format."
+    )

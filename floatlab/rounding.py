@@ -1,0 +1,386 @@
+"""The rounding core: map real numbers to the nearest (or directed) values of any Format.
+
+Everything in floatlab that rounds calls :func:`round`. It works on the *bits* of the input
+(float64, or float32 when the input is float32 and the format fits), so it rounds once, from
+the exact input, with no double rounding:
+
+>>> import floatlab
+>>> float(floatlab.round(1 + 2**-4 + 2**-30, "e4m3fn"))   # float64 -> E4M3FN directly
+1.125
+>>> float(floatlab.round(3.141, "fp16"))
+3.140625
+
+How it works, per element: split the input into an integer significand ``sig`` and exponent,
+choose the target quantum ``2**q`` (the ulp of the target format at that magnitude, clamped at
+the subnormal range), shift ``sig`` right by the number of discarded bits, and decide from the
+discarded remainder whether to step up by one quantum. The remainder is an exact integer, so
+ties and the sticky information are exact. Overflow is decided *after* rounding with an
+unbounded exponent (E4M3FN: 464 -> 448, 465 -> overflow).
+
+Conventions that differ between libraries (documented here, taught in ``explain``):
+
+* Overflow of finite values gives inf where the format has inf, NaN for FN / FNUZ formats
+  (as ml_dtypes), and ``saturate=True`` gives +-max instead (as torch's E4M3FN cast). Directed
+  modes follow IEEE 754: toward_zero never makes inf from a finite value; ``up`` overflows
+  only for positive values, ``down`` only for negative ones. ``odd`` saturates (it is
+  truncation with a sticky bit).
+* Formats with neither inf nor NaN (the MX fp6 / fp4 formats) always saturate finite overflow
+  (there is nothing else to produce). NaN input to them raises ValueError; +-inf raises unless
+  ``saturate=True``.
+* E8M0 (``float8_e8m0fnu``, p = 1) has no mantissa bit to make "even": floatlab rounds the
+  integer significand, which is 1 (odd) in every binade, so ties go up (3 -> 4, as ml_dtypes and
+  torch; gfloat picks 2). It has no zero and no sign: 0 and negative inputs become NaN with a
+  RuntimeWarning; positive values below 2**-127 become 2**-127.
+* FNUZ formats have no -0: negative zero and negative underflow give +0.
+* ``subnormals=False`` flushes results below the smallest normal to (signed) zero (FTZ).
+"""
+
+from __future__ import annotations
+
+import builtins
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+
+__all__ = ["round", "ROUNDING_MODES", "as_float_array"]
+
+RoundingMode = Literal[
+    "nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic"
+]
+ROUNDING_MODES: tuple[str, ...] = (
+    "nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic"
+)
+_MODE_ALIASES = {
+    "rne": "nearest_even", "nearest": "nearest_even", "round_to_nearest_even": "nearest_even",
+    "rna": "nearest_away", "rtz": "toward_zero", "truncate": "toward_zero", "trunc": "toward_zero",
+    "rtp": "up", "ceil": "up", "toward_positive": "up",
+    "rtn": "down", "floor": "down", "toward_negative": "down",
+    "sr": "stochastic", "rto": "odd",
+}
+
+
+# --------------------------------------------------------------------------- input checking
+
+def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
+    """Convert ``x`` to a float array (float32 or float64) without mutating it.
+
+    float16 / bfloat16 / any ml_dtypes float widens exactly to float32; integers widen to float64
+    and must be exactly representable there (|n| <= 2**53). Bools, complex numbers, strings and
+    objects are refused with an error that says what to pass instead.
+
+    >>> as_float_array([1, 2]).dtype
+    dtype('float64')
+    """
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype.itemsize in (4, 8) and arr.dtype.name in ("float32", "float64"):
+        return arr
+    if kind == "f" or (kind == "V" and arr.dtype.itemsize <= 2 and _is_ml_float(arr.dtype)):
+        # float16, longdouble or an ml_dtypes float
+        if arr.dtype.itemsize > 8:
+            raise TypeError(
+                f"{name} has dtype {arr.dtype}; floatlab works on float64 at most: "
+                f"convert with .astype(np.float64) (this may round)"
+            )
+        return arr.astype(np.float32 if arr.dtype.itemsize <= 2 else np.float64)
+    if _is_ml_float(arr.dtype):
+        return arr.astype(np.float32)
+    if kind in "iu":
+        out = arr.astype(np.float64)
+        if out.size and np.max(np.abs(out)) > 2.0**53:
+            raise ValueError(
+                f"{name} holds integers beyond 2**53, which float64 cannot hold exactly; "
+                "round them to float64 yourself (np.asarray(x, dtype=np.float64)) if that is meant"
+            )
+        return out
+    if kind == "b":
+        raise TypeError(
+            f"{name} is a boolean array; pass numbers (e.g. x.astype(np.float64))"
+        )
+    if kind == "c":
+        raise TypeError(
+            f"{name} is complex; floatlab formats hold real numbers: round x.real and x.imag "
+            "separately"
+        )
+    if kind == "O":
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(
+        f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
+        "pass floats, ints, or a float array"
+    )
+
+
+def _is_ml_float(dtype: np.dtype) -> bool:
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def _preview(arr: np.ndarray) -> str:
+    flat = arr.reshape(-1)[:3].tolist()
+    return repr(flat)[:60]
+
+
+def _resolve_mode(rounding: str) -> str:
+    if not isinstance(rounding, str):
+        raise TypeError(f"rounding must be a string such as 'nearest_even', got {rounding!r}")
+    key = rounding.strip().lower().replace("-", "_")
+    key = _MODE_ALIASES.get(key, key)
+    if key not in ROUNDING_MODES:
+        raise ValueError(
+            f"unknown rounding mode {rounding!r}; use one of {', '.join(ROUNDING_MODES)}"
+        )
+    return key
+
+
+# --------------------------------------------------------------------------- bit layouts
+
+class _Layout:
+    """The integer view of an IEEE binary float used as working precision."""
+
+    def __init__(self, dtype: type, uint: type, man_bits: int, bias: int):
+        self.dtype, self.uint = np.dtype(dtype), np.dtype(uint)
+        self.man_bits, self.bias = man_bits, bias
+        self.width = self.dtype.itemsize * 8
+        self.emin = 1 - bias  # exponent of the smallest normal working value
+        self.man_mask = self.uint.type((1 << man_bits) - 1)
+        self.hidden = self.uint.type(1 << man_bits)
+        self.abs_mask = self.uint.type((1 << (self.width - 1)) - 1)
+        self.exp_all_ones = (1 << (self.width - 1 - man_bits)) - 1
+
+
+_F64 = _Layout(np.float64, np.uint64, 52, 1023)
+_F32 = _Layout(np.float32, np.uint32, 23, 127)
+
+
+def _fits_float32(fmt: Format) -> bool:
+    """Whether float32 can be the working precision: every quantum and every value of the
+    format is a float32, and the format's normal range starts inside float32's (so that
+    float32 subnormal inputs clamp to the format's subnormal quantum correctly)."""
+    return fmt.man_bits <= 23 and fmt.emax <= 127 and fmt.emin >= _F32.emin
+
+
+# --------------------------------------------------------------------------- the core
+
+def round(  # noqa: A001 - the name users expect; builtins.round stays reachable
+    x: Any,
+    fmt: str | Format | Any,
+    rounding: RoundingMode | str = "nearest_even",
+    saturate: bool = False,
+    subnormals: bool = True,
+    rng: np.random.Generator | int | None = None,
+    dtype: Any = None,
+) -> np.ndarray:
+    """Round ``x`` to the values of ``fmt``; return them as a float64 array (0-d for scalars).
+
+    Parameters
+    ----------
+    x : number, list or array (float64/32/16, ml_dtypes floats, ints). Never modified.
+    fmt : a format name ("fp16", "bf16", "e4m3fn", ...), a :class:`Format` or a dtype.
+    rounding : "nearest_even" (default), "nearest_away", "toward_zero", "up", "down", "odd"
+        or "stochastic" (probability of rounding up = distance from the lower neighbour / ulp).
+    saturate : overflow gives +-max instead of inf / NaN.
+    subnormals : False flushes results below the smallest normal to zero (FTZ).
+    rng : a ``numpy.random.Generator`` or an int seed, for stochastic rounding.
+    dtype : output dtype, float64 (default) or float32 (allowed when the format fits in it).
+
+    >>> import floatlab
+    >>> floatlab.round([464.0, 465.0], "float8_e4m3fn")
+    array([448.,  nan])
+    >>> floatlab.round([464.0, 465.0], "float8_e4m3fn", saturate=True)
+    array([448., 448.])
+    >>> floatlab.round(2.0**-25, "fp16"), floatlab.round(2.0**-25, "fp16", rounding="up")
+    (array(0.), array(5.96046448e-08))
+    """
+    fmt = get_format(fmt)
+    mode = _resolve_mode(rounding)
+    out_dtype = _resolve_out_dtype(dtype, fmt)
+    arr = as_float_array(x)
+    ftz = not (subnormals and fmt.subnormals)
+
+    layout = _F32 if arr.dtype == np.float32 and _fits_float32(fmt) else _F64
+    work = arr.astype(layout.dtype, copy=False)
+    if mode == "stochastic":
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = _round_bits(work, fmt, mode, saturate, ftz, rng, layout)
+    return result.astype(out_dtype, copy=False)
+
+
+def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
+    out = np.dtype(np.float64 if dtype is None else dtype)
+    if out not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise TypeError(f"dtype must be float64 or float32, got {out}")
+    if out == np.float32 and not _fits_float32(fmt):
+        raise ValueError(
+            f"{fmt.name} values do not all fit in float32; use dtype=np.float64 (the default)"
+        )
+    return out
+
+
+def _round_bits(
+    work: np.ndarray,
+    fmt: Format,
+    mode: str,
+    saturate: bool,
+    ftz: bool,
+    rng: np.random.Generator | None,
+    L: _Layout,
+) -> np.ndarray:
+    uint = L.uint.type
+    bits = work.view(L.uint)
+    negative = (bits >> uint(L.width - 1)).astype(bool)
+    mag = bits & L.abs_mask
+    exp_field = (mag >> uint(L.man_bits)).astype(np.int32)
+
+    # Integer significand and the exponent of its lowest bit: value = sig * 2**(e - man_bits).
+    is_normal = exp_field > 0
+    sig = np.where(is_normal, (mag & L.man_mask) | L.hidden, mag)
+    e = np.maximum(exp_field, 1) - L.bias
+
+    # Target quantum 2**q: the format's ulp at this binade, clamped at the subnormal range.
+    # Inputs that are working-precision subnormals have e = emin of the working format, which
+    # is at or below every target's emin (checked when the layout is chosen), so clamping works.
+    binade = e if ftz else np.maximum(e, fmt.emin)
+    q = binade - fmt.man_bits
+    shift = q - (e - L.man_bits)  # >= 0: number of discarded bits
+    # Beyond width+1 discarded bits the kept part is 0 and the remainder < half; capping keeps
+    # the shifts defined without changing any decision (stochastic uses the true shift below).
+    capped = np.minimum(shift, L.width - 1).astype(L.uint)
+    kept = sig >> capped
+    rem = sig - (kept << capped)
+    half = np.where(capped > 0, uint(1) << np.maximum(capped, 1) - uint(1), uint(0))
+    inexact = rem != 0
+
+    step = _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L)
+    n = kept + step.astype(L.uint)
+    mag_out = np.ldexp(n.astype(L.dtype), q)
+
+    # Overflow is decided after rounding with an unbounded exponent.
+    finite_in = exp_field != L.exp_all_ones
+    overflow = finite_in & (mag_out > fmt.max)
+    if overflow.any():
+        mag_out = _apply_overflow(mag_out, overflow, negative, mode, saturate, fmt)
+    if ftz:
+        mag_out = _flush_or_clamp_tiny(mag_out, work, fmt, finite_in)
+
+    out = np.where(negative, -mag_out, mag_out)
+    out = _apply_specials(out, work, fmt, saturate, finite_in, negative)
+    return out
+
+
+def _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L) -> np.ndarray:
+    """Whether to add one quantum to the truncated magnitude, per element."""
+    if mode == "nearest_even":
+        odd = (kept & L.uint.type(1)).astype(bool)
+        return inexact & ((rem > half) | ((rem == half) & odd))
+    if mode == "nearest_away":
+        return inexact & (rem >= half)
+    if mode == "toward_zero":
+        return np.zeros(kept.shape, dtype=bool)
+    if mode == "up":
+        return inexact & ~negative
+    if mode == "down":
+        return inexact & negative
+    if mode == "odd":
+        return inexact & ~(kept & L.uint.type(1)).astype(bool)
+    # stochastic: round up with probability rem / 2**shift (exact in float64 up to 2**-1074)
+    fraction = np.ldexp(rem.astype(np.float64), -shift)
+    return inexact & (rng.random(kept.shape) < fraction)
+
+
+def _apply_overflow(mag_out, overflow, negative, mode, saturate, fmt) -> np.ndarray:
+    """Replace overflowed magnitudes by max or by the overflow value (inf, later NaN)."""
+    if mode in ("toward_zero", "odd"):
+        to_max = overflow
+    elif mode == "up":
+        to_max = overflow & negative
+    elif mode == "down":
+        to_max = overflow & ~negative
+    else:
+        to_max = np.zeros_like(overflow)
+    if saturate or not fmt.has_nan:  # NaN-less formats can only saturate
+        to_max = overflow
+    overflow_value = np.inf if fmt.has_inf else np.nan
+    return np.where(to_max, fmt.max, np.where(overflow, overflow_value, mag_out))
+
+
+def _flush_or_clamp_tiny(mag_out, work, fmt, finite_in) -> np.ndarray:
+    """Below the smallest normal: flush to zero, or (formats without zero) clamp up to it."""
+    tiny = finite_in & (mag_out < fmt.smallest_normal)
+    if fmt.has_zero:
+        return np.where(tiny, 0.0, mag_out)
+    return np.where(tiny & (work != 0), fmt.smallest_normal, mag_out)
+
+
+def _apply_specials(out, work, fmt, saturate, finite_in, negative) -> np.ndarray:
+    """inf / NaN inputs, -0 in FNUZ formats, and inputs a format cannot hold at all."""
+    if not finite_in.all():
+        is_nan = np.isnan(work)
+        is_inf = ~finite_in & ~is_nan
+        if is_nan.any() and not fmt.has_nan:
+            raise ValueError(
+                f"{fmt.name} has no NaN, and the input holds NaN: replace NaNs before rounding "
+                "(e.g. np.nan_to_num(x, nan=0.0)) or use a format with NaN"
+            )
+        if is_inf.any():
+            if fmt.has_inf:
+                inf_value = np.inf
+            elif saturate or not fmt.has_nan:
+                if not saturate:
+                    raise ValueError(
+                        f"{fmt.name} has no inf and no NaN, and the input holds +-inf: pass "
+                        f"saturate=True to clamp it to +-{fmt.max:g}, or remove the infinities"
+                    )
+                inf_value = fmt.max
+            else:
+                inf_value = np.nan
+            out = np.where(is_inf, np.where(negative, -inf_value, inf_value), out)
+        out = np.where(is_nan, np.nan, out)
+    if not fmt.has_negative_zero and fmt.has_zero:
+        out = out + 0.0  # -0.0 + 0.0 == +0.0: FNUZ and unsigned formats have no -0
+    if not fmt.signed or not fmt.has_zero:
+        out = _unrepresentable_to_nan(out, work, fmt)
+    return out
+
+
+def _unrepresentable_to_nan(out, work, fmt) -> np.ndarray:
+    """Unsigned formats cannot hold negatives; zero-less formats cannot hold 0."""
+    bad = np.zeros(out.shape, dtype=bool)
+    reasons = []
+    if not fmt.signed:
+        negative = work < 0
+        bad |= negative
+        if negative.any():
+            reasons.append("negative values (the format has no sign bit)")
+    if not fmt.has_zero:
+        zero = work == 0
+        bad |= zero
+        if zero.any():
+            reasons.append("zeros (the format has no zero)")
+    if not bad.any():
+        return out
+    if not fmt.has_nan:
+        raise ValueError(f"{fmt.name} cannot hold {' and '.join(reasons)}, and has no NaN")
+    warnings.warn(
+        f"{fmt.name} cannot hold {' and '.join(reasons)}: {int(bad.sum())} value(s) became NaN",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return np.where(bad, np.nan, out)
+
+
+# Keep Python's round reachable for readers of this module.
+python_round = builtins.round
