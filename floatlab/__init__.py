@@ -1,6 +1,53 @@
-"""floatlab: a pure-NumPy laboratory for floating-point formats."""
+"""floatlab: a pure-NumPy laboratory for floating-point formats.
+
+>>> import floatlab
+>>> floatlab.float16_to_bin(3.141)
+'0100001001001000'
+>>> float(floatlab.round(1 + 2**-4 + 2**-30, "e4m3fn"))
+1.125
+"""
+
+from floatlab.codec import (
+    Fields,
+    bfloat16_to_bin,
+    bin_to_bfloat16,
+    bin_to_float16,
+    bin_to_float32,
+    decode,
+    encode,
+    fields,
+    float16_to_bin,
+    float32_to_bin,
+    from_bin,
+    from_hex,
+    to_bin,
+    to_hex,
+)
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.rounding import ROUNDING_MODES, round
 
 __version__ = "0.1.0"
-__all__ = ["PRESETS", "ROUNDING_MODES", "Format", "FormatNameError", "format_names", "get_format", "round"]
+
+__all__ = [
+    "PRESETS",
+    "ROUNDING_MODES",
+    "Fields",
+    "Format",
+    "FormatNameError",
+    "bfloat16_to_bin",
+    "bin_to_bfloat16",
+    "bin_to_float16",
+    "bin_to_float32",
+    "decode",
+    "encode",
+    "fields",
+    "float16_to_bin",
+    "float32_to_bin",
+    "format_names",
+    "from_bin",
+    "from_hex",
+    "get_format",
+    "round",
+    "to_bin",
+    "to_hex",
+]

@@ -106,7 +106,9 @@ class Format:
                 "use special='fn' (NaN at all ones, like E8M0) or 'none'"
             )
         if self.special == "fnuz" and not self.signed:
-            raise ValueError("special='fnuz' puts NaN at the negative-zero code; it needs a sign bit")
+            raise ValueError(
+                "special='fnuz' puts NaN at the negative-zero code; it needs a sign bit"
+            )
         if not self.has_zero and self.subnormals:
             raise ValueError(
                 "a format without zero cannot have subnormals (the exponent field 0 is an "

@@ -1,0 +1,418 @@
+"""Bit-level codec: values <-> unsigned integer codes <-> bit and hex strings.
+
+>>> import floatlab
+>>> int(floatlab.encode(3.141, "fp16"))
+16968
+>>> floatlab.to_hex(3.141, "fp16"), floatlab.to_bin(3.141, "fp16", sep=" ")
+('0x4248', '0 10000 1001001000')
+>>> floatlab.float16_to_bin(3.141)
+'0100001001001000'
+>>> floatlab.bin_to_float16('0100001001001000')
+3.140625
+
+Codes are the format's bit patterns as unsigned integers in the smallest dtype that holds them
+(uint8 for 8 bits and fewer, uint16, uint32, uint64). FP64 / FP32 / FP16 codes are exactly the
+IEEE patterns numpy uses. NaN encodes to the format's canonical NaN code (``Format.nan_code``:
+fp16 0x7e00, bf16 0x7fc0, fp32 0x7fc00000, E4M3FN 0x7f, FNUZ formats 0x80, E8M0 0xff); any NaN
+code decodes to NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.rounding import round as round_to_format
+
+__all__ = [
+    "encode",
+    "decode",
+    "fields",
+    "Fields",
+    "to_bin",
+    "from_bin",
+    "to_hex",
+    "from_hex",
+    "float16_to_bin",
+    "bin_to_float16",
+    "bfloat16_to_bin",
+    "bin_to_bfloat16",
+    "float32_to_bin",
+    "bin_to_float32",
+]
+
+CLASSES = ("zero", "subnormal", "normal", "inf", "nan")
+
+
+# --------------------------------------------------------------------------- encode
+
+def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarray:
+    """Round ``x`` to ``fmt`` and return the codes (unsigned ints; 0-d for scalars).
+
+    ``rounding_options`` are those of :func:`floatlab.round` (rounding, saturate, subnormals,
+    rng).
+
+    >>> encode([1.0, -2.0, float("nan")], "e4m3fn")
+    array([ 56, 192, 127], dtype=uint8)
+    """
+    fmt = get_format(fmt)
+    values = round_to_format(x, fmt, **rounding_options)
+    with np.errstate(over="ignore", invalid="ignore"):  # masked-out lanes may overflow
+        return _codes_of_values(values, fmt)
+
+
+def _codes_of_values(values: np.ndarray, fmt: Format) -> np.ndarray:
+    """Codes of values that are already exactly representable in ``fmt``."""
+    M = fmt.man_bits
+    mag = np.abs(values)
+    is_nan = np.isnan(values)
+    is_inf = np.isinf(values)
+    finite_nonzero = ~is_nan & ~is_inf & (mag != 0)
+    safe = np.where(finite_nonzero, mag, 1.0)
+    mantissa_frac, k = np.frexp(safe)  # safe = mantissa_frac * 2**k, mantissa_frac in [0.5, 1)
+    e = k - 1
+    normal = e >= fmt.emin
+    exp_field = np.where(normal, e + fmt.bias, 0)
+    man_normal = np.ldexp(mantissa_frac, M + 1) - 2.0**M
+    man_sub = np.ldexp(safe, M - fmt.emin)
+    man = np.where(normal & finite_nonzero, man_normal, np.where(finite_nonzero, man_sub, 0.0))
+
+    code = (exp_field.astype(np.uint64) << np.uint64(M)) | man.astype(np.uint64)
+    code = np.where(finite_nonzero, code, np.uint64(0))
+    if fmt.inf_code is not None:
+        code = np.where(is_inf, np.uint64(fmt.inf_code), code)
+    if fmt.signed:
+        negative = np.signbit(values) & ~is_nan
+        code = code | np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
+    if fmt.nan_code is not None:
+        code = np.where(is_nan, np.uint64(fmt.nan_code), code)
+    return code.astype(fmt.code_dtype)
+
+
+# --------------------------------------------------------------------------- decode
+
+def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
+    """Values (float64, exact) of the codes of ``fmt``; 0-d for a scalar code.
+
+    >>> decode([0x3c00, 0x7bff, 0x0001, 0x7c00], "fp16")
+    array([1.00000000e+00, 6.55040000e+04, 5.96046448e-08,            inf])
+    >>> decode(0x80, "float8_e4m3fnuz")   # FNUZ: the negative-zero code is the NaN
+    array(nan)
+    """
+    fmt = get_format(fmt)
+    arr = _as_codes(codes, fmt)
+    if fmt.name in ("float64", "float32"):  # numpy already holds these exact IEEE patterns
+        return arr.astype(fmt.code_dtype).view(np.dtype(fmt.name)).astype(np.float64)
+    if fmt.bits <= 16:
+        return np.asarray(_decode_table(fmt)[arr.astype(np.intp)])
+    return _decode_arithmetic(arr.astype(np.uint64), fmt)
+
+
+def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
+    arr = np.asarray(codes)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "O" and arr.size and all(isinstance(c, int) for c in arr.flat):
+            arr = arr.astype(np.uint64)
+        else:
+            raise TypeError(
+                f"decode expects integer codes, got dtype {arr.dtype}; to turn values into "
+                "codes use floatlab.encode, to read a bit string use floatlab.from_bin"
+            )
+    if arr.size:
+        low, high = int(arr.min()), int(arr.max())
+        limit = 1 << fmt.bits
+        if low < 0 or high >= limit:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"code {bad:#x} does not fit in the {fmt.bits} bits of {fmt.name}: "
+                f"valid codes are 0..{limit - 1:#x}"
+            )
+    return arr
+
+
+@lru_cache(maxsize=64)
+def _decode_table(fmt: Format) -> np.ndarray:
+    """Every code's value, for formats up to 16 bits (a 64K-entry lookup table)."""
+    table = _decode_arithmetic(np.arange(1 << fmt.bits, dtype=np.uint64), fmt)
+    table.setflags(write=False)
+    return table
+
+
+def _decode_arithmetic(codes: np.ndarray, fmt: Format) -> np.ndarray:
+    M = fmt.man_bits
+    mantissa = (codes & np.uint64((1 << M) - 1)).astype(np.float64)
+    exp_field = ((codes >> np.uint64(M)) & np.uint64(fmt.exp_field_max)).astype(np.int64)
+    negative = (codes & np.uint64(fmt.sign_mask)) != 0  # sign_mask is 0 for unsigned formats
+
+    subnormal_or_zero = (exp_field == 0) & fmt.has_zero
+    magnitude = np.where(
+        subnormal_or_zero,
+        np.ldexp(mantissa, fmt.emin - M),
+        np.ldexp(mantissa + 2.0**M, (exp_field - fmt.bias - M).astype(np.int32)),
+    )
+    magnitude = np.where((exp_field == 0) & fmt.has_zero & ~fmt.subnormals, 0.0, magnitude)
+    value = np.where(negative, -magnitude, magnitude)
+
+    magnitude_code = codes & np.uint64((1 << (fmt.exp_bits + M)) - 1)
+    if fmt.special == "ieee":
+        top = exp_field == fmt.exp_field_max
+        value = np.where(top & (mantissa == 0), np.where(negative, -np.inf, np.inf), value)
+        value = np.where(top & (mantissa != 0), np.nan, value)
+    elif fmt.special == "fn":
+        value = np.where(magnitude_code == np.uint64(fmt.nan_code), np.nan, value)
+    elif fmt.special == "fnuz":
+        value = np.where(codes == np.uint64(fmt.nan_code), np.nan, value)
+    return value
+
+
+# --------------------------------------------------------------------------- fields
+
+@dataclass(frozen=True)
+class Fields:
+    """The fields of one or many codes: sign bit, biased exponent field, mantissa field,
+    the unbiased exponent the field stands for, and the class of each code.
+
+    For zero and subnormals the unbiased exponent is ``emin`` (the exponent a subnormal's
+    ``0.mmm`` significand is scaled by), not ``0 - bias``.
+    """
+
+    fmt: Format
+    code: np.ndarray
+    sign: np.ndarray
+    exponent: np.ndarray
+    mantissa: np.ndarray
+    unbiased_exponent: np.ndarray
+    kind: np.ndarray
+
+    def __repr__(self) -> str:
+        if self.code.ndim == 0:
+            return (
+                f"Fields({self.fmt.name} code={int(self.code):#0{2 + (self.fmt.bits + 3) // 4}x}: "
+                f"sign={int(self.sign)}, exponent={int(self.exponent):0{self.fmt.exp_bits}b} "
+                f"(unbiased {int(self.unbiased_exponent)}), mantissa="
+                f"{int(self.mantissa):0{self.fmt.man_bits}b}"
+                f"{'' if self.fmt.man_bits else '-'}, {self.kind})"
+            )
+        return f"Fields({self.fmt.name}, {self.code.size} codes, kinds {np.unique(self.kind)})"
+
+
+def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: Any) -> Fields:
+    """Split codes (integer input) or values (float input, rounded first) into their fields.
+
+    >>> f = fields(3.141, "fp16")
+    >>> int(f.sign), int(f.exponent), int(f.unbiased_exponent), int(f.mantissa), str(f.kind)
+    (0, 16, 1, 584, 'normal')
+    """
+    fmt = get_format(fmt)
+    arr = np.asarray(codes_or_values)
+    if arr.dtype.kind in "iu":
+        codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
+    else:
+        codes = encode(arr, fmt, **rounding_options)
+    c = codes.astype(np.uint64)
+    M = fmt.man_bits
+    mantissa = c & np.uint64((1 << M) - 1)
+    exponent = (c >> np.uint64(M)) & np.uint64(fmt.exp_field_max)
+    sign = (c >> np.uint64(fmt.exp_bits + M)) & np.uint64(1) if fmt.signed else np.zeros_like(c)
+    values = decode(codes, fmt)
+    low_field = (exponent == 0) & fmt.has_zero
+    unbiased = np.where(low_field, fmt.emin, exponent.astype(np.int64) - fmt.bias)
+    kind = np.select(
+        [np.isnan(values), np.isinf(values), values == 0, low_field],
+        ["nan", "inf", "zero", "subnormal"],
+        default="normal",
+    )
+    return Fields(
+        fmt=fmt,
+        code=codes,
+        sign=sign.astype(np.uint8),
+        exponent=exponent.astype(fmt.code_dtype),
+        mantissa=mantissa.astype(fmt.code_dtype),
+        unbiased_exponent=unbiased.astype(np.int64),
+        kind=kind,
+    )
+
+
+# --------------------------------------------------------------------------- strings
+
+def _scalar_or_array(strings: np.ndarray) -> str | np.ndarray:
+    return str(strings) if strings.ndim == 0 else strings
+
+
+def codes_to_bin(codes: np.ndarray, fmt: Format, sep: str = "") -> np.ndarray:
+    """Bit strings of codes, most significant bit first, with ``sep`` between the fields."""
+    codes = np.asarray(codes, dtype=np.uint64)
+    shifts = np.arange(fmt.bits - 1, -1, -1, dtype=np.uint64)
+    digits = ((codes[..., None] >> shifts) & np.uint64(1)).astype(np.uint8) + ord("0")
+    if sep and fmt.bits:
+        widths = ([1] if fmt.signed else []) + [fmt.exp_bits, fmt.man_bits]
+        cuts = np.cumsum([w for w in widths if w])[:-1]
+        pieces = np.split(digits, cuts, axis=-1)
+        sep_col = np.full(codes.shape + (len(sep.encode()),), 0, np.uint8)
+        sep_col[...] = np.frombuffer(sep.encode(), np.uint8)
+        joined = [pieces[0]]
+        for piece in pieces[1:]:
+            joined += [sep_col, piece]
+        digits = np.concatenate(joined, axis=-1)
+    width = digits.shape[-1]
+    raw = np.ascontiguousarray(digits).view(f"S{width}")[..., 0]
+    return raw.astype(f"U{width}")
+
+
+def to_bin(x: Any, fmt: str | Format | Any, sep: str = "", **rounding_options: Any):
+    """The bit string of ``x`` rounded to ``fmt`` (sign | exponent | mantissa).
+
+    Returns a str for a scalar, an array of str otherwise.
+
+    >>> to_bin(-1.5, "bf16", sep="_")
+    '1_01111111_1000000'
+    """
+    fmt = get_format(fmt)
+    return _scalar_or_array(codes_to_bin(encode(x, fmt, **rounding_options), fmt, sep))
+
+
+def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
+    """The hex code of ``x`` rounded to ``fmt``, e.g. ``'0x4248'`` (str for scalars).
+
+    >>> to_hex([1.0, 448.0], "e4m3fn").tolist()
+    ['0x38', '0x7e']
+    """
+    fmt = get_format(fmt)
+    codes = encode(x, fmt, **rounding_options)
+    digits = (fmt.bits + 3) // 4
+    out = np.array([f"0x{int(c):0{digits}x}" for c in codes.reshape(-1)], dtype=f"U{digits + 2}")
+    return _scalar_or_array(out.reshape(codes.shape))
+
+
+def _clean(text: Any, prefix: str, what: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"expected a {what} string, got {type(text).__name__} {text!r}")
+    cleaned = text.strip()
+    if cleaned[:2].lower() == prefix:
+        cleaned = cleaned[2:]
+    cleaned = cleaned.replace("_", "").replace(" ", "").replace("|", "")
+    if not cleaned:
+        raise ValueError(f"empty {what} string {text!r}: give the digits, e.g. '{prefix}...'")
+    return cleaned
+
+
+def _parse_bin(text: Any, fmt: Format) -> int:
+    digits = _clean(text, "0b", "bit")
+    for position, char in enumerate(digits):
+        if char not in "01":
+            raise ValueError(
+                f"bit string {text!r} has {char!r} at digit {position}: use only 0 and 1 "
+                "(spaces, _ or | between fields and a 0b prefix are fine)"
+            )
+    if len(digits) != fmt.bits:
+        layout = f"{'1 sign + ' if fmt.signed else ''}{fmt.exp_bits} exponent + {fmt.man_bits}"
+        raise ValueError(
+            f"bit string {text!r} has {len(digits)} bits but {fmt.name} needs {fmt.bits} "
+            f"({layout} mantissa)"
+        )
+    return int(digits, 2)
+
+
+def _parse_hex(text: Any, fmt: Format) -> int:
+    digits = _clean(text, "0x", "hex")
+    try:
+        code = int(digits, 16)
+    except ValueError:
+        bad = next(c for c in digits if c.lower() not in "0123456789abcdef")
+        raise ValueError(
+            f"hex string {text!r} has {bad!r}, which is not a hex digit (0-9, a-f)"
+        ) from None
+    if code >= 1 << fmt.bits:
+        raise ValueError(
+            f"hex code {text!r} does not fit in the {fmt.bits} bits of {fmt.name} "
+            f"(largest code {(1 << fmt.bits) - 1:#x})"
+        )
+    return code
+
+
+def _decode_strings(strings: Any, fmt: Format, parse) -> float | np.ndarray:
+    if isinstance(strings, str):
+        return float(decode(parse(strings, fmt), fmt))
+    arr = np.asarray(strings, dtype=object)
+    codes = np.array([parse(s, fmt) for s in arr.reshape(-1)], dtype=np.uint64)
+    return decode(codes.reshape(arr.shape), fmt)
+
+
+def from_bin(bits: str | Any, fmt: str | Format | Any) -> float | np.ndarray:
+    """The value of a bit string (a float), or of a list of them (an array).
+
+    >>> from_bin("0 10000 1001001000", "fp16")
+    3.140625
+    >>> from_bin("0b0_1111_111", "e4m3fn")
+    nan
+    """
+    return _decode_strings(bits, get_format(fmt), _parse_bin)
+
+
+def from_hex(text: str | Any, fmt: str | Format | Any) -> float | np.ndarray:
+    """The value of a hex code string such as ``'0x4248'`` (a float), or of a list of them.
+
+    >>> from_hex("0x7bff", "fp16")
+    65504.0
+    """
+    return _decode_strings(text, get_format(fmt), _parse_hex)
+
+
+# --------------------------------------------------------------------------- tutorial names
+
+def float16_to_bin(num: Any) -> str | np.ndarray:
+    """The 16-bit pattern of ``num`` as float16.
+
+    >>> float16_to_bin(3.141)
+    '0100001001001000'
+    """
+    return to_bin(num, "float16")
+
+
+def bin_to_float16(bits: str | Any) -> float | np.ndarray:
+    """The float16 value of a 16-bit string.
+
+    >>> bin_to_float16('0100001001001000')
+    3.140625
+    """
+    return from_bin(bits, "float16")
+
+
+def bfloat16_to_bin(num: Any) -> str | np.ndarray:
+    """The 16-bit pattern of ``num`` as bfloat16.
+
+    >>> bfloat16_to_bin(3.141)
+    '0100000001001001'
+    """
+    return to_bin(num, "bfloat16")
+
+
+def bin_to_bfloat16(bits: str | Any) -> float | np.ndarray:
+    """The bfloat16 value of a 16-bit string.
+
+    >>> bin_to_bfloat16('0100000001001001')
+    3.140625
+    """
+    return from_bin(bits, "bfloat16")
+
+
+def float32_to_bin(num: Any) -> str | np.ndarray:
+    """The 32-bit pattern of ``num`` as float32.
+
+    >>> float32_to_bin(1.0)
+    '00111111100000000000000000000000'
+    """
+    return to_bin(num, "float32")
+
+
+def bin_to_float32(bits: str | Any) -> float | np.ndarray:
+    """The float32 value of a 32-bit string.
+
+    >>> bin_to_float32('00111111100000000000000000000000')
+    1.0
+    """
+    return from_bin(bits, "float32")
