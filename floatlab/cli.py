@@ -1,0 +1,187 @@
+"""The ``floatlab`` command line: ``floatlab --help`` lists the subcommands.
+
+Every subcommand is a small function that prints and returns an exit code; ``main(argv)``
+parses and dispatches, so tests call it directly.
+
+>>> main(["bits", "3.141", "--format", "fp16"])
+float16  0 10000 1001001000  0x4248  3.140625
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from floatlab.codec import decode, encode, to_bin, to_hex
+from floatlab.formats import FormatNameError, format_names, get_format
+from floatlab.rounding import ROUNDING_MODES
+from floatlab.rounding import round as round_to_format
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+TOUR_VALUES = (3.141, 1 / 3, 65504.0, 1e6, 1e-8)
+TOUR_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _format_value(value: float) -> str:
+    return repr(float(value))
+
+
+def cmd_tour(args: argparse.Namespace) -> int:
+    """A short tour: a few values' bits in several formats."""
+    print("floatlab: how numbers are stored. Each row: format, sign|exponent|mantissa, hex, value.")
+    for x in TOUR_VALUES:
+        print(f"\n{x!r}")
+        for name in TOUR_FORMATS:
+            _print_bits(x, get_format(name))
+    print(
+        "\nTry: floatlab bits 3.141 --format bf16   |   python -c \"import floatlab; "
+        "print(floatlab.float16_to_bin(3.141))\""
+    )
+    return EXIT_OK
+
+
+def _print_bits(x: float, fmt, **rounding) -> None:
+    bits = to_bin(x, fmt, sep=" ", **rounding)
+    hexcode = to_hex(x, fmt, **rounding)
+    value = round_to_format(x, fmt, **rounding)
+    print(f"{fmt.name:<14} {bits:<{fmt.bits + 2}}  {hexcode}  {_format_value(value)}")
+
+
+def cmd_bits(args: argparse.Namespace) -> int:
+    fmt = get_format(args.format)
+    for x in args.values:
+        _print_bits(x, fmt, rounding=args.rounding, saturate=args.saturate)
+    return EXIT_OK
+
+
+def cmd_round(args: argparse.Namespace) -> int:
+    fmt = get_format(args.format)
+    values = _read_numbers(args.values, args.file)
+    for x, r in zip(values, round_to_format(values, fmt, rounding=args.rounding,
+                                            saturate=args.saturate)):
+        print(f"{x!r} -> {_format_value(r)}")
+    return EXIT_OK
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    fmt = get_format(args.format)
+    values = _read_numbers(args.values, args.file)
+    codes = encode(values, fmt, rounding=args.rounding, saturate=args.saturate)
+    digits = (fmt.bits + 3) // 4
+    for code in codes:
+        print(f"0x{int(code):0{digits}x}")
+    return EXIT_OK
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    fmt = get_format(args.format)
+    words = _read_words(args.codes, args.file)
+    codes = []
+    for word in words:
+        try:
+            codes.append(int(word, 0))
+        except ValueError:
+            raise ValueError(
+                f"{word!r} is not an integer code: give decimal (72), hex (0x48) or binary "
+                "(0b01001000)"
+            ) from None
+    for word, value in zip(words, decode(np.array(codes, dtype=np.uint64), fmt)):
+        print(f"{word} -> {_format_value(value)}")
+    return EXIT_OK
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    print(f"{'name':<20}{'bits':>5}{'E':>4}{'M':>4}{'bias':>6}  {'special':<6}{'max':>14}")
+    for name in format_names():
+        f = get_format(name)
+        print(f"{name:<20}{f.bits:>5}{f.exp_bits:>4}{f.man_bits:>4}{f.bias:>6}  "
+              f"{f.special:<6}{f.max:>14.6g}")
+    return EXIT_OK
+
+
+def _read_words(words: Sequence[str], path: str | None) -> list[str]:
+    words = list(words)
+    if path:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        words += text.replace(",", " ").split()
+    if not words:
+        raise ValueError("no input: give values as arguments or --file PATH (- for stdin)")
+    return words
+
+
+def _read_numbers(words: Sequence[str], path: str | None) -> np.ndarray:
+    out = []
+    for word in _read_words(words, path):
+        try:
+            out.append(float(word))
+        except ValueError:
+            raise ValueError(f"{word!r} is not a number (try 3.141, 1e-8, inf or nan)") from None
+    return np.array(out, dtype=np.float64)
+
+
+def _add_rounding_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounding", "-r", default="nearest_even", choices=ROUNDING_MODES)
+    p.add_argument("--saturate", action="store_true", help="overflow gives +-max")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="floatlab",
+        description="See how numbers are stored in floating-point formats.",
+        epilog="Run a subcommand with --help for its options. No subcommand: a short tour.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("tour", help="a short tour (the default)").set_defaults(func=cmd_tour)
+
+    p = sub.add_parser("bits", help="bits of values in a format",
+                       description="Print sign | exponent | mantissa, hex and stored value.")
+    p.add_argument("values", nargs="+", type=float, metavar="VALUE")
+    p.add_argument("--format", "-f", default="float16", help="format name (default float16)")
+    _add_rounding_options(p)
+    p.set_defaults(func=cmd_bits)
+
+    for name, func, help_text in (
+        ("round", cmd_round, "round values to a format"),
+        ("encode", cmd_encode, "values -> hex codes"),
+    ):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("values", nargs="*", metavar="VALUE")
+        p.add_argument("--format", "-f", required=True, help="format name, e.g. fp16, e4m3fn")
+        p.add_argument("--file", help="read more values from a file (- for stdin)")
+        _add_rounding_options(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("decode", help="codes -> values",
+                       description="Decode integer codes (decimal, 0x hex or 0b binary).")
+    p.add_argument("codes", nargs="*", metavar="CODE")
+    p.add_argument("--format", "-f", required=True)
+    p.add_argument("--file", help="read more codes from a file (- for stdin)")
+    p.set_defaults(func=cmd_decode)
+
+    sub.add_parser("formats", help="list the known formats").set_defaults(func=cmd_formats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 ok, 1 bad input, 2 usage error)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits on --help (0) and on usage errors (2)
+        return int(exit_.code or 0)
+    func = getattr(args, "func", cmd_tour)
+    try:
+        return func(args)
+    except BrokenPipeError:  # e.g. `floatlab values float16 | head`: not an error
+        return EXIT_OK
+    except (FormatNameError, ValueError, TypeError, OSError) as error:
+        print(f"floatlab {args.command or ''}: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
