@@ -4,7 +4,7 @@ Every subcommand is a small function that prints and returns an exit code; ``mai
 parses and dispatches, so tests call it directly.
 
 >>> main(["bits", "3.141", "--format", "fp16"])
-float16  0 10000 1001001000  0x4248  3.140625
+float16        0 10000 1001001000  0x4248  3.140625
 0
 """
 
@@ -61,8 +61,8 @@ def cmd_bits(args: argparse.Namespace) -> int:
 def cmd_round(args: argparse.Namespace) -> int:
     fmt = get_format(args.format)
     values = _read_numbers(args.values, args.file)
-    for x, r in zip(values, round_to_format(values, fmt, rounding=args.rounding,
-                                            saturate=args.saturate)):
+    rounded = round_to_format(values, fmt, rounding=args.rounding, saturate=args.saturate)
+    for x, r in zip(values, rounded, strict=True):
         print(f"{x!r} -> {_format_value(r)}")
     return EXIT_OK
 
@@ -89,7 +89,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 f"{word!r} is not an integer code: give decimal (72), hex (0x48) or binary "
                 "(0b01001000)"
             ) from None
-    for word, value in zip(words, decode(np.array(codes, dtype=np.uint64), fmt)):
+    for word, value in zip(words, decode(np.array(codes, dtype=np.uint64), fmt), strict=True):
         print(f"{word} -> {_format_value(value)}")
     return EXIT_OK
 
