@@ -260,12 +260,13 @@ def _round_bits(
         # a carry never reaches the sign bit from a finite input.
         _round_pattern_nearest_even(bits, L.man_bits - fmt.man_bits, out_bits)
     else:
-        negative = (bits & sign_bit) != 0
+        directed = mode in ("up", "down")
+        negative = (bits & sign_bit) != 0 if directed else None
         if uniform_shift:
-            out_bits[...] = _round_pattern(mag, fmt, mode, negative, rng, L)
+            rounded = _round_pattern(mag, fmt, mode, negative, rng, L)
         else:
-            out_bits[...] = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
-        out_bits |= bits & sign_bit  # reattach the sign (cheaper than a select)
+            rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
+        np.bitwise_or(rounded, bits & sign_bit, out=out_bits)  # reattach the sign
 
     # One reduction tells whether anything can overflow or is inf / NaN; usually nothing is.
     peak = mag.max(initial=0)
@@ -326,42 +327,42 @@ def _round_significand(mag, fmt, mode, negative, ftz, rng, L) -> np.ndarray:
     """Round when the number of discarded bits varies per element (target subnormals, FTZ).
 
     value = sig * 2**(e - man_bits); the target quantum is 2**q with q = binade - M, where the
-    binade is clamped at the format's emin (subnormals share emin's quantum).
+    binade is clamped at the format's emin (subnormals share emin's quantum). All exponents are
+    kept biased and unsigned, so every step is one cheap integer pass.
     """
-    uint, i32 = L.uint.type, np.int32
-    # (Typed scalars throughout: numpy 2 mixes Python ints into int32 arrays ~7x slower.)
-    exp_field = (mag >> uint(L.man_bits)).astype(i32)
-    sig = mag & L.man_mask
-    has_hidden = exp_field > i32(0)
-    sig |= has_hidden.astype(L.uint) << uint(L.man_bits)
-    # Biased exponents: e + bias. Working-precision subnormals have e = working emin, which is
-    # <= the format's emin (checked when the layout is chosen), so clamping works for them too.
-    e_biased = np.maximum(exp_field, i32(1))
-    binade_biased = e_biased if ftz else np.maximum(e_biased, i32(fmt.emin + L.bias))
-    # shift = q - (e - man_bits) with q = binade - M: the number of discarded bits (>= 0).
-    shift = binade_biased - e_biased
-    shift += i32(L.man_bits - fmt.man_bits)
+    uint = L.uint.type
+    exp_field = mag >> uint(L.man_bits)
+    # Working-precision subnormals act as exponent field 1 without the hidden bit; their
+    # exponent is <= the format's emin (checked when the layout is chosen), so clamping works.
+    e_biased = np.maximum(exp_field, uint(1))
+    # sig = hidden bit + mantissa: remove all exponent bits but the hidden one.
+    sig = mag - ((e_biased - uint(1)) << uint(L.man_bits))
+    binade_biased = e_biased if ftz else np.maximum(e_biased, uint(fmt.emin + L.bias))
+    shift = binade_biased - e_biased  # discarded bits = this + (L.man_bits - fmt.man_bits)
+    shift += uint(L.man_bits - fmt.man_bits)
     # Beyond width-1 discarded bits the kept part is 0 and the remainder < half; capping keeps the
     # shifts defined without changing any decision (stochastic uses the true shift).
-    capped = np.minimum(shift, i32(L.width - 1)).astype(L.uint)
+    capped = np.minimum(shift, uint(L.width - 1))
     kept = sig >> capped
     low_mask = (uint(1) << capped) - uint(1)
     if mode == "nearest_even" and fmt.man_bits < L.man_bits:  # every shift >= 1 here
-        n = low_mask >> uint(1)
+        n = low_mask >> uint(1)  # half - 1
         n += sig
-        n += kept & uint(1)
+        n += kept & uint(1)  # ties go up only from an odd kept part
         n >>= capped
     else:
         rem = sig & low_mask
         half = (low_mask >> uint(1)) + (capped > uint(0)).astype(L.uint)
         step = _round_up_decision(mode, kept, rem, half, rem != uint(0), negative, shift, rng, L)
         n = kept + step.astype(L.uint)
-    # n * 2**q, exact: n < 2**(M+2) and 2**q is built from its biased exponent bits.
-    q_biased = binade_biased - i32(fmt.man_bits)
-    if q_biased.size and q_biased.min() < 1:  # quanta below the working normal range (FTZ only)
-        power = np.ldexp(L.dtype.type(1), q_biased - i32(L.bias))
+    # n * 2**q, exact: n < 2**(M+2), and 2**q is built from its biased exponent bits when
+    # that is a normal working value (always, except for FTZ far below the format's range).
+    q_biased = binade_biased - uint(fmt.man_bits)
+    lowest_q_biased = (1 if ftz else fmt.emin + L.bias) - fmt.man_bits
+    if lowest_q_biased >= 1:
+        power = (q_biased << uint(L.man_bits)).view(L.dtype)
     else:
-        power = (q_biased.astype(L.uint) << uint(L.man_bits)).view(L.dtype)
+        power = np.ldexp(L.dtype.type(1), q_biased.astype(np.int32) - np.int32(L.bias))
     return (n.astype(L.dtype) * power).view(L.uint)
 
 
@@ -381,7 +382,7 @@ def _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L) 
     if mode == "odd":
         return inexact & ~(kept & L.uint.type(1)).astype(bool)
     # stochastic: round up with probability rem / 2**shift (exact in float64 up to 2**-1074)
-    fraction = np.ldexp(rem.astype(np.float64), -shift)
+    fraction = np.ldexp(rem.astype(np.float64), -np.asarray(shift).astype(np.int32))
     return inexact & (rng.random(kept.shape) < fraction)
 
 
