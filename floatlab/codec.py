@@ -106,7 +106,8 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     if fmt.name in ("float64", "float32"):  # numpy already holds these exact IEEE patterns
-        return arr.astype(fmt.code_dtype).view(np.dtype(fmt.name)).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # signalling-NaN patterns stay NaN
+            return arr.astype(fmt.code_dtype).view(np.dtype(fmt.name)).astype(np.float64)
     if fmt.bits <= 16:
         return np.asarray(_decode_table(fmt)[arr.astype(np.intp)])
     return _decode_arithmetic(arr.astype(np.uint64), fmt)

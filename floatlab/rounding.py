@@ -76,26 +76,22 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     """
     arr = np.asarray(x)
     kind = arr.dtype.kind
-    if kind == "f" and arr.dtype.itemsize in (4, 8) and arr.dtype.name in ("float32", "float64"):
+    if arr.dtype.name in ("float32", "float64"):
         return arr
-    if kind == "f" or (kind == "V" and arr.dtype.itemsize <= 2 and _is_ml_float(arr.dtype)):
-        # float16, longdouble or an ml_dtypes float
+    if kind == "f":  # float16 or longdouble
         if arr.dtype.itemsize > 8:
             raise TypeError(
                 f"{name} has dtype {arr.dtype}; floatlab works on float64 at most: "
                 f"convert with .astype(np.float64) (this may round)"
             )
-        return arr.astype(np.float32 if arr.dtype.itemsize <= 2 else np.float64)
-    if _is_ml_float(arr.dtype):
+        return arr.astype(np.float32)  # float16 widens exactly
+    if kind == "V" and _is_ml_float(arr.dtype):  # bfloat16, float8_*, ...: widen exactly
         return arr.astype(np.float32)
     if kind in "iu":
-        out = arr.astype(np.float64)
-        if out.size and np.max(np.abs(out)) > 2.0**53:
-            raise ValueError(
-                f"{name} holds integers beyond 2**53, which float64 cannot hold exactly; "
-                "round them to float64 yourself (np.asarray(x, dtype=np.float64)) if that is meant"
-            )
-        return out
+        # Check on the integers: after conversion 2**53 + 1 would already be 2**53.
+        if arr.size and (arr.max() > 2**53 or (kind == "i" and arr.min() < -(2**53))):
+            raise _inexact_integer_error(name)
+        return arr.astype(np.float64)
     if kind == "b":
         raise TypeError(
             f"{name} is a boolean array; pass numbers (e.g. x.astype(np.float64))"
@@ -107,16 +103,28 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
         )
     if kind == "O":
         try:
-            return arr.astype(np.float64)
+            out = arr.astype(np.float64)
         except (TypeError, ValueError):
             pass
+        else:
+            if any(isinstance(v, int) and abs(v) > 2**53 for v in arr.flat):
+                raise _inexact_integer_error(name)
+            return out
     raise TypeError(
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
 
 
+def _inexact_integer_error(name: str) -> ValueError:
+    return ValueError(
+        f"{name} holds integers beyond 2**53, which float64 cannot hold exactly; "
+        "round them to float64 yourself (np.asarray(x, dtype=np.float64)) if that is meant"
+    )
+
+
 def _is_ml_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' floating-point types (all fit in float32)."""
     try:
         import ml_dtypes
     except ImportError:  # pragma: no cover - ml_dtypes is a dependency
