@@ -182,7 +182,7 @@ def test_inputs_are_not_mutated():
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda: from_bin("010000100100100", "fp16"), ValueError, "has 15 bits but float16 needs 16"),
+        (lambda: from_bin("010000100100100", "fp16"), ValueError, "15 bits but float16 needs 16"),
         (lambda: from_bin("01000010010010a0", "fp16"), ValueError, "'a' at digit 14"),
         (lambda: from_bin("", "fp16"), ValueError, "empty bit string"),
         (lambda: from_bin(1010, "fp16"), TypeError, "expected a bit string"),
