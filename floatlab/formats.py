@@ -273,7 +273,11 @@ class Format:
 
     @cached_property
     def eps(self) -> float:
-        """Gap between 1.0 and the next larger value, ``2**-man_bits``."""
+        """``2**-man_bits``: the gap above 1.0 when 1.0 is a normal value of the format.
+
+        (When 1.0 is below the normal range, as in ``Format(2, 3, bias=0)``, the true gap is
+        larger; ``floatlab.finfo(fmt).eps`` reports the true gap.)
+        """
         return math.ldexp(1.0, -self.man_bits)
 
     @property

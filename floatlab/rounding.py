@@ -32,7 +32,10 @@ Conventions that differ between libraries (documented here, taught in ``explain`
   torch; gfloat picks 2). It has no zero and no sign: 0 and negative inputs become NaN with a
   RuntimeWarning; positive values below 2**-127 become 2**-127.
 * FNUZ formats have no -0: negative zero and negative underflow give +0.
-* ``subnormals=False`` flushes results below the smallest normal to (signed) zero (FTZ).
+* ``subnormals=False`` flushes results below the smallest normal to (signed) zero (FTZ), in
+  every rounding mode, as hardware FTZ does: ``up`` can then give 0 for a tiny positive x.
+  Likewise E8M0, which has no zero, clamps positive values below 2**-127 up to 2**-127 in every
+  mode, ``down`` included.
 """
 
 from __future__ import annotations
@@ -261,7 +264,9 @@ def _round_bits(
     bits = work.view(L.uint)
     mag = bits & L.abs_mask
     sign_bit = uint(1 << (L.width - 1))
-    uniform_shift = fmt.emin == L.emin and not ftz
+    # p = 1 formats take the significand path: their pattern's last kept bit is an exponent
+    # bit, not the significand's parity (the documented tie rule reads the significand, 1).
+    uniform_shift = fmt.emin == L.emin and not ftz and fmt.man_bits > 0
     out_bits = dest.view(L.uint)
     if uniform_shift and mode == "nearest_even" and fmt.man_bits < L.man_bits:
         # The hot path (bf16 / tf32 from float32): round the whole pattern, sign included;
@@ -473,7 +478,7 @@ def _unrepresentable_to_nan(out, work, fmt) -> np.ndarray:
     warnings.warn(
         f"{fmt.name} cannot hold {' and '.join(reasons)}: {int(bad.sum())} value(s) became NaN",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,  # round() -> _round_bits -> _apply_specials -> here: point at the caller
     )
     return np.where(bad, np.nan, out)
 
