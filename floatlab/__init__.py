@@ -23,12 +23,25 @@ from floatlab.codec import (
     to_bin,
     to_hex,
 )
+from floatlab.explain import Explanation, exact_decimal, explain, nextafter, ulp, values
+from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.rounding import ROUNDING_MODES, round
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Explanation",
+    "FInfo",
+    "FormatComparison",
+    "compare_formats",
+    "exact_decimal",
+    "explain",
+    "finfo",
+    "nextafter",
+    "plots",
+    "ulp",
+    "values",
     "PRESETS",
     "ROUNDING_MODES",
     "Fields",
@@ -51,3 +64,12 @@ __all__ = [
     "to_bin",
     "to_hex",
 ]
+
+
+def __getattr__(name: str):
+    # matplotlib is heavy and optional at import time: load floatlab.plots on first use.
+    if name == "plots":
+        import importlib
+
+        return importlib.import_module("floatlab.plots")
+    raise AttributeError(f"module 'floatlab' has no attribute {name!r}")

@@ -1,0 +1,904 @@
+"""One value, every step: how a number is stored in a format, and what that costs.
+
+:func:`explain` follows one number into a format the way a learner would on paper: the sign,
+the power-of-two *window* the number falls in (the exponent), which of the window's ``2**M``
+equal *buckets* it lands in (the mantissa), the exact value stored, the rounding error, the ulp,
+the neighbours, and -- when it happens -- why it overflows or underflows:
+
+>>> e = explain(3.141, "fp16")
+>>> e
+float16(0x4248) 3.140625
+>>> e.bits, e.value, e.previous, e.next
+('0100001001001000', 3.140625, 3.138671875, 3.142578125)
+>>> explain(10**6, "fp16").outcome
+'overflow'
+
+The helpers walk the grid of a format directly (vectorised; arrays in, arrays out):
+
+>>> exact_decimal(1/3, "fp16")
+'0.333251953125'
+>>> nextafter(1.0, 2.0, "fp16"), ulp(3.141, "fp16")
+(array(1.00097656), array(0.00195312))
+>>> values("e2m1")
+array([-6. , -4. , -3. , -2. , -1.5, -1. , -0.5,  0. ,  0.5,  1. ,  1.5,
+        2. ,  3. ,  4. ,  6. ])
+
+Rounding itself is always done by :func:`floatlab.round`, decoding by :mod:`floatlab.codec`;
+this module only reads and narrates their results.
+"""
+
+from __future__ import annotations
+
+import decimal
+import html
+import math
+import textwrap
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from floatlab.codec import codes_to_bin, decode, encode, fields
+from floatlab.formats import Format, get_format
+from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import round as round_to_format
+
+__all__ = ["explain", "Explanation", "exact_decimal", "nextafter", "ulp", "values"]
+
+_MAX_LISTED_BITS = 16  # values() lists at most 2**16 codes
+
+
+# =========================================================================== exact decimals
+
+def _decimal(value: float | Fraction) -> str:
+    """The exact decimal expansion of a float or dyadic Fraction (every float is one).
+
+    ``n / 2**k == n * 5**k / 10**k``, so the digits are those of the integer ``n * 5**k``
+    with the point ``k`` places from the right: exact, with no float formatting involved.
+    """
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value == 0:
+            return "-0" if math.copysign(1.0, value) < 0 else "0"
+    frac = Fraction(value)
+    sign = "-" if frac < 0 else ""
+    num, den = abs(frac.numerator), frac.denominator
+    k = den.bit_length() - 1
+    if den != 1 << k:
+        raise ValueError(f"{value!r} is not a dyadic rational, so it has no finite decimal")
+    digits = str(num * 5**k).rjust(k + 1, "0")
+    whole, tail = digits[: len(digits) - k], digits[len(digits) - k :].rstrip("0")
+    return f"{sign}{whole}.{tail}" if tail else f"{sign}{whole}"
+
+
+def exact_decimal(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> str | np.ndarray:
+    """The exact decimal value stored when ``x`` is rounded to ``fmt`` (str, or array of str).
+
+    Every binary float is a finite decimal; this writes all of its digits, computed with
+    integers (no float formatting, no "≈"). ``rounding_options`` are those of
+    :func:`floatlab.round`. -0 gives ``'-0'``; inf and NaN give ``'inf'``, ``'-inf'``, ``'nan'``.
+
+    >>> exact_decimal(3.141, "fp16")
+    '3.140625'
+    >>> exact_decimal(1/3, "fp32")
+    '0.3333333432674407958984375'
+    >>> exact_decimal([2**-24, -65504.0, 1e6], "fp16").tolist()
+    ['0.000000059604644775390625', '-65504', 'inf']
+    """
+    stored = round_to_format(x, get_format(fmt), **rounding_options)
+    out = np.array([_decimal(float(v)) for v in stored.reshape(-1)], dtype=object)
+    if stored.ndim == 0:
+        return str(out[0])
+    return out.astype(str).reshape(stored.shape)
+
+
+# =========================================================================== the grid: ulp
+
+def _as_float64(x: Any, name: str) -> np.ndarray:
+    return as_float_array(x, name=name).astype(np.float64)
+
+
+def _ulp_of_magnitude(mag: np.ndarray, fmt: Format) -> np.ndarray:
+    """Spacing of the grid at magnitudes ``mag`` (finite, >= 0): ``2**(e - man_bits)`` where
+    ``e`` is the binade of ``mag``, clamped at the subnormal range."""
+    safe = np.where(mag > 0, mag, 1.0)
+    binade = np.frexp(safe)[1] - 1  # exact, unlike log2 near powers of two
+    quantum = np.ldexp(1.0, np.maximum(binade, fmt.emin) - fmt.man_bits)
+    below_normal = mag < fmt.smallest_normal
+    # Below the smallest normal the step is the subnormal quantum 2**(emin - M); without
+    # subnormals (FTZ customs, E8M0) the first step is from 0 to the smallest normal.
+    tiny_step = fmt.smallest_positive if fmt.subnormals else fmt.smallest_normal
+    return np.where(below_normal, tiny_step, quantum)
+
+
+def ulp(x: Any, fmt: str | Format | Any) -> np.ndarray:
+    """The unit in the last place at ``|x|``: the gap from ``|x|`` to the next larger magnitude
+    of the grid of ``fmt`` (float64 array, 0-d for a scalar).
+
+    Conventions: the result is always positive (``numpy.spacing`` carries the sign of x). ``x``
+    need not be a value of ``fmt``: the ulp is that of the binade ``|x|`` lies in. At ``max``
+    it is the ulp of max's binade (the gap to the first value beyond, had the exponent room),
+    and beyond ``max`` the binades continue as if the exponent were unbounded (the spacing the
+    rounding core uses to decide overflow). Below the smallest normal it is the subnormal step
+    ``2**(emin - man_bits)``, or the smallest normal itself when the format has no subnormals.
+    inf and NaN give NaN.
+
+    >>> ulp([1.0, 3.141, 65504.0, 0.0], "fp16")
+    array([9.76562500e-04, 1.95312500e-03, 3.20000000e+01, 5.96046448e-08])
+    >>> float(ulp(448, "e4m3fn"))
+    32.0
+    """
+    fmt = get_format(fmt)
+    arr = _as_float64(x, "x")
+    mag = np.abs(arr)
+    finite = np.isfinite(mag)
+    out = _ulp_of_magnitude(np.where(finite, mag, 0.0), fmt)
+    return np.where(finite, out, np.nan)
+
+
+# =========================================================================== nextafter
+
+_DIRECTION_WORDS = {"+inf": np.inf, "inf": np.inf, "up": np.inf, "-inf": -np.inf, "down": -np.inf}
+
+
+def _parse_direction(toward: Any) -> np.ndarray:
+    if isinstance(toward, str):
+        key = toward.strip().lower()
+        if key not in _DIRECTION_WORDS:
+            raise ValueError(
+                f"direction {toward!r} is not understood: pass a number to step toward, or one "
+                "of '+inf' / 'up', '-inf' / 'down'"
+            )
+        return np.asarray(_DIRECTION_WORDS[key])
+    return _as_float64(toward, "direction")
+
+
+def _successor(mag: np.ndarray, fmt: Format) -> np.ndarray:
+    """Next larger magnitude after a representable magnitude (NaN: none; inf past max)."""
+    beyond_max = np.inf if fmt.has_inf else np.nan
+    with np.errstate(over="ignore"):  # float64's max + ulp: replaced just below
+        step_up = mag + _ulp_of_magnitude(mag, fmt)
+    out = np.where(mag == 0, fmt.smallest_positive, step_up)
+    return np.where(mag >= fmt.max, beyond_max, out)
+
+
+def _predecessor(mag: np.ndarray, fmt: Format) -> np.ndarray:
+    """Next smaller magnitude before a representable magnitude > 0 (NaN: none)."""
+    mantissa, k = np.frexp(np.where(mag > 0, mag, 1.0))
+    binade = k - 1
+    # At the start of a normal binade the step down is the finer spacing of the binade below.
+    starts_binade = (mantissa == 0.5) & (binade > fmt.emin)
+    down = np.where(
+        starts_binade,
+        mag - np.ldexp(1.0, binade - 1 - fmt.man_bits),
+        mag - _ulp_of_magnitude(mag, fmt),
+    )
+    below_smallest = 0.0 if fmt.has_zero else np.nan
+    return np.where(mag <= fmt.smallest_positive, below_smallest, down)
+
+
+def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
+    """The neighbour of ``x`` in ``fmt`` in the direction of ``direction`` (like numpy's).
+
+    ``x`` must hold values of ``fmt`` (round first with :func:`floatlab.round` otherwise: a
+    silent rounding here would make "the next value after 3.1415" depend on which way 3.1415
+    rounded); +-inf is accepted in every format as the end of the real line. ``direction`` is a
+    number (step toward it; equal gives ``x`` back) or ``'+inf'``/``'up'``, ``'-inf'``/
+    ``'down'``. Arrays broadcast. Returns float64 (0-d for scalars).
+
+    Edge conventions: stepping up from ``max`` gives inf where the format has inf and NaN
+    ("no such value") otherwise; stepping down from the smallest positive value gives 0 (NaN
+    for E8M0, which has no zero); zeros step to +-smallest positive value; stepping toward zero
+    from the smallest negative value gives -0 where the format has -0 (FNUZ: +0). NaN in, NaN
+    out.
+
+    >>> nextafter([1.0, 65504.0, 0.0], "+inf", "fp16")
+    array([1.00097656e+00,            inf, 5.96046448e-08])
+    >>> nextafter(448.0, "up", "e4m3fn"), nextafter(1.0, 0.0, "e8m0")
+    (array(nan), array(0.5))
+    """
+    fmt = get_format(fmt)
+    arr = _as_float64(x, "x")
+    toward = _parse_direction(direction)
+    arr, toward = np.broadcast_arrays(arr, toward)
+    _require_representable(arr, fmt)
+
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(arr)
+        finite = np.isfinite(arr)
+        fmag = np.where(finite, mag, 0.0)
+        negative = np.signbit(arr)
+        up, down = toward > arr, toward < arr
+        away = np.where(negative, down, up)  # magnitude grows
+        succ = _successor(fmag, fmt)
+        pred = _predecessor(fmag, fmt)
+        signed_pred = np.where(negative, -pred, pred)
+        if not fmt.has_negative_zero:
+            signed_pred = signed_pred + 0.0  # -0.0 + 0.0 is +0.0
+        lowest = -fmt.smallest_positive if fmt.signed else np.nan
+        out = np.where(away, np.where(negative, -succ, succ), signed_pred)
+        # Zeros (either sign) step to +-smallest positive, whatever their sign bit says.
+        out = np.where(fmag == 0, np.where(up, fmt.smallest_positive, lowest), out)
+        # +-inf: one step inward is the extreme finite value; outward stays infinite.
+        out = np.where(~finite & down & (arr > 0), fmt.max, out)
+        out = np.where(~finite & up & (arr < 0), fmt.min, out)
+        out = np.where(~finite & ~(down & (arr > 0)) & ~(up & (arr < 0)), arr, out)
+        out = np.where(~up & ~down, arr, out)  # equal (or NaN direction: NaN below)
+        out = np.where(np.isnan(arr) | np.isnan(toward), np.nan, out)
+    return out.astype(np.float64)
+
+
+def _require_representable(arr: np.ndarray, fmt: Format) -> None:
+    finite = np.isfinite(arr)
+    filler = np.where(finite, arr, fmt.max)  # a representable stand-in for inf / NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # E8M0's "became NaN" is what we test
+        stored = round_to_format(filler, fmt)
+    bad = finite & ~(stored == arr)
+    if bad.any():
+        first = float(arr[bad].flat[0])
+        raise ValueError(
+            f"{first!r} is not a value of {fmt.name} ({int(bad.sum())} such input(s)); nextafter "
+            f"steps from values of the format: round first, e.g. "
+            f"nextafter(floatlab.round(x, {fmt.name!r}), direction, {fmt.name!r})"
+        )
+
+
+# =========================================================================== values
+
+def values(fmt: str | Format | Any) -> np.ndarray:
+    """Every finite value of ``fmt``, ascending, as float64 (formats up to 16 bits).
+
+    Zero appears once, as +0.0 (-0 compares equal to it). Without zero (E8M0) the list starts
+    at the smallest value; for formats without subnormals (FTZ customs) the codes of the
+    subnormal range all mean zero and are listed once. Larger formats are refused: float32
+    alone has 4 billion codes -- walk a range with :func:`nextafter` instead.
+
+    >>> values("e2m1")[-4:], len(values("e4m3fn")), len(values("fp16"))
+    (array([2., 3., 4., 6.]), 253, 63487)
+    """
+    fmt = get_format(fmt)
+    if fmt.bits > _MAX_LISTED_BITS:
+        raise ValueError(
+            f"{fmt.name} has {fmt.bits} bits ({2**fmt.bits:,} codes): values() lists formats of "
+            f"at most {_MAX_LISTED_BITS} bits. Walk a range with floatlab.nextafter, or count "
+            f"values with floatlab.finfo({fmt.name!r})"
+        )
+    decoded = decode(np.arange(1 << fmt.bits, dtype=np.uint32), fmt)
+    finite = np.unique(decoded[np.isfinite(decoded)])  # sorted; -0 and +0 merge
+    return finite + 0.0  # the merged zero may carry a sign bit: make it +0
+
+
+# =========================================================================== explain
+
+_MODE_WORDS = {
+    "nearest_even": "to nearest (ties to even)",
+    "nearest_away": "to nearest (ties away from zero)",
+    "toward_zero": "toward zero",
+    "up": "up (toward +inf)",
+    "down": "down (toward -inf)",
+    "odd": "to odd",
+    "stochastic": "stochastically (up with probability = the fraction)",
+}
+_NEAREST = ("nearest_even", "nearest_away")
+
+
+def _short(value: float | Fraction, limit: int = 20, digits: int = 6) -> str:
+    """A number for prose: its exact decimal when that is short (at most ``limit`` characters
+    and 12 significant digits), else ``digits`` significant digits (17 name any float64)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _decimal(value)
+    text = _decimal(value)
+    significant = len(text.lstrip("-").replace(".", "").lstrip("0"))
+    if len(text) <= limit and significant <= 12:
+        return text
+    try:
+        return f"{float(value):.{digits}g}"
+    except OverflowError:  # 2**1024 (a window past float64's max) is a Fraction, not a float
+        frac = Fraction(value)
+        with decimal.localcontext() as ctx:
+            ctx.prec = digits + 2
+            approx = decimal.Decimal(frac.numerator) / decimal.Decimal(frac.denominator)
+            return f"{approx:.{digits}g}"
+
+
+def _pow2(k: int) -> str:
+    return f"2^{k}"
+
+
+def _hex(code: int, fmt: Format) -> str:
+    return f"0x{code:0{(fmt.bits + 3) // 4}x}"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """How one value is stored in a format: the numbers, and the derivation as text / HTML.
+
+    ``str()`` is the step-by-step derivation, ``repr()`` a one-liner such as
+    ``float16(0x4248) 3.140625``, ``_repr_html_`` the bits as coloured boxes with the formula.
+    ``steps`` holds the derivation as (label, text) pairs. ``outcome`` is one of ``"exact"``,
+    ``"rounded"``, ``"subnormal"`` (rounded into the subnormal range), ``"overflow"``,
+    ``"underflow"`` (became zero, or E8M0's clamp up), ``"invalid"`` (NaN for an input the
+    format cannot hold), ``"nan"`` / ``"inf"`` (special input).
+    """
+
+    x: float
+    fmt: Format
+    rounding: str
+    saturate: bool
+    subnormals: bool
+    value: float
+    code: int
+    bits: str
+    kind: str
+    outcome: str
+    sign: int
+    exponent: int
+    mantissa: int
+    unbiased_exponent: int
+    error: float
+    relative_error: float
+    ulp: float
+    previous: float
+    next: float
+    formula: str
+    steps: tuple[tuple[str, str], ...]
+    x_text: str
+
+    @property
+    def hex(self) -> str:
+        return _hex(self.code, self.fmt)
+
+    @property
+    def exact(self) -> str:
+        """The stored value as an exact decimal string."""
+        return _decimal(self.value)
+
+    def __repr__(self) -> str:
+        shown = self.exact if len(self.exact) <= 40 else repr(self.value)
+        return f"{self.fmt.name}({self.hex}) {shown}"
+
+    def __str__(self) -> str:
+        title = (
+            f"{self.fmt.name}({self.x_text}) = {_short(self.value, 40)}   "
+            f"[{self.outcome}; code {self.hex}]"
+        )
+        width = max(len(label) for label, _ in self.steps)
+        lines = [title]
+        for label, text in self.steps:
+            pieces = [
+                line
+                for paragraph in text.split("\n")
+                for line in textwrap.wrap(paragraph, 96 - width, break_long_words=False)
+            ]
+            lines.append(f"  {label:<{width}}  {pieces[0]}")
+            lines.extend(f"  {'':<{width}}  {piece}" for piece in pieces[1:])
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return _render_html(self)
+
+
+def explain(
+    x: Any,
+    fmt: str | Format | Any,
+    rounding: str = "nearest_even",
+    saturate: bool = False,
+    subnormals: bool = True,
+    rng: np.random.Generator | int | None = None,
+) -> Explanation:
+    """Explain, step by step, how the single value ``x`` is stored in ``fmt``.
+
+    The options are those of :func:`floatlab.round` (which does the rounding): ``rounding``
+    mode, ``saturate`` overflow to +-max, ``subnormals=False`` to flush subnormal results to
+    zero, ``rng`` for stochastic rounding. Warnings the rounding raises (E8M0 cannot hold 0 or
+    negatives) become part of the explanation instead.
+
+    >>> print(explain(1/3, "fp16"))  # doctest: +ELLIPSIS
+    float16(0.3333333333333333) = 0.333251953125   [rounded; code 0x3555]
+    ...
+      value       (-1)^0 × 2^(13 - 15) × (1 + 341/1024) = 0.333251953125 exactly
+    ...
+    >>> explain(-0.0, "e4m3fnuz").bits      # FNUZ has no -0: the code 0x80 is its NaN
+    '00000000'
+    """
+    fmt = get_format(fmt)
+    mode = _resolve_mode(rounding)
+    arr = np.asarray(x)
+    if arr.ndim != 0:
+        raise TypeError(
+            f"explain takes one value, got an array of shape {arr.shape}: pass one element "
+            f"(e.g. explain(x[0], {fmt.name!r})), or use floatlab.round / floatlab.to_bin for "
+            "whole arrays"
+        )
+    x64 = float(_as_float64(x, "x"))
+    options = dict(rounding=mode, saturate=saturate, subnormals=subnormals, rng=rng)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = float(round_to_format(x64, fmt, **options))
+    notes = [str(w.message) for w in caught]
+    return _Derivation(x, x64, value, fmt, mode, saturate, subnormals, notes).build()
+
+
+class _Derivation:
+    """Builds the steps of an :class:`Explanation` from the input and the core's result."""
+
+    def __init__(self, original, x, value, fmt, mode, saturate, subnormals, notes):
+        self.original, self.x, self.value, self.fmt = original, x, value, fmt
+        self.mode, self.saturate, self.notes = mode, saturate, notes
+        self.subnormals = subnormals
+        self.ftz = not (subnormals and fmt.subnormals)
+        # The value is on the grid (or inf / NaN), so this encoding is exact, not a 2nd rounding.
+        self.code = int(encode(value, fmt))
+        f = fields(np.asarray(self.code, dtype=fmt.code_dtype), fmt)
+        self.sign, self.exp_field = int(f.sign), int(f.exponent)
+        self.man_field, self.unbiased = int(f.mantissa), int(f.unbiased_exponent)
+        self.kind = str(f.kind)
+        self.bits = str(codes_to_bin(np.asarray(self.code), fmt))
+        self.steps: list[tuple[str, str]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def add(self, label: str, text: str) -> None:
+        self.steps.append((label, text))
+
+    def x_text(self) -> str:
+        if isinstance(self.original, (int, np.integer)) and not isinstance(self.original, bool):
+            return str(int(self.original))
+        return repr(self.x)
+
+    def num(self, value: float | Fraction, limit: int = 24) -> str:
+        """A value of the format for prose: short, but enough digits to tell neighbours apart."""
+        return _short(value, limit, 6 if self.fmt.p <= 11 else 17)
+
+    def code_text(self, value: float, code: int) -> str:
+        if math.isnan(value):
+            return "none"
+        return f"{self.num(value)} ({_hex(code, self.fmt)})"
+
+    def split_bits(self) -> str:
+        f, b = self.fmt, self.bits
+        parts = [b[:1]] if f.signed else []
+        start = 1 if f.signed else 0
+        parts.append(b[start : start + f.exp_bits])
+        if f.man_bits:
+            parts.append(b[start + f.exp_bits :])
+        return " | ".join(parts)
+
+    # ------------------------------------------------------------------ the derivation
+    def build(self) -> Explanation:
+        f, x = self.fmt, self.x
+        self.add("input", self.input_text())
+        if math.isnan(x):
+            outcome = self.special_input("nan")
+        elif math.isinf(x):
+            outcome = self.special_input("inf")
+        else:
+            self.sign_step()
+            outcome = self.zero_input() if x == 0 else self.finite_input()
+        self.add("bits", f"{self.split_bits()}  = {_hex(self.code, f)}")
+        error, rel = self.error_step()
+        step = self.ulp_step()
+        prev, nxt = self.neighbour_step()
+        self.class_step()
+        if outcome != "invalid":  # an invalid input's warning is already the explanation
+            for note in self.notes:
+                self.add("note", note)
+        return Explanation(
+            x=x, fmt=f, rounding=self.mode, saturate=self.saturate, subnormals=self.subnormals,
+            value=self.value, code=self.code, bits=self.bits, kind=self.kind, outcome=outcome,
+            sign=self.sign, exponent=self.exp_field, mantissa=self.man_field,
+            unbiased_exponent=self.unbiased, error=error, relative_error=rel, ulp=step,
+            previous=prev, next=nxt, formula=self.formula(), steps=tuple(self.steps),
+            x_text=self.x_text(),
+        )
+
+    def input_text(self) -> str:
+        text = f"x = {self.x_text()}"
+        if math.isfinite(self.x) and self.x != 0:
+            exact = _decimal(self.x)
+            if exact != self.x_text() and exact != self.x_text().removesuffix(".0"):
+                if len(exact) <= 60:
+                    text += f"\n(as a float64 it is exactly {exact})"
+                else:
+                    text += f"\n(as a float64 it is {self.x:.20g}..., not exactly {self.x_text()})"
+        return text
+
+    def sign_step(self) -> None:
+        f, x = self.fmt, self.x
+        negative = math.copysign(1.0, x) < 0
+        if not f.signed:
+            text = f"{f.name} has no sign bit: it holds positive values only"
+            if negative:
+                text += ", so a negative x cannot be stored (the result is NaN)"
+        elif x == 0 and negative and not f.has_negative_zero:
+            text = (
+                f"x is -0, but {f.name} has no -0 (its code {_hex(f.sign_mask, f)} is the NaN): "
+                "stored as +0, sign bit 0"
+            )
+        elif x == 0 and negative:
+            text = "x is -0 (negative zero), so the sign bit is 1"
+        elif negative:
+            text = "x < 0, so the sign bit is 1; the rest encodes |x|"
+        else:
+            text = "x >= 0, so the sign bit is 0"
+        self.add("sign", text)
+
+    def special_input(self, what: str) -> str:
+        f = self.fmt
+        if what == "nan":
+            where = {
+                "ieee": "exponent all ones, mantissa non-zero; floatlab's canonical NaN sets the "
+                "top mantissa bit",
+                "fn": "the all-ones code is the only NaN",
+                "fnuz": "the only NaN is the code 100...0, where -0 would be",
+            }[f.special]
+            self.add("special", f"NaN in, NaN out ({where})")
+            return "nan"
+        if f.has_inf:
+            self.add("special", "inf is stored as exponent all ones, mantissa 0")
+        elif math.isnan(self.value):
+            self.add(
+                "special",
+                f"{f.name} has no inf: inf becomes NaN (as ml_dtypes); saturate=True gives "
+                f"+-max = {_short(f.max)} (as torch)",
+            )
+        else:
+            self.add("special", f"{f.name} has no inf: saturate=True clamps inf to +-max")
+        return "inf"
+
+    def zero_input(self) -> str:
+        f = self.fmt
+        if not f.has_zero:
+            self.add("zero", f"{f.name} has no zero (every code is a power of two or NaN): "
+                     "0 cannot be stored, the result is NaN")
+            return "invalid"
+        self.add("zero", "zero is stored as exponent field 0 and mantissa 0")
+        self.add("value", f"{_decimal(self.value)} exactly")
+        return "exact"
+
+    def finite_input(self) -> str:
+        f, x = self.fmt, self.x
+        ax = abs(x)
+        if not f.signed and x < 0:
+            return "invalid"
+        e_x = math.frexp(ax)[1] - 1
+        subnormal_window = e_x < f.emin and f.has_zero and not self.ftz
+        if subnormal_window:
+            start, exp_for_width = Fraction(0), f.emin
+            self.add(
+                "window",
+                f"|x| < {_pow2(f.emin)} = {_short(f.smallest_normal)}, the smallest normal: x lies "
+                f"in the subnormal window [0, {_pow2(f.emin)}), where the exponent is fixed at "
+                f"emin = {f.emin} and the hidden bit is 0",
+            )
+        else:
+            start, exp_for_width = Fraction(2) ** e_x, e_x
+            where = f"the window [{_short(start)}, {_short(2 * start)})"
+            text = f"{_pow2(e_x)} <= |x| < {_pow2(e_x + 1)}, so e = {e_x}: x lies in {where}"
+            if e_x > f.emax:
+                text += f", but the largest exponent of {f.name} is emax = {f.emax}"
+            elif e_x < f.emin:
+                text += f", but the smallest exponent of {f.name} is emin = {f.emin}"
+            self.add("window", text)
+        width = Fraction(2) ** (exp_for_width - f.man_bits)
+        offset = (Fraction(ax) - start) / width
+        buckets = 2**f.man_bits
+        self.add(
+            "offset",
+            f"the window holds 2^{f.man_bits} = {buckets} bucket{'s' if buckets > 1 else ''} "
+            f"of width {_pow2(exp_for_width - f.man_bits)} = {_short(width)};\n"
+            f"(|x| - {_short(start)}) / {_short(width)} = {self.offset_text(offset)}",
+        )
+
+        if not f.has_zero and e_x < f.emin:
+            return self.clamp_up()
+        rounded = self.unbounded(ax, start, offset, width, subnormal_window)
+        self.bucket_step(offset, (Fraction(rounded) - start) / width, buckets, e_x,
+                         subnormal_window)
+        if rounded > f.max:
+            return self.overflow(rounded)
+        if self.value == 0:
+            return self.underflow(ax, rounded)
+        self.field_steps()
+        if self.value == x:
+            return "exact"
+        return "subnormal" if self.kind == "subnormal" else "rounded"
+
+    def offset_text(self, offset: Fraction) -> str:
+        """The exact offset when short, else truncated (not rounded: 1023.9999 must not read
+        as 1024) to 6 decimals."""
+        text = _decimal(offset)
+        if len(text) <= 12 or offset.denominator == 1:
+            return text
+        whole = math.floor(offset)
+        if whole == 0 and offset < Fraction(1, 10**6):
+            return f"{_short(offset)}..."
+        decimals = str(math.floor((offset - whole) * 10**6)).rjust(6, "0").rstrip("0")
+        return f"{whole}.{decimals or '0'}..."
+
+    def bucket_step(self, offset, chosen, buckets, e_x, subnormal_window) -> None:
+        how = _MODE_WORDS[self.mode]
+        if offset.denominator == 1:
+            text = f"exactly on bucket {offset}: no rounding needed"
+        else:
+            tie = " (a tie: exactly halfway)" if offset.denominator == 2 else ""
+            text = f"between buckets {math.floor(offset)} and {math.floor(offset) + 1}{tie}; "
+            text += f"rounding {how} picks bucket {chosen}"
+        if chosen == buckets and not subnormal_window:
+            text += f", which is the start of the next window {_pow2(e_x + 1)} (a carry)"
+        elif chosen == buckets:
+            text += ", which is the smallest normal (the carry leaves the subnormal window)"
+        self.add("rounding", text)
+
+    def unbounded(self, ax, start, offset, width, subnormal_window) -> Fraction:
+        """|x| rounded with the format's precision but an unbounded exponent: the value the
+        core compares with max (overflow) and, under FTZ, with the smallest normal (flush).
+
+        The core does the rounding (never by hand): in a sibling format with the same mantissa
+        width, on |x| scaled into [1, 2). In the subnormal window the stored value itself is
+        the rounded one.
+        """
+        f, value = self.fmt, abs(self.value)
+        if subnormal_window:
+            return Fraction(value)
+        if self.mode == "stochastic":
+            # A second random draw could differ from the core's: read the choice off the result.
+            lower = start + math.floor(offset) * width
+            saturated = value == f.max and lower > f.max
+            if math.isfinite(value) and value != 0 and not saturated:
+                return Fraction(value)
+            return lower if lower > f.max or value == 0 else lower + width
+        # Round |x| scaled into [1, 2) in a sibling format with the same mantissa width and a
+        # roomy exponent range, then scale back: exact, as rounding commutes with powers of two
+        # in the normal range. (The scaling also keeps this off the core's fast path for formats
+        # whose emin equals float64's, which rounds p = 1 ties differently; see the tests.)
+        e_x = math.frexp(ax)[1] - 1
+        sibling = Format(
+            exp_bits=10, man_bits=f.man_bits, bias=511, special="ieee" if f.man_bits else "fn"
+        )
+        # Signed: directed modes round -x and x differently.
+        signed = math.copysign(math.ldexp(ax, -e_x), self.x)
+        scaled = abs(float(round_to_format(signed, sibling, rounding=self.mode)))
+        return Fraction(scaled) * Fraction(2) ** e_x  # may be 2**1024: no float for that
+
+    def field_steps(self) -> None:
+        f = self.fmt
+        if f.has_zero and self.exp_field == 0:
+            self.add(
+                "exponent",
+                f"field {self.exp_field:0{f.exp_bits}b} marks a subnormal: the exponent is "
+                f"emin = {f.emin} (not 0 - {f.bias})",
+            )
+        else:
+            text = (
+                f"field = e + bias = {self.unbiased} + {f.bias} = {self.exp_field} "
+                f"= {self.exp_field:0{f.exp_bits}b} ({f.exp_bits} bits)"
+            )
+            if self.exp_field == f.exp_field_max and f.special in ("fn", "fnuz", "none"):
+                text += (
+                    f" (in {f.name} the all-ones exponent holds finite values"
+                    + ("; only all-ones mantissa is NaN)" if f.special == "fn" else ")")
+                )
+            self.add("exponent", text)
+        if f.man_bits == 0:
+            self.add("mantissa", "no mantissa bits: the significand is the hidden 1 alone, "
+                     "so every value is a power of two")
+        else:
+            hidden = "0" if self.kind == "subnormal" else "1"
+            sig = Fraction(int(hidden) * 2**f.man_bits + self.man_field, 2**f.man_bits)
+            self.add(
+                "mantissa",
+                f"bucket {self.man_field} = {self.man_field:0{f.man_bits}b} "
+                f"({f.man_bits} bit{'s' if f.man_bits > 1 else ''}); "
+                f"with the hidden bit the significand is\n{hidden}.{self.man_field:0{f.man_bits}b}"
+                f" (binary) = {hidden} + {self.man_field}/{2**f.man_bits} = {_short(sig, 30)}",
+            )
+        formula = self.formula()
+        self.add("value", formula if "≈" in formula else f"{formula} exactly")
+
+    def formula(self) -> str:
+        """``(-1)^s × 2^(E - bias) × (1 + m/2^M) = value`` for the stored code."""
+        f, v = self.fmt, self.value
+        if math.isnan(v) or math.isinf(v) or v == 0:
+            return _decimal(v)
+        sign = f"(-1)^{self.sign} × " if f.signed else ""
+        if f.has_zero and self.exp_field == 0:
+            scale, sig = f"2^{f.emin}", f"(0 + {self.man_field}/{2**f.man_bits})"
+        else:
+            scale = f"2^({self.exp_field} - {f.bias})"
+            sig = f"(1 + {self.man_field}/{2**f.man_bits})" if f.man_bits else "1"
+        exact = _decimal(v)
+        shown = f"= {exact}" if len(exact) <= 60 else f"≈ {v!r}"
+        return f"{sign}{scale} × {sig} {shown}"
+
+    def overflow(self, unbounded: Fraction) -> str:
+        f = self.fmt
+        text = (
+            f"|x| rounds to {_short(unbounded)} with an unbounded exponent, which is above "
+            f"max = {_short(f.max)}: the value overflows"
+        )
+        if math.isinf(self.value):
+            text += f", and {f.name} has inf, so the result is {_decimal(self.value)}"
+        elif math.isnan(self.value):
+            text += (
+                f", and {f.name} has no inf, so the result is NaN (as ml_dtypes); "
+                f"saturate=True gives +-{_short(f.max)} (as torch's cast)"
+            )
+        elif self.saturate:
+            text += f"; saturate=True clamps it to +-max = {_short(f.max)}"
+        elif not f.has_nan:
+            text += f"; {f.name} has neither inf nor NaN, so it saturates to +-max"
+        else:
+            text += f"; rounding {self.mode} never overflows to inf, so it gives +-max"
+        threshold = self.overflow_threshold()
+        if threshold:
+            text += "\n" + threshold
+        self.add("overflow", text)
+        if math.isfinite(self.value):
+            self.field_steps()
+        elif math.isinf(self.value):
+            self.add("value", "inf: exponent field all ones, mantissa 0")
+        else:
+            self.add("value", f"NaN: the code {_hex(self.code, f)}")
+        return "overflow"
+
+    def overflow_threshold(self) -> str:
+        f = self.fmt
+        if self.mode not in _NEAREST:
+            return ""
+        half = Fraction(_ulp_of_magnitude(np.asarray(f.max), f).item()) / 2
+        limit = Fraction(f.max) + half
+        significand_odd = (Fraction(f.max) / (2 * half)).numerator % 2 == 1
+        if self.mode == "nearest_away" or significand_odd:
+            return (
+                f"(every |x| >= {_short(limit)} = max + ulp(max)/2 overflows in this mode)"
+            )
+        return (
+            f"(every |x| > {_short(limit)} = max + ulp(max)/2 overflows; {_short(limit)} "
+            f"itself ties to the even max)"
+        )
+
+    def underflow(self, ax: float, rounded: Fraction) -> str:
+        f = self.fmt
+        smallest = f.smallest_positive
+        if self.ftz:
+            who = "this conversion flushes" if f.subnormals else f"{f.name} has no"
+            why = (
+                f"|x| rounds to {self.num(rounded)}, below the smallest normal {_pow2(f.emin)} = "
+                f"{self.num(f.smallest_normal)}, and {who} subnormals (FTZ): it is flushed to zero"
+            )
+        elif self.mode in _NEAREST:
+            half = smallest / 2
+            rel = "below" if ax < half else "exactly"
+            why = (
+                f"|x| is {rel} half the smallest subnormal ({_pow2(f.emin - f.man_bits - 1)} ≈ "
+                f"{half:.3g}), so it rounds to zero"
+                + (" (the tie goes to the even 0)" if ax == half else "")
+            )
+        else:
+            why = f"rounding {self.mode} from the first bucket gives zero"
+        sign = "-0" if math.copysign(1.0, self.value) < 0 else "+0"
+        self.add("underflow", f"{why}: {sign}")
+        return "underflow"
+
+    def clamp_up(self) -> str:
+        f = self.fmt
+        self.add(
+            "underflow",
+            f"|x| < {_pow2(f.emin)}, the smallest value, and {f.name} has neither zero nor "
+            f"subnormals: x is clamped up to {_pow2(f.emin)}",
+        )
+        self.field_steps()
+        return "underflow"
+
+    # ------------------------------------------------------------------ common tail
+    def error_step(self) -> tuple[float, float]:
+        x, v = self.x, self.value
+        if not (math.isfinite(x) and math.isfinite(v)):
+            return math.nan, math.nan
+        err = Fraction(v) - Fraction(x)
+        rel = err / Fraction(x) if x != 0 else Fraction(0)
+        if err == 0:
+            self.add("error", "none: x is a value of the format")
+            return 0.0, 0.0
+        in_ulps = err / Fraction(float(ulp(x, self.fmt)))
+        text = (
+            f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
+            f"relative {float(rel):.3g}"
+        )
+        u = self.fmt.unit_roundoff
+        normal_range = self.fmt.smallest_normal <= abs(x) <= self.fmt.max
+        if self.mode in _NEAREST and self.kind == "normal" and normal_range:
+            text += f", within u = 2^-{self.fmt.p} ≈ {u:.3g}, the bound for round-to-nearest"
+        elif abs(x) < self.fmt.smallest_normal:
+            why = " (subnormals have fewer significant bits)" if self.fmt.subnormals else ""
+            text += f"; below the smallest normal the relative error is not bounded by u{why}"
+        self.add("error", text)
+        return float(err), float(rel)
+
+    def ulp_step(self) -> float:
+        v = self.value
+        if not math.isfinite(v):
+            return math.nan
+        step = float(ulp(v, self.fmt))
+        k = math.frexp(step)[1] - 1
+        self.add("ulp", f"ulp({self.num(v)}) = {_pow2(k)} = {self.num(step)}: the gap to the "
+                 "next larger magnitude")
+        return step
+
+    def neighbour_step(self) -> tuple[float, float]:
+        v = self.value
+        if math.isnan(v):
+            return math.nan, math.nan
+        both = nextafter([v, v], [-np.inf, np.inf], self.fmt)
+        prev, nxt = float(both[0]), float(both[1])
+        codes = [int(c) for c in encode(np.where(np.isnan(both), self.fmt.max, both), self.fmt)]
+        self.add(
+            "neighbours",
+            f"previous {self.code_text(prev, codes[0])}, next {self.code_text(nxt, codes[1])}",
+        )
+        return prev, nxt
+
+    def class_step(self) -> None:
+        text = {
+            "normal": "normal (hidden bit 1)",
+            "subnormal": "subnormal (exponent field 0, hidden bit 0: fewer significant bits)",
+            "zero": "zero",
+            "inf": "infinity",
+            "nan": "NaN (not a number)",
+        }[self.kind]
+        self.add("class", text)
+
+
+# =========================================================================== HTML
+
+_FIELD_COLOURS = {"sign": "#f4b6b6", "exponent": "#b6d4f4", "mantissa": "#c4ecb6"}
+
+
+def _bit_fields(fmt: Format) -> Sequence[str]:
+    return (["sign"] if fmt.signed else []) + ["exponent"] * fmt.exp_bits + [
+        "mantissa"
+    ] * fmt.man_bits
+
+
+def _render_html(e: Explanation) -> str:
+    boxes = "".join(
+        f"<span class='fl-bit fl-{name}' data-field='{name}' title='{name}' "
+        f"style='display:inline-block;min-width:1.3em;text-align:center;margin:1px;"
+        f"border:1px solid #555;background:{_FIELD_COLOURS[name]}'>{bit}</span>"
+        for bit, name in zip(e.bits, _bit_fields(e.fmt), strict=True)
+    )
+    f = e.fmt
+    described = {
+        "sign": f"sign {e.sign}",
+        "exponent": f"exponent {e.exponent:0{f.exp_bits}b} = {e.exponent}",
+        "mantissa": f"mantissa {e.mantissa:0{f.man_bits}b} = {e.mantissa}" if f.man_bits else "",
+    }
+    legend = " ".join(
+        f"<span class='fl-{name}' style='background:{_FIELD_COLOURS[name]};padding:0 4px'>"
+        f"{html.escape(text)}</span>"
+        for name, text in described.items()
+        if text and (name != "sign" or f.signed)
+    )
+    rows = "".join(
+        f"<tr><th style='text-align:left;vertical-align:top;padding-right:1em'>"
+        f"{html.escape(label)}</th><td style='text-align:left'>"
+        f"{html.escape(text).replace(chr(10), '<br/>')}</td></tr>"
+        for label, text in e.steps
+    )
+    title = html.escape(str(e).split("\n", 1)[0])
+    return (
+        "<div class='floatlab-explain' style='font-family:monospace'>"
+        f"<div style='font-weight:bold'>{title}</div>"
+        f"<div class='fl-bits'>{boxes}</div>"
+        f"<div class='fl-legend'>{legend}</div>"
+        f"<div class='fl-formula' style='margin:0.4em 0'>{html.escape(e.formula)}</div>"
+        f"<table class='fl-steps'>{rows}</table>"
+        "</div>"
+    )
