@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from floatlab.codec import decode, encode, to_bin, to_hex
+from floatlab.codec import codes_to_bin, decode, encode, to_bin, to_hex
+from floatlab.explain import explain, values
+from floatlab.finfo import compare_formats, finfo
 from floatlab.formats import FormatNameError, format_names, get_format
 from floatlab.rounding import ROUNDING_MODES
 from floatlab.rounding import round as round_to_format
@@ -63,7 +65,7 @@ def cmd_round(args: argparse.Namespace) -> int:
     values = _read_numbers(args.values, args.file)
     rounded = round_to_format(values, fmt, rounding=args.rounding, saturate=args.saturate)
     for x, r in zip(values, rounded, strict=True):
-        print(f"{x!r} -> {_format_value(r)}")
+        print(f"{_format_value(x)} -> {_format_value(r)}")
     return EXIT_OK
 
 
@@ -94,12 +96,46 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    print(explain(args.value, args.format, rounding=args.rounding, saturate=args.saturate,
+                  subnormals=not args.ftz))
+    return EXIT_OK
+
+
+def cmd_finfo(args: argparse.Namespace) -> int:
+    info = finfo(args.format)
+    print(repr(info) if args.oneline else str(info))
+    return EXIT_OK
+
+
 def cmd_formats(args: argparse.Namespace) -> int:
-    print(f"{'name':<20}{'bits':>5}{'E':>4}{'M':>4}{'bias':>6}  {'special':<6}{'max':>14}")
+    if args.names:
+        print(compare_formats(args.names))
+        return EXIT_OK
+    print(f"{'name':<20}{'bits':>5}{'E':>4}{'M':>4}{'bias':>6}  {'special':<8}{'max':>13}"
+          f"{'smallest > 0':>14}")
     for name in format_names():
         f = get_format(name)
         print(f"{name:<20}{f.bits:>5}{f.exp_bits:>4}{f.man_bits:>4}{f.bias:>6}  "
-              f"{f.special:<6}{f.max:>14.6g}")
+              f"{f.special:<8}{f.max:>13.6g}{f.smallest_positive:>14.6g}")
+    print("\nCompare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
+    return EXIT_OK
+
+
+def cmd_values(args: argparse.Namespace) -> int:
+    fmt = get_format(args.format)
+    finite = values(fmt)
+    if finite.size > args.limit:
+        raise ValueError(
+            f"{fmt.name} has {finite.size} finite values; pass --limit {finite.size} to print "
+            "them all, or pick a smaller format (e4m3fn, e5m2, e2m1, ...)"
+        )
+    codes = encode(finite, fmt)
+    bits = codes_to_bin(codes, fmt, sep=" ")
+    digits = (fmt.bits + 3) // 4
+    print(f"{finite.size} finite values of {fmt.name}, ascending (code, bits, value):")
+    for code, pattern, value in zip(codes, bits, finite, strict=True):
+        print(f"0x{int(code):0{digits}x}  {pattern}  {_format_value(value)}")
     return EXIT_OK
 
 
@@ -162,7 +198,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="read more codes from a file (- for stdin)")
     p.set_defaults(func=cmd_decode)
 
-    sub.add_parser("formats", help="list the known formats").set_defaults(func=cmd_formats)
+    p = sub.add_parser("explain", help="step-by-step derivation of one value",
+                       description="Explain how one value is stored: sign, window, bucket, "
+                       "exponent and mantissa fields, exact value, error, neighbours.")
+    p.add_argument("value", type=float)
+    p.add_argument("--format", "-f", default="float16", help="format name (default float16)")
+    _add_rounding_options(p)
+    p.add_argument("--ftz", action="store_true", help="flush subnormal results to zero")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("finfo", help="limits of a format (numpy/torch finfo fields)",
+                       description="Print the limits of a format, derived from its encoding.")
+    p.add_argument("format", help="format name, e.g. bf16")
+    p.add_argument("--oneline", action="store_true", help="torch.finfo-style one-line repr")
+    p.set_defaults(func=cmd_finfo)
+
+    p = sub.add_parser("formats", help="list the formats, or compare a few side by side")
+    p.add_argument("names", nargs="*", metavar="FORMAT",
+                   help="formats to compare side by side (none: list every preset)")
+    p.set_defaults(func=cmd_formats)
+
+    p = sub.add_parser("values", help="every finite value of a small format",
+                       description="List every finite value of a format with its code and bits.")
+    p.add_argument("format", help="format name, e.g. e4m3fn or e2m1")
+    p.add_argument("--limit", type=int, default=1024,
+                   help="refuse to print more values than this (default 1024)")
+    p.set_defaults(func=cmd_values)
     return parser
 
 
