@@ -81,10 +81,18 @@ class Format:
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for attr in ("exp_bits", "man_bits"):
+        for attr in ("exp_bits", "man_bits", "bias"):
             value = getattr(self, attr)
+            if attr == "bias" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"Format.{attr} must be an int, got {value!r}")
+            object.__setattr__(self, attr, int(value))
+        for attr in ("signed", "subnormals", "has_zero"):
+            value = getattr(self, attr)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"Format.{attr} must be True or False, got {value!r}")
+            object.__setattr__(self, attr, bool(value))
         if not 1 <= self.exp_bits <= 11:
             raise ValueError(
                 f"exp_bits={self.exp_bits} is out of range: use 1..11 (float64 has 11)"
@@ -128,7 +136,8 @@ class Format:
 
     # ------------------------------------------------------------------ naming
     def _default_name(self) -> str:
-        tail = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "none": "fn"}[self.special]
+        # "none" (no inf, no NaN) gets its own suffix: plain "fn" already means NaN at all ones.
+        tail = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "none": "fn_nonan"}[self.special]
         if self.special == "fn" and not self.signed:
             tail = "fnu"
         ieee_bias = 2 ** (self.exp_bits - 1) - 1
@@ -362,7 +371,7 @@ _AMBIGUOUS: dict[str, tuple[str, ...]] = {
     "float6": ("float6_e2m3fn", "float6_e3m2fn"),
 }
 
-_SPEC = re.compile(r"^e(\d+)m(\d+)(?:b(\d+))?(fnuz|fnu|fn)?$")
+_SPEC = re.compile(r"^e(\d+)m(\d+)(?:b(\d+))?(fnuz|fnu|fn_nonan|fn)?(_ftz)?$")
 
 
 def format_names() -> list[str]:
@@ -387,19 +396,26 @@ def _ambiguity_message(name: str, candidates: tuple[str, ...]) -> str:
 
 
 def _from_spec(spec: str) -> Format | None:
-    """Parse ``e<E>m<M>[b<bias>][fn|fnuz|fnu]`` into a custom Format (IEEE-like by default)."""
+    """Parse ``e<E>m<M>[b<bias>][fn|fnuz|fnu|fn_nonan][_ftz]`` into a custom Format.
+
+    No suffix is IEEE-like; the suffixes are the ones default names use, so that
+    ``get_format(fmt.name) == fmt`` for every custom format.
+    """
     match = _SPEC.match(spec)
     if match is None:
         return None
     e, m = int(match[1]), int(match[2])
     tail = match[4] or ""
-    kwargs: dict[str, Any] = {"special": {"": "ieee", "fn": "fn", "fnuz": "fnuz"}.get(tail, "fn")}
+    specials = {"": "ieee", "fn": "fn", "fnuz": "fnuz", "fn_nonan": "none", "fnu": "fn"}
+    kwargs: dict[str, Any] = {"special": specials[tail]}
     if tail == "fnu":
         kwargs.update(signed=False, subnormals=False, has_zero=False)
     if match[3] is not None:
         kwargs["bias"] = int(match[3])
     elif tail == "fnuz":
         kwargs["bias"] = 2 ** (e - 1)
+    if match[5]:
+        kwargs["subnormals"] = False
     return Format(exp_bits=e, man_bits=m, **kwargs)
 
 
@@ -409,6 +425,9 @@ def get_format(fmt: str | Format | Any) -> Format:
     Names are case-insensitive; ``-`` and ``_`` are interchangeable. A spec string
     ``"e<E>m<M>"`` builds an IEEE-like custom format (suffix ``fn`` / ``fnuz`` and ``b<bias>``
     select other conventions). Ambiguous names such as ``"e4m3"`` or ``"fp8"`` are refused.
+    The short names of presets come first: ``"e5m2"``, ``"e3m4"`` are the ml_dtypes formats
+    (IEEE-like anyway), and ``"e2m1"`` / ``"e2m3"`` / ``"e3m2"`` are the OCP MX element formats
+    (no inf, no NaN: E2M1's max is 6, not the IEEE-like reading's 3).
 
     >>> get_format("BF16").name
     'bfloat16'

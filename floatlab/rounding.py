@@ -32,6 +32,9 @@ Conventions that differ between libraries (documented here, taught in ``explain`
   torch; gfloat picks 2). It has no zero and no sign: 0 and negative inputs become NaN with a
   RuntimeWarning; positive values below 2**-127 become 2**-127.
 * FNUZ formats have no -0: negative zero and negative underflow give +0.
+* Stochastic rounding rounds up past max with the usual probability; that overflows like
+  round-to-nearest does (inf, NaN in FN/FNUZ formats) unless ``saturate=True``.
+* Round to odd with p = 1 (E8M0) is truncation: every significand is odd (1).
 * ``subnormals=False`` flushes results below the smallest normal to (signed) zero (FTZ), in
   every rounding mode, as hardware FTZ does: ``up`` can then give 0 for a tiny positive x.
   Likewise E8M0, which has no zero, clamps positive values below 2**-127 up to 2**-127 in every
@@ -104,19 +107,21 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
             f"{name} is complex; floatlab formats hold real numbers: round x.real and x.imag "
             "separately"
         )
-    if kind == "O":
-        try:
-            out = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            pass
-        else:
-            if any(isinstance(v, int) and abs(v) > 2**53 for v in arr.flat):
-                raise _inexact_integer_error(name)
-            return out
+    if kind == "O" and all(_is_real_number(v) for v in arr.flat):
+        if any(isinstance(v, int) and abs(v) > 2**53 for v in arr.flat):
+            raise _inexact_integer_error(name)
+        return arr.astype(np.float64)
     raise TypeError(
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
+
+
+def _is_real_number(value: Any) -> bool:
+    """Python / numpy ints and floats, not bools, strings, None or complex."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, float, np.integer, np.floating))
 
 
 def _inexact_integer_error(name: str) -> ValueError:
@@ -221,7 +226,16 @@ def round(  # noqa: A001 - the name users expect; builtins.round stays reachable
     arr = as_float_array(x)
     ftz = not (subnormals and fmt.subnormals)
 
-    layout = _F32 if arr.dtype == np.float32 and _fits_float32(fmt) else _F64
+    # With FTZ, inputs just below 2**emin must be rounded on their own (finer) binade's grid;
+    # when the format's emin is float32's, those inputs are float32 subnormals, so use float64.
+    f32_ok = _fits_float32(fmt) and not (ftz and fmt.emin == _F32.emin)
+    if ftz and fmt.emin == _F64.emin and fmt.man_bits < _F64.man_bits:
+        raise ValueError(
+            f"subnormals=False is not supported for {fmt.name}: its normal range starts at "
+            "float64's (emin = -1022), so inputs just below it are float64 subnormals that "
+            "floatlab cannot round on their own grid; use subnormals=True"
+        )
+    layout = _F32 if arr.dtype == np.float32 and f32_ok else _F64
     work = arr.astype(layout.dtype, copy=False).reshape(-1)
     if mode == "stochastic":
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
