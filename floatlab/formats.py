@@ -145,7 +145,11 @@ class Format:
             ieee_bias += 1
         bias = "" if self.bias == ieee_bias else f"b{self.bias}"
         extra = "" if self.subnormals or not self.has_zero else "_ftz"
-        return f"e{self.exp_bits}m{self.man_bits}{bias}{tail}{extra}"
+        name = f"e{self.exp_bits}m{self.man_bits}{bias}{tail}{extra}"
+        if tail == "fn" and _ALIASES.get(name, self.name) != self.name:
+            # e.g. "e2m1fn" is the alias of the MX preset (no NaN); say this one has a NaN.
+            name = name.replace("fn", "fn_nan", 1)
+        return name
 
     def __repr__(self) -> str:
         return (
@@ -371,7 +375,7 @@ _AMBIGUOUS: dict[str, tuple[str, ...]] = {
     "float6": ("float6_e2m3fn", "float6_e3m2fn"),
 }
 
-_SPEC = re.compile(r"^e(\d+)m(\d+)(?:b(\d+))?(fnuz|fnu|fn_nonan|fn)?(_ftz)?$")
+_SPEC = re.compile(r"^e(\d+)m(\d+)(?:b(\d+))?(fnuz|fnu|fn_nonan|fn_nan|fn)?(_ftz)?$")
 
 
 def format_names() -> list[str]:
@@ -406,7 +410,8 @@ def _from_spec(spec: str) -> Format | None:
         return None
     e, m = int(match[1]), int(match[2])
     tail = match[4] or ""
-    specials = {"": "ieee", "fn": "fn", "fnuz": "fnuz", "fn_nonan": "none", "fnu": "fn"}
+    specials = {"": "ieee", "fn": "fn", "fn_nan": "fn", "fnuz": "fnuz", "fn_nonan": "none",
+                "fnu": "fn"}
     kwargs: dict[str, Any] = {"special": specials[tail]}
     if tail == "fnu":
         kwargs.update(signed=False, subnormals=False, has_zero=False)
