@@ -146,7 +146,10 @@ class Format:
         bias = "" if self.bias == ieee_bias else f"b{self.bias}"
         extra = "" if self.subnormals or not self.has_zero else "_ftz"
         name = f"e{self.exp_bits}m{self.man_bits}{bias}{tail}{extra}"
-        if tail == "fn" and _ALIASES.get(name, self.name) != self.name:
+        if name in _ALIASES:
+            preset = PRESETS[_ALIASES[name]]
+            if preset == self:  # the same encoding as a preset: use the preset's name
+                return preset.name
             # e.g. "e2m1fn" is the alias of the MX preset (no NaN); say this one has a NaN.
             name = name.replace("fn", "fn_nan", 1)
         return name
