@@ -23,9 +23,10 @@ from floatlab.codec import (
     to_bin,
     to_hex,
 )
-from floatlab.explain import Explanation, exact_decimal, explain, nextafter, ulp, values
+from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
+from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.rounding import ROUNDING_MODES, round
 
 __version__ = "0.1.0"

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from floatlab.codec import codes_to_bin, decode, encode, to_bin, to_hex
-from floatlab.explain import explain, values
+from floatlab.explain import explain
 from floatlab.finfo import compare_formats, finfo
 from floatlab.formats import FormatNameError, format_names, get_format
+from floatlab.grid import values
 from floatlab.rounding import ROUNDING_MODES
 from floatlab.rounding import round as round_to_format
 

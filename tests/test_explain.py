@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from floatlab.codec import decode, encode, to_bin
-from floatlab.explain import Explanation, exact_decimal, explain, nextafter, ulp, values
+from floatlab.explain import Explanation, explain
 from floatlab.formats import PRESETS, Format, FormatNameError
+from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.rounding import round as fl_round
 
 SMALL = [f for f in PRESETS.values() if f.bits <= 16]

@@ -10,9 +10,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from floatlab.explain import nextafter, values
 from floatlab.finfo import FInfo, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError
+from floatlab.grid import nextafter, values
 from floatlab.rounding import round as fl_round
 
 NUMPY_FIELDS = (
