@@ -26,7 +26,7 @@ import math
 import textwrap
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -199,6 +199,9 @@ class _Derivation:
         self.mode, self.saturate, self.notes = mode, saturate, notes
         self.subnormals = subnormals
         self.ftz = not (subnormals and fmt.subnormals)
+        # The grid the result lives on: with FTZ there are no subnormals to be neighbours of.
+        self.grid = replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)") if (
+            self.ftz and fmt.subnormals and fmt.has_zero) else fmt
         # The value is on the grid (or inf / NaN), so this encoding is exact, not a 2nd rounding.
         self.code = int(encode(value, fmt))
         f = fields(np.asarray(self.code, dtype=fmt.code_dtype), fmt)
@@ -572,7 +575,7 @@ class _Derivation:
         if err == 0:
             self.add("error", "none: x is a value of the format")
             return 0.0, 0.0
-        in_ulps = err / Fraction(float(ulp(x, self.fmt)))
+        in_ulps = err / Fraction(float(ulp(x, self.grid)))
         text = (
             f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
             f"relative {float(rel):.3g}"
@@ -582,7 +585,7 @@ class _Derivation:
         if self.mode in _NEAREST and self.kind == "normal" and normal_range:
             text += f", within u = 2^-{self.fmt.p} ≈ {u:.3g}, the bound for round-to-nearest"
         elif abs(x) < self.fmt.smallest_normal:
-            why = " (subnormals have fewer significant bits)" if self.fmt.subnormals else ""
+            why = " (subnormals have fewer significant bits)" if self.grid.subnormals else ""
             text += f"; below the smallest normal the relative error is not bounded by u{why}"
         self.add("error", text)
         return float(err), float(rel)
@@ -591,7 +594,7 @@ class _Derivation:
         v = self.value
         if not math.isfinite(v):
             return math.nan
-        step = float(ulp(v, self.fmt))
+        step = float(ulp(v, self.grid))
         k = math.frexp(step)[1] - 1
         self.add("ulp", f"ulp({self.num(v)}) = {_pow2(k)} = {self.num(step)}: the gap to the "
                  "next larger magnitude")
@@ -601,7 +604,7 @@ class _Derivation:
         v = self.value
         if math.isnan(v):
             return math.nan, math.nan
-        both = nextafter([v, v], [-np.inf, np.inf], self.fmt)
+        both = nextafter([v, v], [-np.inf, np.inf], self.grid)
         prev, nxt = float(both[0]), float(both[1])
         codes = [int(c) for c in encode(np.where(np.isnan(both), self.fmt.max, both), self.fmt)]
         self.add(

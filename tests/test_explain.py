@@ -444,3 +444,12 @@ def test_ulp_examples_and_numpy_on_positive_float16():
     # numpy.spacing agrees on positive float16 (for negative float16 it returns the gap toward
     # zero at powers of two: np.spacing(np.float16(-1)) == +0.000488, a numpy quirk).
     assert np.array_equal(ulp(v, "fp16"), np.spacing(v.astype(np.float16)).astype(np.float64))
+
+
+def test_explain_with_ftz_uses_the_grid_without_subnormals():
+    # With subnormals=False the neighbours of 0 are +-2**-14, not the subnormals FTZ removed.
+    e = explain(1e-5, "fp16", subnormals=False)
+    assert e.value == 0.0 and e.outcome == "underflow"
+    assert (e.previous, e.next) == (-(2.0**-14), 2.0**-14)
+    assert "ulp(0) = 2^-14" in str(e)
+    assert "fewer significant bits" not in str(e)
