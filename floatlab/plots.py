@@ -395,9 +395,14 @@ def _label_values(ax: Axes, fmt: Format, values: np.ndarray) -> None:
         marks.insert(0, (fmt.smallest_subnormal, f"min subnormal\n{fmt.smallest_subnormal:g}"))
     if fmt.smallest_normal < 1 < fmt.max:
         marks.append((1.0, "1"))
+    # The two small landmarks sit close together (one binade apart for E5M2): open their labels
+    # away from each other so they never overlap.
+    align = {fmt.smallest_subnormal: "right", fmt.smallest_normal: "left"}
+    if fmt.smallest_subnormal is None:
+        align = {}
     for v, text in marks:
-        ax.annotate(text, (v, 1.0), (v, 1.3), ha="center", va="bottom", fontsize=8,
-                    arrowprops={"arrowstyle": "-", "color": "0.4", "linewidth": 0.6})
+        ax.annotate(text, (v, 1.0), (v, 1.3), ha=align.get(v, "center"), va="bottom",
+                    fontsize=8, arrowprops={"arrowstyle": "-", "color": "0.4", "linewidth": 0.6})
 
 
 def _number_line_density(fmt: Format, ax: Axes) -> Axes:
