@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import builtins
 import warnings
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -59,6 +60,7 @@ RoundingMode = Literal[
 ROUNDING_MODES: tuple[str, ...] = (
     "nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic"
 )
+_MODE_SET = frozenset(ROUNDING_MODES)
 _MODE_ALIASES = {
     "rne": "nearest_even", "nearest": "nearest_even", "round_to_nearest_even": "nearest_even",
     "rna": "nearest_away", "rtz": "toward_zero", "truncate": "toward_zero", "trunc": "toward_zero",
@@ -81,9 +83,9 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     dtype('float64')
     """
     arr = np.asarray(x)
-    kind = arr.dtype.kind
-    if arr.dtype.name in ("float32", "float64"):
+    if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         return arr
+    kind = arr.dtype.kind
     if kind == "f":  # float16 or longdouble
         if arr.dtype.itemsize > 8:
             raise TypeError(
@@ -150,6 +152,8 @@ def _preview(arr: np.ndarray) -> str:
 
 
 def _resolve_mode(rounding: str) -> str:
+    if rounding in _MODE_SET:  # the common case, without string munging
+        return rounding
     if not isinstance(rounding, str):
         raise TypeError(f"rounding must be a string such as 'nearest_even', got {rounding!r}")
     key = rounding.strip().lower().replace("-", "_")
@@ -181,6 +185,7 @@ _F64 = _Layout(np.float64, np.uint64, 52, 1023)
 _F32 = _Layout(np.float32, np.uint32, 23, 127)
 
 
+@lru_cache(maxsize=256)
 def _fits_float32(fmt: Format) -> bool:
     """Whether float32 can be the working precision: every quantum and every value of the
     format is a float32, and the format's normal range starts inside float32's (so that
@@ -252,8 +257,13 @@ def round(  # noqa: A001 - the name users expect; builtins.round stays reachable
 _CHUNK = 1 << 17
 
 
+_FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+
+
 def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
-    out = np.dtype(np.float64 if dtype is None else dtype)
+    if dtype is None:
+        return _FLOAT64
+    out = np.dtype(dtype)
     if out not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise TypeError(f"dtype must be float64 or float32, got {out}")
     if out == np.float32 and not _fits_float32(fmt):
@@ -278,26 +288,41 @@ def _round_bits(
     bits = work.view(L.uint)
     mag = bits & L.abs_mask
     sign_bit = uint(1 << (L.width - 1))
-    # p = 1 formats take the significand path: their pattern's last kept bit is an exponent
-    # bit, not the significand's parity (the documented tie rule reads the significand, 1).
-    uniform_shift = fmt.emin == L.emin and not ftz and fmt.man_bits > 0
     out_bits = dest.view(L.uint)
-    if uniform_shift and mode == "nearest_even" and fmt.man_bits < L.man_bits:
-        # The hot path (bf16 / tf32 from float32): round the whole pattern, sign included;
-        # a carry never reaches the sign bit from a finite input.
-        _round_pattern_nearest_even(bits, L.man_bits - fmt.man_bits, out_bits)
-    else:
-        directed = mode in ("up", "down")
-        negative = (bits & sign_bit) != 0 if directed else None
-        if uniform_shift:
-            rounded = _round_pattern(mag, fmt, mode, negative, rng, L)
+    directed = mode in ("up", "down")
+    negative = (bits & sign_bit) != 0 if directed else None
+    if fmt.man_bits > 0:
+        # Every input at or above the format's smallest normal keeps the same number of bits
+        # (L.man_bits - M), so rounding the bit pattern itself is exact for it: a carry out of
+        # the mantissa steps correctly into the next binade (or to inf).
+        if mode == "nearest_even":  # the hot path; a carry never reaches the sign bit
+            _round_pattern_nearest_even(bits, L.man_bits - fmt.man_bits, out_bits)
         else:
-            rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
-        np.bitwise_or(rounded, bits & sign_bit, out=out_bits)  # reattach the sign
+            rounded = _round_pattern(mag, fmt, mode, negative, rng, L)
+            np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
+        # Inputs below the smallest normal need the subnormal quantum (or FTZ): re-round just
+        # those, usually few or none, on the significand path.
+        if fmt.emin > L.emin or ftz:
+            tiny = mag < _bits_of(fmt.smallest_normal, L)
+            tiny &= mag != uint(0)
+            count = np.count_nonzero(tiny)
+            if count > tiny.size // 4:  # mostly tiny (e.g. unscaled gradients): one full pass
+                rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
+                np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
+            elif count:
+                where = np.flatnonzero(tiny)
+                sub_negative = negative[where] if directed else None
+                rounded = _round_significand(mag[where], fmt, mode, sub_negative, ftz, rng, L)
+                out_bits[where] = rounded | (bits[where] & sign_bit)
+    else:
+        # p = 1 formats: the pattern's last kept bit would be an exponent bit, not the
+        # significand's parity (the documented tie rule reads the significand, 1).
+        rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
+        np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
 
     # One reduction tells whether anything can overflow or is inf / NaN; usually nothing is.
     peak = mag.max(initial=0)
-    max_bits = L.dtype.type(fmt.max).view(L.uint)
+    max_bits = _bits_of(fmt.max, L)
     if peak <= max_bits and not ftz and fmt.has_zero and fmt.has_negative_zero:
         return
     out = dest
@@ -315,9 +340,18 @@ def _round_bits(
         dest[...] = out
 
 
+@lru_cache(maxsize=1024)
+def _bits_of(value: float, L: _Layout) -> np.unsignedinteger:
+    """The working-precision bit pattern of a (representable) limit such as max."""
+    return L.dtype.type(value).view(L.uint)
+
+
 def _round_pattern_nearest_even(bits, shift, out_bits) -> None:
     """out = bits rounded to nearest-even at bit ``shift``: add half - 1 (+1 if odd), truncate."""
     uint = bits.dtype.type
+    if shift == 0:  # the format keeps every bit (float32 -> float32)
+        out_bits[...] = bits
+        return
     np.right_shift(bits, uint(shift), out=out_bits)
     out_bits &= uint(1)
     out_bits += uint((1 << (shift - 1)) - 1)
@@ -326,11 +360,10 @@ def _round_pattern_nearest_even(bits, shift, out_bits) -> None:
 
 
 def _round_pattern(mag, fmt, mode, negative, rng, L) -> np.ndarray:
-    """Round magnitude bit patterns when every input discards the same number of bits.
+    """Round magnitude bit patterns at a fixed bit position (exact for inputs >= 2**emin).
 
-    This holds when the format's normal range starts where the working format's does (bf16 and
-    tf32 from float32): then the pattern, read as an integer, is linear in the value within a
-    binade and a carry out of the mantissa steps correctly into the next binade (or to inf).
+    Within a binade the pattern, read as an integer, is linear in the value, and a carry out of
+    the mantissa steps correctly into the next binade (or to inf).
     """
     uint = L.uint.type
     shift = L.man_bits - fmt.man_bits
