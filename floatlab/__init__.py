@@ -7,6 +7,7 @@
 1.125
 """
 
+from floatlab import mixed
 from floatlab.codec import (
     Fields,
     bfloat16_to_bin,
@@ -27,11 +28,14 @@ from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.grid import exact_decimal, nextafter, ulp, values
+from floatlab.mixed import GradScaler
 from floatlab.rounding import ROUNDING_MODES, round
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "GradScaler",
+    "mixed",
     "Explanation",
     "FInfo",
     "FormatComparison",

@@ -1,0 +1,77 @@
+"""The mixed-precision lab: train small networks with every number in an emulated format.
+
+Everything rounds through one hook (:func:`quantize`) under a precision :class:`Policy` named
+the way Lightning, Apex and torch name them, so the classic phenomena can be reproduced and
+measured on a CPU in seconds: fp16 gradients underflowing without loss scaling, the dynamic
+GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small updates.
+
+>>> from floatlab.mixed import compare, teacher_gaussians
+>>> result = compare(["32-true", "bf16-mixed"], steps=30, progress=False,
+...                  data=teacher_gaussians(n=2048))
+>>> [name for name in result.histories]
+['32-true', 'bf16-mixed']
+
+Layout: ``policy`` (which format where), ``tensor`` (Tensor, ops, the hook), ``nn`` (layers,
+losses), ``optim`` (SGD, Adam), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
+counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``data``,
+``progress``.
+"""
+
+from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
+from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
+from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
+from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
+from floatlab.mixed.policy import (
+    LEGACY_ALIASES,
+    MATMUL_PRECISIONS,
+    OP_KINDS,
+    PRECISIONS,
+    Policy,
+    get_policy,
+)
+from floatlab.mixed.scaler import GradScaler, StaticScaler
+from floatlab.mixed.telemetry import StepStats, log2_histogram
+from floatlab.mixed.tensor import (
+    Tensor,
+    active_policy,
+    add,
+    cast,
+    cross_entropy,
+    exp,
+    linear,
+    log,
+    log_softmax,
+    matmul,
+    mean,
+    mul,
+    neg,
+    no_grad,
+    prime_copies,
+    quantize,
+    recording,
+    relu,
+    softmax,
+    sub,
+    sum,  # noqa: F401 - torch's name; kept out of __all__
+    tanh,
+    use_precision,
+)
+from floatlab.mixed.trainer import DEFAULT_PRECISIONS, Trainer, bytes_held, compare
+
+__all__ = [
+    # policies
+    "Policy", "get_policy", "PRECISIONS", "LEGACY_ALIASES", "MATMUL_PRECISIONS", "OP_KINDS",
+    # autograd
+    "Tensor", "quantize", "use_precision", "no_grad", "recording", "active_policy",
+    "prime_copies",
+    # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
+    "matmul", "linear", "add", "sub", "mul", "neg", "relu", "tanh", "exp", "log", "mean",
+    "softmax", "log_softmax", "cross_entropy", "cast",
+    # networks and training
+    "Module", "Linear", "MLP", "parameter", "mse_loss", "accuracy",
+    "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
+    "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
+    "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
+    # data
+    "Dataset", "teacher_gaussians", "spirals",
+]

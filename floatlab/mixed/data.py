@@ -1,0 +1,111 @@
+"""Small deterministic datasets for the lab: teacher-labelled Gaussians and 2-D spirals.
+
+Arrays are float32 (exact in every storage the lab uses), labels int64, and all arrays are
+read-only so no experiment can change another's data.
+
+>>> d = teacher_gaussians()
+>>> d.X_train.shape, d.X_test.shape, d.classes
+((4096, 16), (4096, 16), 4)
+>>> s = spirals(n=300, classes=3)
+>>> s.X_train.shape[1], sorted(set(s.y_train.tolist()))
+(2, [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Dataset", "teacher_gaussians", "spirals"]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train and test splits of a classification problem."""
+
+    name: str
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    classes: int
+    description: str = ""
+
+    @property
+    def features(self) -> int:
+        return self.X_train.shape[1]
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.name!r}: {len(self.X_train)} train / {len(self.X_test)} test, "
+                f"{self.features} features, {self.classes} classes)")
+
+
+def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,
+           description: str) -> Dataset:
+    arrays = [X[:n_train], y[:n_train], X[n_train:], y[n_train:]]
+    frozen = []
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        a.flags.writeable = False
+        frozen.append(a)
+    return Dataset(name, *frozen, classes=classes, description=description)
+
+
+def teacher_gaussians(
+    n: int = 8192,
+    dim: int = 16,
+    hidden: int = 32,
+    classes: int = 4,
+    train_fraction: float = 0.5,
+    seed: int = 0,
+) -> Dataset:
+    """Gaussian inputs labelled by a random teacher network (the reference experiment).
+
+    ``X ~ N(0, I_dim)``; ``y = argmax(tanh(X W1) W2)`` with ``W1 ~ N(0, 1/dim)`` (dim x hidden)
+    and ``W2 ~ N(0, 1/hidden)`` (hidden x classes). A student MLP can learn it well but not
+    perfectly from half the rows, so train and test accuracy both mean something.
+
+    >>> teacher_gaussians(n=100, seed=1).y_train[:8].tolist()
+    [1, 0, 0, 0, 2, 0, 2, 3]
+    """
+    if n < 2 or not 0 < train_fraction < 1:
+        raise ValueError(f"need n >= 2 and 0 < train_fraction < 1, got n={n}, "
+                         f"train_fraction={train_fraction}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, dim))
+    W1 = rng.normal(0.0, np.sqrt(1.0 / dim), (dim, hidden))
+    W2 = rng.normal(0.0, np.sqrt(1.0 / hidden), (hidden, classes))
+    X = X.astype(np.float32)
+    y = np.argmax(np.tanh(X.astype(np.float64) @ W1) @ W2, axis=1).astype(np.int64)
+    return _split("teacher_gaussians", X, y, classes, int(n * train_fraction),
+                  f"N(0, I_{dim}) inputs labelled by a random {dim}-{hidden}-{classes} tanh "
+                  "teacher")
+
+
+def spirals(
+    n: int = 1500,
+    classes: int = 3,
+    turns: float = 1.0,
+    noise: float = 0.1,
+    train_fraction: float = 0.5,
+    seed: int = 0,
+) -> Dataset:
+    """Interleaved 2-D spiral arms, one class per arm (good for decision-boundary plots).
+
+    Radius grows from 0 to 1 along each arm while the angle turns ``turns`` times; Gaussian
+    angle noise of ``noise`` radians blurs the arms. Rows are shuffled before the split.
+
+    >>> spirals(n=60, classes=2, seed=3).X_train.dtype
+    dtype('float32')
+    """
+    if classes < 2 or n < classes:
+        raise ValueError(f"need classes >= 2 and n >= classes, got n={n}, classes={classes}")
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % classes
+    t = rng.random(n)
+    angle = 2 * np.pi * (y / classes + turns * t) + rng.normal(0.0, noise, n)
+    X = np.stack([t * np.cos(angle), t * np.sin(angle)], axis=1).astype(np.float32)
+    order = rng.permutation(n)
+    return _split("spirals", X[order], y[order].astype(np.int64), classes,
+                  int(n * train_fraction), f"{classes} spiral arms, {turns} turns, noise {noise}")

@@ -1,0 +1,230 @@
+"""What a training run recorded, step by step, and the table that compares runs.
+
+>>> from floatlab.mixed import Trainer, teacher_gaussians
+>>> h = Trainer("16-mixed", progress=False).fit(teacher_gaussians(n=1024), steps=4)
+>>> len(h), h["scale"].tolist(), h.went_nan
+(4, [65536.0, 65536.0, 65536.0, 65536.0], False)
+>>> sorted(h.bytes_held["weights"].items())
+[('float16', 11016)]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["History", "Comparison", "BYTE_CATEGORIES", "format_bytes"]
+
+#: Per-step columns. Telemetry columns are NaN when telemetry is off; test_accuracy is NaN
+#: except on evaluation steps.
+COLUMNS: dict[str, str] = {
+    "step": "step index, from 0",
+    "loss": "cross-entropy of the batch (before the loss multiplier and the loss scale)",
+    "accuracy": "accuracy on the batch",
+    "test_accuracy": "accuracy on the test split (evaluation steps only)",
+    "scale": "loss scale used for this step (1 without a scaler)",
+    "skipped": "whether the scaler skipped the optimizer step (inf/NaN gradients)",
+    "nonfinite": "op results (forward, backward, optimizer) that held inf or NaN",
+    "overflow": "values that were finite before rounding and inf/NaN after",
+    "underflow": "fraction of activation-gradient entries that the ReLUs let through and that "
+                 "are zero (underflowed here or upstream)",
+    "subnormal": "fraction of the values the rounding hook produced that lie in their format's "
+                 "subnormal range",
+    "lost_updates": "fraction of non-zero gradient entries whose weight did not change",
+}
+
+BYTE_CATEGORIES = ("weights", "master weights", "gradients", "optimizer state", "activations")
+
+
+def format_bytes(n: float) -> str:
+    """``1536 -> '1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+class History:
+    """Per-step records of one run, plus its final accuracies, wall time and bytes held.
+
+    ``history["loss"]`` is a NumPy array over steps; ``history.columns`` lists the names
+    (described in :data:`COLUMNS`). ``history.bytes[step]`` maps each category ("weights",
+    "master weights", "gradients", "optimizer state", "activations") to {format name: bytes}.
+    """
+
+    def __init__(self, precision: str, info: dict[str, Any] | None = None) -> None:
+        self.precision = precision
+        self.info = dict(info or {})
+        self._rows: dict[str, list[float]] = {name: [] for name in COLUMNS}
+        self.bytes: list[dict[str, dict[str, int]]] = []
+        self.final_train_accuracy = float("nan")
+        self.final_test_accuracy = float("nan")
+        self.wall_time = float("nan")
+
+    def _append(self, bytes_held: dict[str, dict[str, int]] | None = None, **row: Any) -> None:
+        unknown = set(row) - set(COLUMNS)
+        if unknown:
+            raise KeyError(f"unknown History columns {sorted(unknown)}; known: {list(COLUMNS)}")
+        row.setdefault("step", len(self))
+        for name, values in self._rows.items():
+            values.append(float(row.get(name, math.nan)))
+        if bytes_held is not None:
+            self.bytes.append(bytes_held)
+
+    # ------------------------------------------------------------------ access
+    @property
+    def columns(self) -> list[str]:
+        return list(COLUMNS)
+
+    def __len__(self) -> int:
+        return len(self._rows["step"])
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        if column not in self._rows:
+            raise KeyError(f"no column {column!r}; columns: {', '.join(COLUMNS)}")
+        values = np.array(self._rows[column])
+        if column in ("step", "nonfinite", "overflow"):
+            return values.astype(np.int64) if np.isfinite(values).all() else values
+        return values.astype(bool) if column == "skipped" else values
+
+    def to_dict(self) -> dict[str, Any]:
+        """Columns as lists, plus the run's summary."""
+        return {**{k: list(v) for k, v in self._rows.items()}, "summary": self.summary()}
+
+    # ------------------------------------------------------------------ summaries
+    @property
+    def skipped_steps(self) -> int:
+        return int(np.sum(self["skipped"]))
+
+    @property
+    def first_nonfinite_step(self) -> int | None:
+        """The first step whose loss was inf or NaN, or None."""
+        bad = np.flatnonzero(~np.isfinite(self["loss"]))
+        return int(bad[0]) if bad.size else None
+
+    @property
+    def went_nan(self) -> bool:
+        """Whether the loss became non-finite at any step."""
+        return self.first_nonfinite_step is not None
+
+    @property
+    def bytes_held(self) -> dict[str, dict[str, int]]:
+        """Bytes held per category and format at the last step (the steady state)."""
+        return self.bytes[-1] if self.bytes else {}
+
+    @property
+    def total_bytes(self) -> int:
+        return int(sum(sum(v.values()) for v in self.bytes_held.values()))
+
+    def mean(self, column: str) -> float:
+        """Mean of a column over the steps where it is defined (NaN if never)."""
+        values = self[column].astype(float)
+        values = values[np.isfinite(values)]
+        return float(values.mean()) if values.size else math.nan
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision,
+            "steps": len(self),
+            "final_train_accuracy": self.final_train_accuracy,
+            "final_test_accuracy": self.final_test_accuracy,
+            "wall_time": self.wall_time,
+            "total_bytes": self.total_bytes,
+            "skipped_steps": self.skipped_steps,
+            "underflow": self.mean("underflow"),
+            "subnormal": self.mean("subnormal"),
+            "lost_updates": self.mean("lost_updates"),
+            "overflow": int(np.nansum(self["overflow"])),
+            "went_nan": self.went_nan,
+            "first_nonfinite_step": self.first_nonfinite_step,
+        }
+
+    def bytes_table(self) -> str:
+        """The bytes held at the last step, per category and format."""
+        rows = [f"{cat:<16} " + (", ".join(f"{fmt} {format_bytes(n)}"
+                                           for fmt, n in self.bytes_held.get(cat, {}).items())
+                                 or "-")
+                for cat in BYTE_CATEGORIES]
+        return "\n".join(rows + [f"{'total':<16} {format_bytes(self.total_bytes)}"])
+
+    def __repr__(self) -> str:
+        return (f"History({self.precision!r}: {len(self)} steps, train "
+                f"{_pct(self.final_train_accuracy)}, test {_pct(self.final_test_accuracy)}, "
+                f"skipped {self.skipped_steps}, nan {self.went_nan})")
+
+    def __str__(self) -> str:
+        shown = sorted(set(np.linspace(0, len(self) - 1, min(len(self), 11)).astype(int)))
+        head = f"{'step':>6} {'loss':>9} {'acc':>6} {'scale':>9} {'skip':>5} {'undfl':>6} " \
+               f"{'subn':>6} {'lost':>6}"
+        lines = [repr(self), head]
+        for i in shown:
+            r = {k: v[i] for k, v in self._rows.items()}
+            lines.append(f"{int(r['step']):>6} {r['loss']:>9.4g} {_pct(r['accuracy']):>6} "
+                         f"{r['scale']:>9.3g} {'yes' if r['skipped'] else '':>5} "
+                         f"{_pct(r['underflow']):>6} {_pct(r['subnormal']):>6} "
+                         f"{_pct(r['lost_updates']):>6}")
+        return "\n".join(lines)
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{100 * x:.{digits}f}%"
+
+
+class Comparison:
+    """Results of the same experiment under several precisions; ``str()`` is the table.
+
+    ``comparison["16-mixed"]`` is that run's :class:`History`; ``comparison.histories`` holds
+    them all in order.
+    """
+
+    def __init__(self, histories: list[History], header: str = "") -> None:
+        self.histories = {h.precision: h for h in histories}
+        self.header = header
+
+    def __getitem__(self, precision: str) -> History:
+        try:
+            return self.histories[precision]
+        except KeyError:
+            raise KeyError(f"no run named {precision!r}; runs: "
+                           f"{', '.join(self.histories)}") from None
+
+    def __iter__(self):
+        return iter(self.histories.values())
+
+    def __len__(self) -> int:
+        return len(self.histories)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [h.summary() for h in self.histories.values()]
+
+    def __str__(self) -> str:
+        head = ("precision", "train acc", "test acc", "time", "bytes held", "skipped",
+                "underflow", "lost upd", "NaN")
+        body = [
+            (h.precision, _pct(h.final_train_accuracy), _pct(h.final_test_accuracy),
+             f"{h.wall_time:.2f} s", format_bytes(h.total_bytes), str(h.skipped_steps),
+             _pct(h.mean("underflow")), _pct(h.mean("lost_updates")),
+             f"yes (step {h.first_nonfinite_step})" if h.went_nan else "no")
+            for h in self.histories.values()
+        ]
+        widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+
+        def line(cells: tuple[str, ...]) -> str:
+            pairs = enumerate(zip(cells, widths, strict=True))
+            return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs) \
+                + " |"
+
+        rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        table = [line(head), rule, *(line(r) for r in body)]
+        return "\n".join(([self.header] if self.header else []) + table)
+
+    def __repr__(self) -> str:
+        return f"Comparison({', '.join(self.histories)})"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return f"<pre>{escape(str(self))}</pre>"

@@ -1,0 +1,197 @@
+"""Layers, initialisers and losses for the lab's MLPs.
+
+Parameters are created in the active policy's weight format (float32 masters in mixed modes,
+the low format in true modes). Initial values are drawn in float64 from a seeded generator and
+rounded once, so every precision starts from the same network, up to its own rounding.
+
+>>> from floatlab.mixed import MLP, Tensor, use_precision
+>>> import numpy as np
+>>> with use_precision("bf16-true"):
+...     net = MLP((16, 64, 64, 4), seed=0)
+...     logits = net(Tensor(np.zeros((2, 16), np.float32)))
+>>> logits.shape, logits.fmt.name, net.num_parameters()
+((2, 4), 'bfloat16', 5508)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.mixed.tensor import (
+    Tensor,
+    active_policy,
+    cast,
+    cross_entropy,
+    linear,
+    mean,
+    mul,
+    relu,
+    sub,
+    tanh,
+)
+
+__all__ = [
+    "Module", "Linear", "MLP", "parameter", "he_normal", "xavier_normal",
+    "cross_entropy", "mse_loss", "accuracy",
+]
+
+
+def parameter(values: Any, fmt: str | Format | None = None, name: str | None = None) -> Tensor:
+    """A leaf tensor that requires grad, in ``fmt`` (default: the policy's weight format).
+
+    >>> parameter([0.1], "bf16").data.tolist()
+    [0.10009765625]
+    """
+    fmt = active_policy().weights if fmt is None else get_format(fmt)
+    return Tensor(values, fmt, requires_grad=True, name=name)
+
+
+def he_normal(rng: np.random.Generator, fan_in: int, shape: tuple[int, ...]) -> np.ndarray:
+    """N(0, 2 / fan_in) in float64: keeps ReLU activations' variance constant through depth."""
+    return rng.normal(0.0, np.sqrt(2.0 / fan_in), size=shape)
+
+
+def xavier_normal(rng: np.random.Generator, fan_in: int, fan_out: int,
+                  shape: tuple[int, ...]) -> np.ndarray:
+    """N(0, 2 / (fan_in + fan_out)) in float64: the usual choice for tanh networks."""
+    return rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), size=shape)
+
+
+class Module:
+    """A container of parameters and sub-modules, callable as ``module(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def __call__(self, x: Any) -> Tensor:
+        return self.forward(x if isinstance(x, Tensor) else Tensor(x))
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """(name, parameter) pairs, in a fixed order."""
+        for key, value in vars(self).items():
+            if isinstance(value, Tensor) and value.requires_grad:
+                yield prefix + key, value
+            elif isinstance(value, Module):
+                yield from value.named_parameters(f"{prefix}{key}.")
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield from item.named_parameters(f"{prefix}{key}.{i}.")
+
+    def parameters(self) -> list[Tensor]:
+        """All parameters, in a fixed order."""
+        return [p for _, p in self.named_parameters()]
+
+    def num_parameters(self) -> int:
+        return int(np.sum([p.size for p in self.parameters()]))
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with torch's layout: weight is (out_features, in_features).
+
+    >>> layer = Linear(3, 2, seed=0)
+    >>> layer.weight.shape, layer.bias.shape
+    ((2, 3), (2,))
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        *,
+        bias: bool = True,
+        init: str = "he_normal",
+        seed: int | np.random.Generator = 0,
+    ) -> None:
+        if in_features < 1 or out_features < 1:
+            raise ValueError(f"Linear({in_features}, {out_features}): sizes must be >= 1")
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        shape = (out_features, in_features)
+        if init == "he_normal":
+            w = he_normal(rng, in_features, shape)
+        elif init == "xavier_normal":
+            w = xavier_normal(rng, in_features, out_features, shape)
+        else:
+            raise ValueError(f"init={init!r}: use 'he_normal' or 'xavier_normal'")
+        self.weight = parameter(w, name="weight")
+        self.bias = parameter(np.zeros(out_features), name="bias") if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+_ACTIVATIONS = {"relu": relu, "tanh": tanh}
+
+
+class MLP(Module):
+    """A multilayer perceptron: Linear layers with an activation between them, logits out.
+
+    ``sizes`` lists the widths from input to output, e.g. ``(16, 64, 64, 4)``. ReLU networks
+    use He-normal initialisation, tanh networks Xavier-normal; biases start at zero.
+
+    >>> MLP((2, 8, 3), seed=1).num_parameters()
+    51
+    """
+
+    def __init__(
+        self, sizes: Sequence[int], *, activation: str = "relu", seed: int = 0
+    ) -> None:
+        sizes = tuple(int(s) for s in sizes)
+        if len(sizes) < 2:
+            raise ValueError(f"MLP sizes={sizes}: give at least input and output widths")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation={activation!r}: use one of {sorted(_ACTIVATIONS)}")
+        rng = np.random.default_rng(seed)
+        init = "he_normal" if activation == "relu" else "xavier_normal"
+        self.sizes, self.activation = sizes, activation
+        pairs = zip(sizes[:-1], sizes[1:], strict=True)
+        self.layers = [Linear(a, b, init=init, seed=rng) for a, b in pairs]
+
+    def forward(self, x: Tensor) -> Tensor:
+        act = _ACTIVATIONS[self.activation]
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = act(x)
+        return x
+
+    def __repr__(self) -> str:
+        return f"MLP({'-'.join(map(str, self.sizes))}, {self.activation})"
+
+
+def mse_loss(pred: Tensor, target: Any) -> Tensor:
+    """Mean squared error, computed in the policy's float32 list format (as autocast does).
+
+    >>> mse_loss(Tensor([1.0, 3.0]), Tensor([0.0, 0.0])).item()
+    5.0
+    """
+    policy = active_policy()
+    target = target if isinstance(target, Tensor) else Tensor(target)
+    if pred.shape != target.shape:
+        raise ValueError(f"mse_loss: pred has shape {pred.shape}, target {target.shape}; "
+                         "they must match")
+    fmt = policy.format_for("safe", pred.fmt, target.fmt)
+    d = sub(cast(pred, fmt), cast(target, fmt))
+    return mean(mul(d, d))
+
+
+def accuracy(logits: Tensor | np.ndarray, targets: Any) -> float:
+    """Fraction of rows whose largest logit is the target class.
+
+    A row holding NaN predicts the index of its first NaN (NumPy's and torch's argmax), so a
+    network that went NaN scores like a constant guess -- the seed article's 50% on two classes.
+
+    >>> accuracy(np.array([[0.1, 0.9], [0.8, 0.2]]), [1, 1])
+    0.5
+    """
+    z = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
+    ok = z.argmax(axis=1) == np.asarray(targets)
+    return float(ok.mean()) if ok.size else float("nan")

@@ -1,0 +1,336 @@
+"""SGD and Adam whose arithmetic and state live in the weights' (or a chosen) format.
+
+Each optimizer follows torch's update formulas op by op and rounds every intermediate result
+through the lab's hook, so with "16-true" the Adam moments are float16 tensors -- and Adam's
+``eps = 1e-8`` rounds to 0 in float16, which is how pure fp16 training goes NaN.
+
+For low-precision weights, the final write ``w + update`` can be rounded stochastically
+(``update_rounding="stochastic"``) or made Kahan-compensated (``kahan=True``), the two remedies
+of Zamirai et al. (2020) for updates that are too small to change a bf16 weight.
+
+>>> import numpy as np
+>>> from floatlab.mixed import SGD, parameter, use_precision
+>>> with use_precision("bf16-true"):
+...     w = parameter([1.0])
+...     opt = SGD([w], lr=1e-3)
+...     w.grad = np.array([1.0], np.float32)
+...     report = opt.step()
+>>> w.data.tolist(), report.lost_fraction        # 1 - 1e-3 rounds back to 1 in bf16
+([1.0], 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.mixed.policy import nbytes, storage_dtype
+from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
+
+__all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
+
+_UPDATE_ROUNDINGS = ("nearest_even", "stochastic")
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    """What one optimizer step did to the weights.
+
+    nonzero_grads : gradient entries that were non-zero (and finite).
+    lost : of those, entries whose weight did not change (the update rounded away).
+    """
+
+    nonzero_grads: int
+    lost: int
+
+    @property
+    def lost_fraction(self) -> float:
+        """``lost / nonzero_grads`` (NaN when every gradient entry was zero)."""
+        return self.lost / self.nonzero_grads if self.nonzero_grads else float("nan")
+
+
+class _Group:
+    """Parameters that share a weight format and a state format, updated as one flat vector.
+
+    Updating one concatenated vector costs a dozen NumPy calls per step instead of a dozen per
+    parameter; every op is element-wise, so the arithmetic (and its rounding) is unchanged.
+    """
+
+    def __init__(self, params: list[Tensor], fmt: Format, state_fmt: Format) -> None:
+        self.params, self.fmt, self.state_fmt = params, fmt, state_fmt
+        self.sizes = np.array([p.size for p in params])
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self.steps = np.zeros(len(params), dtype=np.int64)  # per parameter, as torch keeps it
+        self.state: dict[str, np.ndarray] = {}
+
+    def gather(self) -> tuple[list[int], np.ndarray | slice, np.ndarray, np.ndarray]:
+        """(active parameter indices, their positions, their flat gradient, all flat weights)."""
+        active = [i for i, p in enumerate(self.params) if p.grad is not None]
+        weights = np.concatenate([p.data.reshape(-1) for p in self.params])
+        grad = np.concatenate([self.params[i].grad.reshape(-1) for i in active]) if active \
+            else np.zeros(0, weights.dtype)
+        if len(active) == len(self.params):
+            return active, slice(None), grad, weights
+        where = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in active]
+                               or [np.zeros(0, np.int64)])
+        return active, where, grad, weights
+
+    def scatter(self, active: list[int], weights: np.ndarray) -> None:
+        """Give each updated parameter its slice of ``weights`` (a new array object, so cached
+        low-precision copies see the change; parameters without a gradient keep theirs)."""
+        for i in active:
+            p = self.params[i]
+            p.data = weights[self.offsets[i] : self.offsets[i + 1]].reshape(p.shape)
+
+
+class Optimizer:
+    """Base class: parameter groups, the rounded write of updates, state accounting.
+
+    Parameters
+    ----------
+    params : leaf tensors with ``requires_grad=True`` (e.g. ``model.parameters()``).
+    state_format : format of the optimizer state; default: the active policy's optimizer-state
+        format if it names one, else each parameter's own format.
+    update_rounding : "nearest_even" or "stochastic" rounding of ``w + update``.
+    kahan : keep a compensation buffer (in the weights' format) that carries the part of each
+        update the rounding lost into the next step.
+    seed : seed of the generator for stochastic updates.
+    low_copies : format of the weight copies the next forward's matmuls read, made in one
+        rounding right after each step (Apex O2's master-to-model copy); "auto" takes the
+        active policy's matmul input format, None leaves the copies to the matmuls' lazy cache.
+
+    Parameters without a gradient are left alone (their state does not advance), as in torch.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        *,
+        state_format: str | Format | None = None,
+        update_rounding: str = "nearest_even",
+        kahan: bool = False,
+        seed: int = 0,
+        low_copies: str | Format | None = "auto",
+    ) -> None:
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
+        for i, p in enumerate(self.params):
+            if not isinstance(p, Tensor) or not p.requires_grad or p._parents:
+                raise TypeError(f"{type(self).__name__}: parameter {i} is not a leaf tensor with "
+                                "requires_grad=True; build it with floatlab.mixed.parameter()")
+        if len({id(p) for p in self.params}) != len(self.params):
+            raise ValueError(f"{type(self).__name__}: a parameter appears twice in params")
+        if update_rounding not in _UPDATE_ROUNDINGS:
+            raise ValueError(f"update_rounding={update_rounding!r}: use one of "
+                             f"{', '.join(_UPDATE_ROUNDINGS)}")
+        if update_rounding == "stochastic" and kahan:
+            raise ValueError("choose one remedy: update_rounding='stochastic' or kahan=True")
+        policy = active_policy()
+        self.state_format = (get_format(state_format) if state_format is not None
+                             else policy.optimizer_state)
+        self.low_copies = (policy.matmul_inputs if low_copies == "auto"
+                           else None if low_copies is None else get_format(low_copies))
+        self.update_rounding = update_rounding
+        self.kahan = kahan
+        self.last_report: UpdateReport | None = None
+        self._rng = np.random.default_rng(seed)
+        groups: dict[tuple[Format, Format], list[Tensor]] = {}
+        for p in self.params:
+            groups.setdefault((p.fmt, self.state_format or p.fmt), []).append(p)
+        self.groups = [_Group(ps, f, sf) for (f, sf), ps in groups.items()]
+        if self.low_copies is not None:
+            for group in self.groups:
+                prime_copies(group.params, self.low_copies)
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _q(values: Any, fmt: Format) -> np.ndarray:
+        return quantize(np.asarray(values), fmt, what="optimizer")
+
+    def _write(self, group: _Group, where: np.ndarray | slice, old: np.ndarray,
+               update: np.ndarray) -> np.ndarray:
+        """``old + update`` rounded into the weights' format (``update`` is unrounded opmath)."""
+        fmt = group.fmt
+        if not self.kahan:
+            rounding = None if self.update_rounding == "nearest_even" else "stochastic"
+            return quantize(old + update, fmt, what="optimizer", rounding=rounding, rng=self._rng)
+        # Kahan: y is the update plus what earlier roundings dropped; (new - old) is exactly
+        # what this rounding kept, so the new compensation is what it dropped.
+        if "kahan" not in group.state:  # lives in the weights' format, not the state format
+            group.state["kahan"] = np.zeros(int(group.offsets[-1]), storage_dtype(fmt))
+        c = group.state["kahan"]
+        y = self._q(self._q(update, fmt) - c[where], fmt)
+        new = self._q(old + y, fmt)
+        c[where] = self._q(self._q(new - old, fmt) - y, fmt)
+        return new
+
+    def _state(self, group: _Group, key: str) -> np.ndarray:
+        """A flat state vector of the group, zeros on first use, in the state format."""
+        if key not in group.state:
+            group.state[key] = np.zeros(int(group.offsets[-1]), storage_dtype(group.state_fmt))
+        return group.state[key]
+
+    # ------------------------------------------------------------------ public
+    def zero_grad(self) -> None:
+        """Drop every parameter's gradient (the next backward starts from zero)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> UpdateReport:
+        """Update every parameter that has a gradient; report how many updates were lost."""
+        nonzero = lost = 0
+        with np.errstate(all="ignore"):
+            for group in self.groups:
+                active, where, grad, weights = group.gather()
+                if not active:
+                    continue
+                group.steps[active] += 1
+                old = weights[where]
+                update = self._update(group, where, grad, old, active)
+                new = self._write(group, where, old, update)
+                moved = (grad != 0) & np.isfinite(grad)
+                nonzero += int(np.count_nonzero(moved))
+                lost += int(np.count_nonzero(moved & (new == old)))
+                if isinstance(where, slice):
+                    weights = new
+                else:
+                    weights[where] = new
+                group.scatter(active, weights)
+                if self.low_copies is not None:
+                    prime_copies(group.params, self.low_copies, flat=weights)
+        self.last_report = UpdateReport(nonzero, lost)
+        return self.last_report
+
+    def _update(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
+                weights: np.ndarray, active: list[int]) -> np.ndarray:
+        """The unrounded update of the active entries (subclasses)."""
+        raise NotImplementedError
+
+    def state_bytes(self) -> dict[str, int]:
+        """Bytes of optimizer state per format name (real sizes from the formats' widths)."""
+        out: dict[str, int] = {}
+        for group in self.groups:
+            for key, value in group.state.items():
+                fmt = group.fmt if key == "kahan" else group.state_fmt
+                out[fmt.name] = out.get(fmt.name, 0) + nbytes(fmt, value.size)
+        return out
+
+    def _describe(self) -> str:
+        extra = ", kahan" if self.kahan else ""
+        if self.update_rounding == "stochastic":
+            extra += ", stochastic updates"
+        if self.state_format is not None:
+            extra += f", state {self.state_format.name}"
+        return extra
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, torch's formulas.
+
+    ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step), and
+    ``w = w - lr * buf`` (or ``g + momentum * buf`` with Nesterov), each op rounded.
+
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter([1.0]); w.grad = np.array([0.5], np.float32)
+    >>> _ = SGD([w], lr=0.1).step(); w.data.tolist()
+    [0.949999988079071]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-2,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(params, **options)
+        if lr <= 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: need lr > 0, momentum >= 0, weight_decay >= 0; got lr={lr}, "
+                             f"momentum={momentum}, weight_decay={weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
+        self.lr, self.momentum, self.dampening = lr, momentum, dampening
+        self.nesterov, self.weight_decay = nesterov, weight_decay
+
+    def _update(self, group, where, grad, weights, active):
+        f = group.state_fmt
+        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        if not self.momentum:
+            return -self.lr * g
+        buf_all = self._state(group, "momentum")
+        first = group.steps[active] == 1  # torch starts the buffer at the first gradient
+        buf = self._q(self._q(buf_all[where] * self.momentum, f) + (1 - self.dampening) * g, f)
+        if first.any():
+            fresh = np.repeat(first, group.sizes[active])
+            buf = np.where(fresh, self._q(g, f), buf)
+        buf_all[where] = buf
+        d = self._q(g + self.momentum * buf, f) if self.nesterov else buf
+        return -self.lr * d
+
+    def __repr__(self) -> str:
+        return f"SGD(lr={self.lr:g}, momentum={self.momentum:g}{self._describe()})"
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with torch's op order and bias corrections.
+
+    ``m = lerp(m, g, 1 - beta1)``; ``v = beta2 * v + (1 - beta2) * g * g``;
+    ``denom = sqrt(v) / sqrt(1 - beta2**t) + eps``; ``w = w - lr / (1 - beta1**t) * m / denom``.
+    Every op is rounded to the state format: in float16, ``eps`` itself becomes 0.
+
+    >>> from floatlab.mixed import parameter, use_precision
+    >>> with use_precision("16-true"):
+    ...     w = parameter([1.0, 1.0]); w.grad = np.array([0.0, 1e-4], np.float32)
+    ...     _ = Adam([w]).step()
+    >>> w.data.tolist()        # 0 / (0 + 0) and 1e-5 / (0 + 0): the seed article's NaN
+    [nan, -inf]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(params, **options)
+        b1, b2 = betas
+        if lr <= 0 or not (0 <= b1 < 1 and 0 <= b2 < 1) or eps < 0 or weight_decay < 0:
+            raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
+                             f"got lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        self.lr, self.betas, self.eps, self.weight_decay = lr, (b1, b2), eps, weight_decay
+
+    def _update(self, group, where, grad, weights, active):
+        b1, b2 = self.betas
+        f = group.state_fmt
+        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
+        m = m_all[where] = self._q(m_all[where] + (g - m_all[where]) * (1 - b1), f)  # lerp_
+        v = v_all[where] = self._q(self._q(v_all[where] * b2, f) + (1 - b2) * g * g, f)
+        t = group.steps[active]
+        if (t == t[0]).all():  # the usual case: one step count, Python-float corrections
+            t = int(t[0])
+        else:  # parameters that missed steps have their own bias corrections
+            t = np.repeat(t, group.sizes[active])
+        # Python floats (as torch's scalars): a NumPy float64 would promote float32 arrays.
+        if isinstance(t, int):
+            step_size, bc2_sqrt = self.lr / (1 - b1**t), math.sqrt(1 - b2**t)
+        else:
+            step_size = (self.lr / (1 - b1**t)).astype(v.dtype)
+            bc2_sqrt = np.sqrt(1 - b2**t).astype(v.dtype)
+        denom = self._q(self._q(self._q(np.sqrt(v), f) / bc2_sqrt, f) + self.eps, f)
+        return -step_size * (m / denom)  # addcdiv_: one rounding, in the write
+
+    def __repr__(self) -> str:
+        return f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{self._describe()})"

@@ -1,0 +1,484 @@
+"""Precision policies: which format each weight, op, gradient and optimizer state uses.
+
+A :class:`Policy` answers every "in which format?" question the lab asks. It is resolved from
+the names users already type: Lightning's precision strings, Apex opt levels, and a
+``torch.set_float32_matmul_precision``-style setting for 32-bit runs. A custom policy can name
+any floatlab format.
+
+>>> from floatlab.mixed import get_policy
+>>> p = get_policy("16-mixed")
+>>> p.weights.name, p.compute.name, p.safe.name, p.scaler
+('float32', 'float16', 'float32', 'dynamic')
+>>> get_policy("32-true", matmul_precision="medium").matmul_inputs.name
+'bfloat16'
+>>> get_policy("float8_e5m2-mixed").compute.name     # push past what the hardware names
+'float8_e5m2'
+
+Which ops run where (the CUDA autocast lists, as the mixed-precision papers use them):
+
+* ``"low"`` ops -- matmul, linear -- produce :attr:`Policy.compute` values from inputs rounded to
+  :attr:`Policy.matmul_inputs`; products accumulate in :attr:`Policy.accumulate`.
+* ``"safe"`` ops -- exp, log, softmax, log_softmax, sum, mean and every loss -- run in
+  :attr:`Policy.safe` (float32 in mixed modes), or wider if an input is wider.
+* ``"promote"`` ops -- add, sub, mul, neg, relu, tanh and other element-wise ops -- produce the
+  widest of their inputs' formats.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any, Literal
+
+import numpy as np
+
+from floatlab.formats import Format, FormatNameError, get_format
+
+__all__ = [
+    "Policy",
+    "get_policy",
+    "PRECISIONS",
+    "LEGACY_ALIASES",
+    "MATMUL_PRECISIONS",
+    "OP_KINDS",
+    "contains",
+    "widest",
+    "storage_dtype",
+]
+
+FP64 = get_format("float64")
+FP32 = get_format("float32")
+FP16 = get_format("float16")
+BF16 = get_format("bfloat16")
+TF32 = get_format("tensorfloat32")
+
+OpKind = Literal["low", "safe", "promote"]
+
+#: Which list each op of :mod:`floatlab.mixed.tensor` belongs to (reference section 2).
+OP_KINDS: dict[str, OpKind] = {
+    "matmul": "low", "linear": "low",
+    "exp": "safe", "log": "safe", "sum": "safe", "mean": "safe", "softmax": "safe",
+    "log_softmax": "safe", "cross_entropy": "safe", "mse_loss": "safe",
+    "add": "promote", "sub": "promote", "mul": "promote", "neg": "promote",
+    "relu": "promote", "tanh": "promote",
+}
+
+ScalerSpec = Literal["dynamic"] | float | None
+
+#: The precision strings floatlab understands, with one line each (Lightning's, then Apex's).
+PRECISIONS: dict[str, str] = {
+    "64-true": "float64 weights and compute",
+    "32-true": "float32 weights and compute (Lightning's default)",
+    "16-mixed": "float32 master weights, float16 matmuls, float32 softmax/losses, GradScaler",
+    "bf16-mixed": "float32 master weights, bfloat16 matmuls, float32 softmax/losses, no scaler",
+    "16-true": "float16 everywhere: weights, activations, gradients, optimizer state",
+    "bf16-true": "bfloat16 everywhere: weights, activations, gradients, optimizer state",
+    "O0": "Apex O0: pure float32, loss scale 1",
+    "O1": "Apex O1: float32 weights, float16 whitelist ops, float32 blacklist ops, dynamic scale",
+    "O2": "Apex O2: float16 model and inputs, float32 master weights, dynamic scale",
+    "O3": "Apex O3: pure float16, loss scale 1",
+}
+
+#: Lightning's legacy aliases (still accepted by Lightning, which discourages them).
+LEGACY_ALIASES: dict[Any, str] = {
+    64: "64-true", 32: "32-true", 16: "16-mixed",
+    "64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed",
+}
+
+#: torch.set_float32_matmul_precision settings: the format float32 matmul inputs are rounded to.
+MATMUL_PRECISIONS: dict[str, Format] = {"highest": FP32, "high": TF32, "medium": BF16}
+
+# Apex's dynamic scaler caps the scale at 2**24 (max_loss_scale); torch's has no cap.
+_APEX_MAX_SCALE = 2.0**24
+
+
+# --------------------------------------------------------------------------- format relations
+
+_CONTAINS: dict[tuple[int, int], tuple[Format, Format, bool]] = {}
+
+
+def contains(wide: Format, narrow: Format) -> bool:
+    """Whether every finite value of ``narrow`` is also a value of ``wide``.
+
+    Used to skip roundings that cannot change anything (fp16 -> fp32 is exact) and to pick the
+    widest input format of an element-wise op.
+
+    >>> from floatlab import get_format
+    >>> fp32, fp16, bf16 = get_format("fp32"), get_format("fp16"), get_format("bf16")
+    >>> contains(fp32, bf16), contains(fp16, bf16)
+    (True, False)
+    """
+    # Memoised by identity (hashing a Format dataclass costs more than the answer); the entry
+    # keeps both formats alive so their ids cannot be reused.
+    hit = _CONTAINS.get((id(wide), id(narrow)))
+    if hit is None:
+        hit = _CONTAINS[id(wide), id(narrow)] = (wide, narrow, _contains(wide, narrow))
+    return hit[2]
+
+
+def _contains(wide: Format, narrow: Format) -> bool:
+    if wide == narrow:
+        return True
+    if (narrow.signed and not wide.signed) or (narrow.has_zero and not wide.has_zero):
+        return False
+    if wide.man_bits < narrow.man_bits or wide.max < narrow.max:
+        return False
+    # The finest quantum narrow uses is 2**(narrow.emin - narrow.man_bits) (at its lowest normal
+    # binade, and across its subnormals); wide must resolve it where narrow's values live.
+    finest = narrow.emin - narrow.man_bits
+    if wide.subnormals:
+        return max(narrow.emin, wide.emin) - wide.man_bits <= finest
+    lowest = finest if narrow.subnormals else narrow.emin  # narrow's smallest positive exponent
+    return wide.emin <= lowest and max(narrow.emin, wide.emin) - wide.man_bits <= finest
+
+
+def widest(*fmts: Format) -> Format:
+    """The format that holds all of ``fmts`` (one of them, else float32, else float64).
+
+    This is torch's type promotion for element-wise ops: fp16 + fp32 -> fp32, and
+    fp16 + bf16 -> fp32 because neither holds the other.
+
+    >>> from floatlab import get_format
+    >>> widest(get_format("fp16"), get_format("bf16")).name
+    'float32'
+    """
+    best = fmts[0]
+    for f in fmts[1:]:
+        if contains(best, f):
+            continue
+        if contains(f, best):
+            best = f
+        else:
+            best = FP32 if contains(FP32, best) and contains(FP32, f) else FP64
+    return best
+
+
+@cache
+def storage_dtype(fmt: Format) -> np.dtype:
+    """The NumPy dtype that stores values of ``fmt`` exactly: float32 when it can, else float64.
+
+    float32 is chosen only when the rounding core can also work in float32 for this format
+    (its normal range starts inside float32's), so rounding stays on the fast path.
+
+    >>> from floatlab import get_format
+    >>> storage_dtype(get_format("bf16")), storage_dtype(get_format("fp64"))
+    (dtype('float32'), dtype('float64'))
+    """
+    fits = contains(FP32, fmt) and fmt.emin >= FP32.emin
+    return np.dtype(np.float32 if fits else np.float64)
+
+
+@cache
+def is_identity(fmt: Format, dtype: np.dtype) -> bool:
+    """Whether rounding an array of ``dtype`` to ``fmt`` can never change it (fp32 -> fp32)."""
+    own = FP32 if dtype == np.float32 else FP64
+    return contains(fmt, own)
+
+
+def nbytes(fmt: Format, numel: int) -> int:
+    """Real storage size of ``numel`` values of ``fmt``: ``ceil(numel * bits / 8)`` bytes."""
+    return -(-numel * fmt.bits // 8)
+
+
+# --------------------------------------------------------------------------- the policy
+
+@dataclass(frozen=True)
+class Policy:
+    """Where every number of a training step lives.
+
+    Parameters
+    ----------
+    name : the precision string this policy came from (shown in tables).
+    weights : format of the parameters the optimizer updates (the *master* weights when they
+        differ from ``compute``).
+    compute : format of low-precision ops' results (matmul, linear) and of the per-step weight
+        copy they read.
+    matmul_inputs : format matmul / linear inputs are rounded to before the product (``compute``
+        unless a float32 matmul precision of "high" / "medium" asks for TF32 / bf16 inputs).
+    accumulate : format the matmul partial sums are kept in (float32 by default; a 16-bit format
+        here shows why nobody does that: 2048 + 1 is 2048 in fp16, so long sums stall). A
+        narrow accumulator is emulated one inner-dimension step at a time, so it is slow.
+    safe : format of exp, log, softmax, reductions and losses (float32 in mixed modes).
+    inputs : format the data enters in (the low format in true modes and Apex O2).
+    optimizer_state : format of momentum / Adam moments (None: the weights' format).
+    scaler : ``"dynamic"`` (a GradScaler), a number (a static loss scale) or None.
+    scaler_max : cap on the dynamic scale (Apex's 2**24), or None (torch).
+    rounding : rounding mode of every op result ("nearest_even" or "stochastic").
+    saturate : op results that overflow become +-max instead of inf / NaN.
+    note : one line for tables and reprs.
+
+    >>> p = Policy.mixed("float8_e5m2")
+    >>> p.name, p.master_weights, p.scaler
+    ('float8_e5m2-mixed', True, 'dynamic')
+    """
+
+    name: str
+    weights: Format
+    compute: Format
+    matmul_inputs: Format
+    accumulate: Format
+    safe: Format
+    inputs: Format
+    optimizer_state: Format | None = None
+    scaler: ScalerSpec = None
+    scaler_max: float | None = None
+    rounding: str = "nearest_even"
+    saturate: bool = False
+    note: str = ""
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def true(cls, fmt: str | Format, *, name: str | None = None) -> Policy:
+        """Everything in ``fmt``: weights, data, activations, gradients, optimizer state.
+
+        Matmuls still accumulate in float32 (as tensor cores do) unless ``fmt`` is wider.
+
+        >>> Policy.true("bf16").weights.name
+        'bfloat16'
+        """
+        f = get_format(fmt)
+        return cls(
+            name=name or f"{f.name}-true", weights=f, compute=f, matmul_inputs=f,
+            accumulate=widest(f, FP32), safe=f, inputs=f, scaler=None,
+            note=f"{f.name} everywhere, no scaler",
+        )
+
+    @classmethod
+    def mixed(
+        cls,
+        fmt: str | Format,
+        *,
+        master: str | Format = FP32,
+        scaler: ScalerSpec | Literal["auto"] = "auto",
+        name: str | None = None,
+    ) -> Policy:
+        """Master weights in ``master`` (float32), matmuls in ``fmt``, the safe list in float32.
+
+        ``scaler="auto"`` picks a dynamic loss scaler when ``fmt`` has less exponent range than
+        float32 (fp16, fp8), and none when it has float32's range (bf16).
+
+        >>> Policy.mixed("fp16").scaler, Policy.mixed("bf16").scaler
+        ('dynamic', None)
+        """
+        f, m = get_format(fmt), get_format(master)
+        if scaler == "auto":
+            scaler = "dynamic" if f.emin > FP32.emin else None
+        return cls(
+            name=name or f"{f.name}-mixed", weights=m, compute=f, matmul_inputs=f,
+            accumulate=widest(FP32, f), safe=widest(FP32, m), inputs=widest(FP32, m),
+            scaler=scaler, note=f"{m.name} masters, {f.name} matmuls, float32 safe list",
+        )
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def master_weights(self) -> bool:
+        """Whether the optimizer updates separate master weights (a low copy is made per step)."""
+        return self.weights != self.compute
+
+    @property
+    def state_format(self) -> Format:
+        """Format of the optimizer's state (momentum, Adam moments)."""
+        return self.optimizer_state or self.weights
+
+    def format_for(self, kind: OpKind, *inputs: Format) -> Format:
+        """The format an op of ``kind`` produces from inputs of formats ``inputs``.
+
+        >>> p = get_policy("16-mixed")
+        >>> p.format_for("low").name, p.format_for("safe", FP16).name
+        ('float16', 'float32')
+        """
+        if kind == "low":
+            return self.compute
+        if kind == "safe":
+            # autocast's float32 list only widens: a float64 input stays float64.
+            return widest(self.safe, *inputs) if inputs else self.safe
+        return widest(*inputs)
+
+    def describe(self) -> str:
+        """A short table of where everything lives.
+
+        >>> print(get_policy("bf16-true").describe().splitlines()[0])
+        policy bf16-true: bfloat16 everywhere: weights, activations, gradients, optimizer state
+        """
+        rows = [
+            ("weights updated by the optimizer", self.weights.name),
+            ("weight copy read by matmuls", self.compute.name if self.master_weights else "-"),
+            ("matmul / linear inputs", self.matmul_inputs.name),
+            ("matmul accumulation", self.accumulate.name),
+            ("matmul / linear results", self.compute.name),
+            ("exp, log, softmax, sums, losses", self.safe.name),
+            ("add, mul, relu, tanh", "widest input"),
+            ("data enters as", self.inputs.name),
+            ("optimizer state", self.state_format.name),
+            ("loss scaling", _scaler_text(self.scaler, self.scaler_max)),
+        ]
+        width = max(len(r[0]) for r in rows)
+        lines = [f"policy {self.name}: {self.note}"]
+        lines += [f"  {k:<{width}}  {v}" for k, v in rows]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return f"Policy({self.name!r}: {self.note})"
+
+
+def _scaler_text(scaler: ScalerSpec, cap: float | None) -> str:
+    if scaler is None:
+        return "none"
+    if scaler == "dynamic":
+        return "dynamic GradScaler" + (f" (max {cap:g})" if cap else "")
+    return f"static x{scaler:g}"
+
+
+def _builtin(name: str) -> Policy:
+    if name == "64-true":
+        return replace(Policy.true(FP64, name=name), note=PRECISIONS[name])
+    if name in ("32-true", "O0"):
+        return replace(Policy.true(FP32, name=name), note=PRECISIONS[name])
+    if name in ("16-true", "O3"):
+        return replace(Policy.true(FP16, name=name), note=PRECISIONS[name])
+    if name == "bf16-true":
+        return replace(Policy.true(BF16, name=name), note=PRECISIONS[name])
+    if name == "16-mixed":
+        return replace(Policy.mixed(FP16, name=name), note=PRECISIONS[name])
+    if name == "bf16-mixed":
+        return replace(Policy.mixed(BF16, name=name), note=PRECISIONS[name])
+    if name == "O1":
+        return replace(Policy.mixed(FP16, name=name), scaler_max=_APEX_MAX_SCALE,
+                       note=PRECISIONS[name])
+    if name == "O2":  # the whole model runs in fp16 (no float32 list); masters stay float32
+        return replace(Policy.mixed(FP16, name=name), safe=FP16, inputs=FP16,
+                       scaler_max=_APEX_MAX_SCALE, note=PRECISIONS[name])
+    raise AssertionError(name)
+
+
+def _valid_list() -> str:
+    legacy = ", ".join(repr(k) for k in LEGACY_ALIASES)
+    return (
+        f"use one of {', '.join(repr(k) for k in PRECISIONS)}; the legacy aliases {legacy}; "
+        "or '<format>-mixed' / '<format>-true' with any floatlab format "
+        "(e.g. 'float8_e5m2-mixed'), or a floatlab.mixed.Policy"
+    )
+
+
+def _resolve_name(precision: Any) -> Policy:
+    if isinstance(precision, Policy):
+        return precision
+    if isinstance(precision, bool) or not isinstance(precision, (str, int)):
+        raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
+                        f"got {precision!r}; {_valid_list()}")
+    if precision in LEGACY_ALIASES:
+        target = LEGACY_ALIASES[precision]
+        warnings.warn(
+            f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
+            f"discourages it); it means {target!r}: write that instead",
+            UserWarning, stacklevel=3,
+        )
+        return _builtin(target)
+    if isinstance(precision, int):
+        raise ValueError(f"precision={precision!r} is not a known bit width; {_valid_list()}")
+    key = precision.strip()
+    if key in PRECISIONS:
+        return _builtin(key)
+    if key.upper() in ("O0", "O1", "O2", "O3"):
+        return _builtin(key.upper())
+    if key in ("00", "01", "02", "03"):
+        raise ValueError(f"precision={precision!r}: Apex opt levels start with the letter O "
+                         f"('O{key[1]}'), not zero")
+    if key.startswith("transformer-engine"):
+        raise ValueError(f"precision={precision!r} (Transformer Engine FP8 with delayed "
+                         f"scaling) is not emulated; try 'float8_e4m3fn-mixed' or "
+                         f"'float8_e5m2-mixed'. {_valid_list()}")
+    for suffix, build in (("-mixed", Policy.mixed), ("-true", Policy.true)):
+        if key.endswith(suffix):
+            try:
+                return build(key[: -len(suffix)])
+            except FormatNameError as err:
+                raise ValueError(f"unknown precision {precision!r}: {err} Valid precisions: "
+                                 f"{_valid_list()}") from None
+    close = difflib.get_close_matches(key, list(PRECISIONS), n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"unknown precision {precision!r}.{hint} Valid: {_valid_list()}")
+
+
+def get_policy(
+    precision: Any = "32-true",
+    *,
+    matmul_precision: str | None = None,
+    accumulate: str | Format | None = None,
+    scaler: Any = "auto",
+    optimizer_state: str | Format | None = None,
+    rounding: str | None = None,
+) -> Policy:
+    """Resolve a precision name (or Policy) and optional overrides to a :class:`Policy`.
+
+    Parameters
+    ----------
+    precision : "64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
+        the legacy aliases 64 / 32 / 16 / "bf16", Apex "O0".."O3", "<format>-mixed" /
+        "<format>-true", or a Policy.
+    matmul_precision : "highest" / "high" / "medium", as ``torch.set_float32_matmul_precision``:
+        float32 matmuls get float32 / TF32 / bf16 inputs. No effect on 16-bit or float64 matmuls.
+    accumulate : format of matmul partial sums (e.g. "fp16" to see why nobody accumulates there).
+    scaler : "auto" keeps the policy's choice; None, "dynamic" or a static factor override it.
+        "bf16-mixed" refuses a scaler, as Lightning does.
+    optimizer_state : format of the optimizer state (default: the weights' format).
+    rounding : rounding mode of every op result ("nearest_even" or "stochastic").
+
+    >>> get_policy("16-mixed", scaler=None).name
+    '16-mixed (no scaler)'
+    >>> get_policy("bf16-mixed", scaler="dynamic")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), ...
+    """
+    policy = _resolve_name(precision)
+    suffix: list[str] = []
+    if matmul_precision is not None:
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision={matmul_precision!r}: use one of "
+                             f"{', '.join(repr(k) for k in MATMUL_PRECISIONS)} "
+                             "(as torch.set_float32_matmul_precision)")
+        # Like torch, the setting touches float32 matmuls only.
+        if policy.compute == FP32 and matmul_precision != "highest":
+            policy = replace(policy, matmul_inputs=MATMUL_PRECISIONS[matmul_precision])
+            suffix.append(f"matmul {matmul_precision}")
+    if accumulate is not None:
+        policy = replace(policy, accumulate=get_format(accumulate))
+        suffix.append(f"accumulate {policy.accumulate.name}")
+    if scaler != "auto":
+        if scaler is not None and scaler is not False and policy.name == "bf16-mixed":
+            raise ValueError(
+                f"precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), "
+                f"found {scaler!r}. Pass scaler=None, or build "
+                "Policy.mixed('bf16', scaler='dynamic') to experiment."
+            )
+        spec = _scaler_spec(scaler)
+        if spec != policy.scaler:
+            policy = replace(policy, scaler=spec)
+            suffix.append("no scaler" if spec is None else
+                          "dynamic scaler" if spec == "dynamic" else f"static scale {spec:g}")
+    if optimizer_state is not None:
+        policy = replace(policy, optimizer_state=get_format(optimizer_state))
+        suffix.append(f"state {policy.state_format.name}")
+    if rounding is not None:
+        policy = replace(policy, rounding=rounding)
+        suffix.append(f"{rounding} rounding")
+    if suffix:
+        policy = replace(policy, name=f"{policy.name} ({', '.join(suffix)})")
+    return policy
+
+
+def _scaler_spec(scaler: Any) -> ScalerSpec:
+    if scaler is None or scaler is False:
+        return None
+    if scaler is True or scaler == "dynamic":
+        return "dynamic"
+    if isinstance(scaler, (int, float)) and not isinstance(scaler, bool) and scaler > 0:
+        return float(scaler)
+    raise ValueError(f"scaler={scaler!r}: use None, 'dynamic' or a positive static factor "
+                     "such as 8.0 (pass scaler objects to the Trainer)")

@@ -1,0 +1,113 @@
+"""Per-step counters filled by the rounding hook: what the formats did to the numbers.
+
+The hook in :mod:`floatlab.mixed.tensor` calls :meth:`StepStats.observe` on every value it
+rounds while a :class:`StepStats` is active, so the statistics cover exactly what the emulation
+touched. Counting is vectorised (a few passes of NumPy reductions per op result).
+
+>>> import numpy as np
+>>> from floatlab import get_format
+>>> s = StepStats()
+>>> s.observe(np.array([1e-30, 0.0, 1.0], np.float32), np.array([0.0, 0.0, 1.0], np.float32),
+...           get_format("fp16"), "activations")
+>>> s.values, s.flushed, s.subnormal
+(3, 1, 0)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from floatlab.formats import Format
+from floatlab.mixed.policy import nbytes
+
+__all__ = ["StepStats", "log2_histogram"]
+
+
+@dataclass
+class StepStats:
+    """Counters for one training step.
+
+    values : how many values the hook produced (forward, backward and optimizer).
+    subnormal : how many of them lie in their format's subnormal range (0 < |v| < smallest normal).
+    flushed : how many were non-zero before rounding and zero after.
+    overflow : how many were finite before rounding and inf / NaN after.
+    nonfinite_results : how many op results held at least one inf or NaN.
+    relu_passed / relu_zero_grads : entries a ReLU lets through in backward, and how many of those
+        carry an exactly-zero gradient. In exact arithmetic such a zero has probability 0, so
+        these are underflows (here or upstream) -- the measure of the mixed-precision paper.
+    activation_bytes : forward results held for backward, per format name.
+    """
+
+    values: int = 0
+    subnormal: int = 0
+    flushed: int = 0
+    overflow: int = 0
+    nonfinite_results: int = 0
+    relu_passed: int = 0
+    relu_zero_grads: int = 0
+    activation_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def observe(self, before: np.ndarray, after: np.ndarray, fmt: Format, what: str) -> None:
+        """Count one rounding of ``before`` to ``after`` in ``fmt``."""
+        n = after.size
+        self.values += n
+        if what == "activations":
+            self.activation_bytes[fmt.name] += nbytes(fmt, n)
+        mag = np.abs(after)
+        peak = mag.max() if n else 0.0
+        if not np.isfinite(peak):  # NaN propagates through max, so one test catches both
+            bad = ~np.isfinite(after)
+            self.nonfinite_results += 1
+            self.overflow += int(np.count_nonzero(bad & np.isfinite(before)))
+        zeros_after = n - int(np.count_nonzero(after))
+        self.subnormal += int(np.count_nonzero(mag < fmt.smallest_normal)) - zeros_after
+        if before is not after:  # rounding never turns a zero into a non-zero
+            self.flushed += zeros_after - (before.size - int(np.count_nonzero(before)))
+
+    def observe_relu(self, passed: np.ndarray, grad: np.ndarray) -> None:
+        """Count gradient entries at positions a ReLU lets through, and the zero ones."""
+        self.relu_passed += int(np.count_nonzero(passed))
+        self.relu_zero_grads += int(np.count_nonzero(passed & (grad == 0)))
+
+    @property
+    def underflow_fraction(self) -> float:
+        """Fraction of ReLU-passed activation-gradient entries that are zero (NaN if none)."""
+        return self.relu_zero_grads / self.relu_passed if self.relu_passed else float("nan")
+
+    @property
+    def subnormal_fraction(self) -> float:
+        """Fraction of the hook's values that lie in their format's subnormal range."""
+        return self.subnormal / self.values if self.values else float("nan")
+
+
+def log2_histogram(values: np.ndarray, fmt: Format, lo: int = -40, hi: int = 10) -> dict:
+    """Histogram of ``log2 |values|`` with the format's zones marked (the paper's Figure 3).
+
+    Returns ``edges`` (integer exponents ``lo..hi``), ``counts`` per binade ``[2**e, 2**(e+1))``
+    (values outside go to the end bins), ``zeros`` (exact zeros), and the zone boundaries of
+    ``fmt``: ``normal_min`` = log2 of the smallest normal, ``subnormal_min`` = log2 of the
+    smallest subnormal (None without subnormals) and ``max``: below ``subnormal_min - 1`` a
+    value flushes to zero, between that and ``normal_min`` it keeps fewer bits.
+
+    >>> from floatlab import get_format
+    >>> h = log2_histogram(np.array([0.0, 2.0**-26, 2.0**-20, 3.0]), get_format("fp16"), -30, 5)
+    >>> h["zeros"], h["normal_min"], h["subnormal_min"], int(h["counts"].sum())
+    (1, -14, -24, 3)
+    """
+    v = np.abs(np.asarray(values, dtype=np.float64)).reshape(-1)
+    finite = v[np.isfinite(v)]
+    nonzero = finite[finite > 0]
+    exponents = np.clip(np.floor(np.log2(nonzero)), lo, hi - 1).astype(np.int64)
+    sub = fmt.smallest_subnormal
+    return {
+        "edges": np.arange(lo, hi + 1),
+        "counts": np.bincount(exponents - lo, minlength=hi - lo),
+        "zeros": int(finite.size - nonzero.size),
+        "normal_min": fmt.emin,
+        "subnormal_min": None if sub is None else int(np.log2(sub)),
+        "max": float(np.log2(fmt.max)),
+        "format": fmt.name,
+    }

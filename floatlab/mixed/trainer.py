@@ -1,0 +1,330 @@
+"""The training loop, its telemetry, and compare() across precisions.
+
+>>> from floatlab.mixed import Trainer, teacher_gaussians
+>>> data = teacher_gaussians(n=1024)
+>>> h = Trainer("16-true", progress=False).fit(data, steps=3)
+>>> h.went_nan, h.first_nonfinite_step          # Adam's eps is 0 in float16
+(True, 1)
+
+The loss multiplier λ (``loss_multiplier``) multiplies the loss, and so every gradient, by a
+constant. It is a teaching device, not part of real training: a tiny MLP's gradients sit around
+2**-17..2**-8, far above where a deep network's do, and λ = 2**-14 or 2**-16 slides them down
+to where fp16's underflow bites. Always compare with λ = 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format
+from floatlab.mixed.data import Dataset, teacher_gaussians
+from floatlab.mixed.history import Comparison, History
+from floatlab.mixed.nn import MLP, Module, accuracy
+from floatlab.mixed.optim import SGD, Adam, Optimizer
+from floatlab.mixed.policy import FP16, Policy, get_policy, nbytes
+from floatlab.mixed.progress import Progress
+from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
+from floatlab.mixed.telemetry import StepStats
+from floatlab.mixed.tensor import Tensor, cross_entropy, no_grad, quantize, recording, use_precision
+
+__all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
+
+#: The reference experiment's five precisions.
+DEFAULT_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+
+
+def _batches(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
+    """Index batches from a fresh seeded permutation each epoch (last partial batch dropped)."""
+    rng = np.random.default_rng(seed)
+    per_epoch = max(n // batch_size, 1)
+    while True:
+        order = rng.permutation(n)
+        for b in range(per_epoch):
+            yield order[b * batch_size : (b + 1) * batch_size]
+
+
+def bytes_held(
+    model: Module, optimizer: Optimizer, policy: Policy, stats: StepStats | None
+) -> dict[str, dict[str, int]]:
+    """Bytes per category and format, from the formats' widths (``ceil(n * bits / 8)``).
+
+    weights: the values the forward pass reads (the per-step low copy when the policy keeps
+    master weights); master weights: the copies the optimizer updates, when separate;
+    gradients: the parameters' ``.grad``; optimizer state: moments, momentum, Kahan buffers;
+    activations: every forward result held for backward (counted by the rounding hook).
+    """
+    held: dict[str, dict[str, int]] = {"weights": {}, "master weights": {}, "gradients": {},
+                                       "optimizer state": optimizer.state_bytes(),
+                                       "activations": dict(stats.activation_bytes) if stats
+                                       else {}}
+
+    def add(cat: str, fmt: Format, n: int) -> None:
+        held[cat][fmt.name] = held[cat].get(fmt.name, 0) + nbytes(fmt, n)
+
+    for p in model.parameters():
+        if policy.master_weights:
+            add("weights", policy.compute, p.size)
+            add("master weights", p.fmt, p.size)
+        else:
+            add("weights", p.fmt, p.size)
+        if p.grad is not None:
+            add("gradients", p.fmt, p.size)
+    return held
+
+
+def _pow2(x: float) -> str:
+    e = math.log2(x) if x > 0 else float("nan")
+    return f"2^{int(e)}" if e == int(e) else f"{x:g}"
+
+
+class Trainer:
+    """Train an MLP classifier under a precision policy, recording what the formats do.
+
+    Parameters
+    ----------
+    precision : a precision string ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
+        "64-true", Apex "O0".."O3", "<format>-mixed" / "<format>-true", legacy 16 / 32 / 64 /
+        "bf16") or a :class:`~floatlab.mixed.Policy`.
+    optimizer : "adam" or "sgd"; ``lr`` defaults to 1e-3 (Adam) or 1e-2 (SGD).
+    scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
+        (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one.
+    loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
+        network's small gradients, not part of real training).
+    hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
+    model : a Module to train instead (deep-copied; its parameters are rounded to the policy).
+    batch_size, seed : batches of a seeded per-epoch permutation; the seed also fixes the
+        initial weights and stochastic rounding.
+    progress : draw a progress bar (stderr, or an updating line in Jupyter).
+    telemetry : record underflow / subnormal / overflow / bytes (costs a few NumPy passes per op).
+    eval_every : evaluate test accuracy every this many steps (and at the end).
+    matmul_precision, accumulate, optimizer_state, rounding : passed to
+        :func:`~floatlab.mixed.get_policy`.
+    update_rounding, kahan : remedies for low-precision weights (see :mod:`.optim`).
+
+    >>> from floatlab.mixed import teacher_gaussians
+    >>> h = Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=1024), steps=20)
+    >>> len(h), h.skipped_steps, sorted(h.bytes_held["master weights"])
+    (20, 0, ['float32'])
+    """
+
+    def __init__(
+        self,
+        precision: Any = "32-true",
+        *,
+        optimizer: str = "adam",
+        lr: float | None = None,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        scaler: Any = "auto",
+        loss_multiplier: float = 1.0,
+        hidden: Sequence[int] = (64, 64),
+        activation: str = "relu",
+        model: Module | None = None,
+        batch_size: int = 512,
+        seed: int = 0,
+        progress: bool = True,
+        telemetry: bool = True,
+        eval_every: int = 50,
+        matmul_precision: str | None = None,
+        accumulate: str | Format | None = None,
+        optimizer_state: str | Format | None = None,
+        rounding: str | None = None,
+        update_rounding: str = "nearest_even",
+        kahan: bool = False,
+    ) -> None:
+        scaler_object = scaler if isinstance(scaler, _LossScaler) else None
+        spec = "auto" if scaler_object is not None else scaler
+        self.policy = get_policy(precision, matmul_precision=matmul_precision,
+                                 accumulate=accumulate, scaler=spec,
+                                 optimizer_state=optimizer_state, rounding=rounding)
+        if scaler_object is not None:
+            if self.policy.name == "bf16-mixed":
+                raise ValueError(f"precision='bf16-mixed' does not use a scaler (bfloat16 has "
+                                 f"float32's range), found {scaler_object!r}. Pass scaler=None.")
+            if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16:
+                raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
+                                 "weights are float16 and torch refuses with 'Attempting to "
+                                 "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
+        if optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer={optimizer!r}: use 'adam' or 'sgd'")
+        if not (loss_multiplier > 0 and math.isfinite(loss_multiplier)):
+            raise ValueError(f"loss_multiplier must be positive and finite, got {loss_multiplier}")
+        if batch_size < 1 or eval_every < 1:
+            raise ValueError(f"batch_size and eval_every must be >= 1, got {batch_size}, "
+                             f"{eval_every}")
+        self.optimizer_name = optimizer
+        self.lr = lr if lr is not None else (1e-3 if optimizer == "adam" else 1e-2)
+        self.momentum, self.weight_decay, self.betas, self.eps = momentum, weight_decay, betas, eps
+        self._scaler_object = scaler_object
+        self.loss_multiplier = float(loss_multiplier)
+        self.hidden, self.activation, self._model_in = tuple(hidden), activation, model
+        self.batch_size, self.seed, self.progress = batch_size, seed, progress
+        self.telemetry, self.eval_every = telemetry, eval_every
+        self.update_rounding, self.kahan = update_rounding, kahan
+        self.model: Module | None = None
+        self.optimizer: Optimizer | None = None
+        self.scaler: _LossScaler | None = None
+        self.history: History | None = None
+
+    # ------------------------------------------------------------------ building
+    def _build_model(self, data: Dataset) -> Module:
+        if self._model_in is None:
+            sizes = (data.features, *self.hidden, data.classes)
+            return MLP(sizes, activation=self.activation, seed=self.seed)
+        model = copy.deepcopy(self._model_in)
+        for p in model.parameters():  # adopt the policy's weight format
+            p.data = quantize(p.data, self.policy.weights, what="weights")
+            p.fmt, p.grad, p._copy = self.policy.weights, None, None
+        return model
+
+    def _build_optimizer(self, model: Module) -> Optimizer:
+        options = dict(update_rounding=self.update_rounding, kahan=self.kahan, seed=self.seed)
+        if self.optimizer_name == "adam":
+            return Adam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
+                        weight_decay=self.weight_decay, **options)
+        return SGD(model.parameters(), lr=self.lr, momentum=self.momentum,
+                   weight_decay=self.weight_decay, **options)
+
+    def _build_scaler(self) -> _LossScaler | None:
+        if self._scaler_object is not None:
+            return self._scaler_object
+        spec = self.policy.scaler
+        if spec is None:
+            return None
+        if spec == "dynamic":
+            return GradScaler(max_scale=self.policy.scaler_max)
+        return StaticScaler(float(spec))
+
+    def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
+        """One line describing the experiment (used as the compare() table's header)."""
+        opt = f"{'Adam' if self.optimizer_name == 'adam' else 'SGD'} lr {self.lr:g}"
+        net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
+                           + ((data.classes,) if data else ())))
+        lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
+               "deep network would; a teaching device, not part of real training)"
+               if self.loss_multiplier != 1 else "λ = 1")
+        where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
+                 if data else "")
+        run = f"{steps} steps of {self.batch_size}, " if steps else ""
+        return f"{where}MLP {net}, {opt}, {run}{lam}"
+
+    # ------------------------------------------------------------------ running
+    def evaluate(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
+        """Accuracy of the trained model on (X, y), computed under the run's policy."""
+        if self.model is None:
+            raise RuntimeError("evaluate(): call fit() first")
+        with use_precision(self.policy, rng=self.seed), no_grad():
+            return self._accuracy(X, y, chunk)
+
+    def _accuracy(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
+        correct = 0.0
+        with no_grad():
+            for i in range(0, len(X), chunk):
+                correct += accuracy(self.model(Tensor(X[i : i + chunk])), y[i : i + chunk]) * len(
+                    X[i : i + chunk])
+        return correct / len(X)
+
+    def fit(self, data: Dataset | None = None, steps: int = 500) -> History:
+        """Train for ``steps`` batches and return the :class:`History` (also ``self.history``).
+
+        ``data`` defaults to :func:`~floatlab.mixed.teacher_gaussians` (seed 0).
+        """
+        data = teacher_gaussians() if data is None else data
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        history = History(self.policy.name, {"policy": self.policy, "experiment":
+                                             self.describe(data, steps)})
+        bar = Progress(steps, desc=self.policy.name, enabled=self.progress)
+        start = time.perf_counter()
+        with use_precision(self.policy, rng=self.seed):
+            self.model = model = self._build_model(data)
+            self.optimizer = opt = self._build_optimizer(model)
+            self.scaler = scaler = self._build_scaler()
+            batches = _batches(len(data.X_train), self.batch_size, self.seed)
+            for step in range(steps):
+                idx = next(batches)
+                stats = StepStats() if self.telemetry else None
+                row = self._step(model, opt, scaler, data.X_train[idx], data.y_train[idx], stats)
+                if (step + 1) % self.eval_every == 0 or step == steps - 1:
+                    row["test_accuracy"] = self._accuracy(data.X_test, data.y_test)
+                held = bytes_held(model, opt, self.policy, stats) if stats else None
+                history._append(step=step, bytes_held=held, **row)
+                bar.update(loss=row["loss"], scale=row["scale"])
+            history.final_train_accuracy = self._accuracy(data.X_train, data.y_train)
+            history.final_test_accuracy = history["test_accuracy"][-1]
+        bar.close()
+        history.wall_time = time.perf_counter() - start
+        self.history = history
+        return history
+
+    def _step(self, model: Module, opt: Optimizer, scaler: _LossScaler | None,
+              xb: np.ndarray, yb: np.ndarray, stats: StepStats | None) -> dict[str, Any]:
+        opt.zero_grad()
+        scale = scaler.get_scale() if scaler is not None else 1.0
+        with recording(stats) if stats is not None else nullcontext():
+            logits = model(Tensor(xb))
+            loss = cross_entropy(logits, yb)
+            objective = loss * self.loss_multiplier if self.loss_multiplier != 1 else loss
+            (scaler.scale(objective) if scaler is not None else objective).backward()
+            if scaler is not None:
+                report = scaler.step(opt)
+                scaler.update()
+            else:
+                report = opt.step()
+        row = {"loss": loss.item(), "accuracy": accuracy(logits, yb), "scale": scale,
+               "skipped": report is None,
+               "lost_updates": report.lost_fraction if report is not None else math.nan}
+        if stats is not None:
+            row.update(nonfinite=stats.nonfinite_results, overflow=stats.overflow,
+                       underflow=stats.underflow_fraction, subnormal=stats.subnormal_fraction)
+        return row
+
+
+def compare(
+    precisions: Sequence[Any] = DEFAULT_PRECISIONS,
+    steps: int = 500,
+    progress: bool = True,
+    data: Dataset | None = None,
+    **trainer_options: Any,
+) -> Comparison:
+    """Run the same experiment under several precisions; ``str(result)`` is the table.
+
+    Each entry of ``precisions`` is a precision string, a Policy, or a dict of Trainer
+    arguments with a "precision" key (and an optional "label"), e.g.
+    ``{"precision": "16-mixed", "scaler": None, "label": "fp16 mixed, no scaler"}``.
+    ``trainer_options`` go to every :class:`Trainer` (e.g. ``loss_multiplier=2**-16``).
+
+    >>> from floatlab.mixed import teacher_gaussians
+    >>> r = compare(["32-true", "16-true"], steps=5, progress=False,
+    ...             data=teacher_gaussians(n=1024))
+    >>> [h.went_nan for h in r]
+    [False, True]
+    """
+    data = teacher_gaussians() if data is None else data
+    histories, header = [], ""
+    for entry in precisions:
+        options = dict(trainer_options)
+        label = None
+        if isinstance(entry, dict):
+            entry = dict(entry)
+            label = entry.pop("label", None)
+            options.update(entry)
+        else:
+            options["precision"] = entry
+        options.setdefault("progress", progress)
+        trainer = Trainer(**options)
+        header = header or trainer.describe(data, steps)
+        history = trainer.fit(data, steps)
+        if label:
+            history.precision = label
+        histories.append(history)
+    return Comparison(histories, header)

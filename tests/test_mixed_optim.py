@@ -1,0 +1,193 @@
+"""SGD and Adam: torch's formulas, state in the policy's format, lost updates and remedies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab.mixed import SGD, Adam, Tensor, parameter, use_precision
+
+
+def _adam_reference(w, grads, lr, b1, b2, eps, wd=0.0):
+    """torch.optim.Adam (single tensor, no amsgrad) in float64."""
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    for t, g in enumerate(grads, start=1):
+        g = g + wd * w
+        m = m + (g - m) * (1 - b1)
+        v = v * b2 + (1 - b2) * g * g
+        denom = np.sqrt(v) / np.sqrt(1 - b2**t) + eps
+        w = w - lr / (1 - b1**t) * m / denom
+    return w
+
+
+def _sgd_reference(w, grads, lr, momentum, dampening, nesterov, wd):
+    buf = None
+    for g in grads:
+        g = g + wd * w
+        if momentum:
+            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
+            g = g + momentum * buf if nesterov else buf
+        w = w - lr * g
+    return w
+
+
+def _drive(opt, params, grads):
+    for step_grads in grads:
+        for p, g in zip(params, step_grads, strict=True):
+            p.grad = np.asarray(g)
+        opt.step()
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_adam_matches_torchs_formula_in_float64(wd):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(7)
+    grads = [rng.standard_normal(7) for _ in range(6)]
+    with use_precision("64-true"):
+        w = parameter(w0)
+        _drive(Adam([w], lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=wd), [w],
+               [[g] for g in grads])
+    np.testing.assert_allclose(w.data, _adam_reference(w0, grads, 0.01, 0.8, 0.95, 1e-6, wd),
+                               rtol=1e-13)
+
+
+@pytest.mark.parametrize("momentum, dampening, nesterov, wd", [
+    (0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.0), (0.9, 0.1, False, 0.01),
+    (0.9, 0.0, True, 0.0)])
+def test_sgd_matches_torchs_formula_in_float64(momentum, dampening, nesterov, wd):
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal(5)
+    grads = [rng.standard_normal(5) for _ in range(4)]
+    with use_precision("64-true"):
+        w = parameter(w0)
+        _drive(SGD([w], lr=0.1, momentum=momentum, dampening=dampening, nesterov=nesterov,
+                   weight_decay=wd), [w], [[g] for g in grads])
+    np.testing.assert_allclose(
+        w.data, _sgd_reference(w0, grads, 0.1, momentum, dampening, nesterov, wd), rtol=1e-13)
+
+
+def test_several_parameters_and_a_missing_gradient():
+    with use_precision("64-true"):
+        a, b = parameter([1.0, 2.0]), parameter([[3.0]])
+        opt = Adam([a, b], lr=0.1)
+        a.grad = np.array([0.5, -0.5])
+        opt.step()  # b has no gradient: untouched, its step count does not advance
+        assert b.data.tolist() == [[3.0]]
+        a.grad, b.grad = np.array([0.5, -0.5]), np.array([[1.0]])
+        opt.step()
+    np.testing.assert_allclose(a.data, _adam_reference(np.array([1.0, 2.0]),
+                                                       [np.array([0.5, -0.5])] * 2,
+                                                       0.1, 0.9, 0.999, 1e-8))
+    np.testing.assert_allclose(b.data, _adam_reference(np.array([[3.0]]), [np.array([[1.0]])],
+                                                       0.1, 0.9, 0.999, 1e-8))
+
+
+def test_adam_eps_vanishes_in_fp16_and_the_step_goes_nonfinite():
+    assert float(floatlab.round(1e-8, "fp16")) == 0.0  # the seed article's mechanism
+    with use_precision("16-true"):
+        w = parameter([0.5, 0.5, 0.5])
+        opt = Adam([w])
+        # zero gradient: 0 / (0 + 0); 2**-13: v = 0.001 * 2**-26 underflows, m / 0 = inf
+        w.grad = np.array([0.0, 2.0**-13, 0.1], np.float32)
+        opt.step()
+    assert np.isnan(w.data[0]) and np.isinf(w.data[1]) and np.isfinite(w.data[2])
+    with use_precision("bf16-true"):  # bf16 keeps eps (1e-8 is a normal bf16 number)
+        w = parameter([0.5, 0.5, 0.5])
+        w.grad = np.array([0.0, 2.0**-13, 0.1], np.float32)
+        Adam([w]).step()
+    assert np.isfinite(w.data).all()
+
+
+def test_optimizer_state_lives_in_the_policy_format():
+    for precision, fmt, width in (("16-true", "float16", 2), ("16-mixed", "float32", 4),
+                                  ("bf16-true", "bfloat16", 2), ("64-true", "float64", 8)):
+        with use_precision(precision):
+            w = parameter(np.ones((3, 4)))
+            opt = Adam([w])
+            w.grad = np.full((3, 4), 0.25, w.data.dtype)
+            opt.step()
+        assert opt.state_bytes() == {fmt: 2 * 12 * width}, precision
+    with use_precision("bf16-true", optimizer_state="fp32"):
+        w = parameter(np.ones(3))
+        opt = SGD([w], lr=0.1, momentum=0.9)
+        w.grad = np.full(3, 0.5, np.float32)
+        opt.step()
+    assert opt.state_bytes() == {"float32": 12}
+
+
+def test_small_updates_are_lost_in_bf16_and_reported():
+    with use_precision("bf16-true"):
+        w = parameter([1.0, 1.0])
+        opt = SGD([w], lr=1e-3)
+        w.grad = np.array([1.0, 0.0], np.float32)  # 1 - 1e-3 rounds back to 1 in bf16
+        report = opt.step()
+    assert w.data.tolist() == [1.0, 1.0]
+    assert (report.nonzero_grads, report.lost, report.lost_fraction) == (1, 1, 1.0)
+    assert opt.last_report is report
+
+
+@pytest.mark.parametrize("remedy", [{"update_rounding": "stochastic"}, {"kahan": True}])
+def test_stochastic_rounding_and_kahan_recover_small_updates(remedy):
+    steps, lr = 400, 2.0**-12  # each update is 1/32 of bf16's ulp at 1
+    with use_precision("bf16-true"):
+        plain, fixed = parameter(np.ones(64)), parameter(np.ones(64))
+        opt_plain, opt_fixed = SGD([plain], lr=lr), SGD([fixed], lr=lr, seed=3, **remedy)
+        for _ in range(steps):
+            plain.grad = fixed.grad = np.ones(64, np.float32)
+            opt_plain.step()
+            opt_fixed.step()
+    target = 1 - steps * lr  # 0.90234375
+    assert plain.data.tolist() == [1.0] * 64  # nearest rounding never moves
+    assert abs(fixed.data.mean() - target) < 0.004  # the remedies follow the exact path
+    if "kahan" in remedy:
+        assert np.all(np.abs(fixed.data - target) <= 2.0**-8)  # within one ulp, every entry
+        assert opt_fixed.state_bytes() == {"bfloat16": 128}  # the compensation buffer
+
+
+def test_stochastic_updates_are_seeded():
+    def run(seed):
+        with use_precision("bf16-true"):
+            w = parameter(np.ones(16))
+            opt = SGD([w], lr=2.0**-10, update_rounding="stochastic", seed=seed)
+            for _ in range(5):
+                w.grad = np.ones(16, np.float32)
+                opt.step()
+        return w.data.copy()
+
+    np.testing.assert_array_equal(run(1), run(1))
+    assert not np.array_equal(run(1), run(2))
+
+
+def test_low_copies_are_made_after_each_step():
+    with use_precision("16-mixed"):
+        w = parameter([[1 / 3]])
+        opt = SGD([w], lr=0.1)
+        assert w._copy is not None and w._copy[0] is w.data  # primed at construction
+        w.grad = np.array([[1.0]], np.float32)
+        opt.step()
+        assert w._copy[0] is w.data
+        assert w._copy[2].tolist() == floatlab.round(w.data, "fp16").tolist()
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: SGD([], lr=0.1), "no parameters"),
+    (lambda: SGD([Tensor([1.0])], lr=0.1), "not a leaf tensor"),
+    (lambda: SGD([parameter([1.0]) * 2.0], lr=0.1), "not a leaf tensor"),
+    (lambda: SGD([parameter([1.0])], lr=0.0), "lr > 0"),
+    (lambda: SGD([parameter([1.0])], lr=0.1, nesterov=True), "Nesterov"),
+    (lambda: Adam([parameter([1.0])], betas=(1.0, 0.9)), "betas"),
+    (lambda: SGD([parameter([1.0])], lr=0.1, update_rounding="odd"), "update_rounding"),
+    (lambda: SGD([parameter([1.0])], lr=0.1, update_rounding="stochastic", kahan=True),
+     "choose one"),
+])
+def test_bad_optimizer_arguments(make, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        make()
+
+
+def test_duplicate_parameters_are_refused():
+    w = parameter([1.0])
+    with pytest.raises(ValueError, match="appears twice"):
+        Adam([w, w])

@@ -1,0 +1,199 @@
+"""GradScaler follows torch.amp.GradScaler: defaults, trajectory, unscale, skips, misuse errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+import floatlab.mixed as fm
+from floatlab.mixed import SGD, GradScaler, StaticScaler, Tensor, parameter, use_precision
+
+
+def _run(scaler, inf_at, iterations, factor=3.0):
+    """torch's recipe on one parameter; inject inf into the gradient at the given iterations."""
+    w = parameter([1.0])
+    opt = SGD([w], lr=1e-3)
+    out = []
+    for it in range(iterations):
+        opt.zero_grad()
+        scaler.scale((w * factor).sum()).backward()
+        if it in inf_at:
+            w.grad = w.grad * np.float32(np.inf)
+        before = w.data.copy()
+        report = scaler.step(opt)
+        scaler.update()
+        tracker = scaler.state_dict().get("_growth_tracker")
+        out.append((scaler.get_scale(), tracker, report is None, bool(np.all(w.data == before))))
+    return out
+
+
+def test_trajectory_equals_torchs():
+    # measured with torch: init_scale 8, growth_interval 3, inf injected at iteration 2
+    traj = _run(GradScaler(init_scale=8.0, growth_interval=3), {2}, 7)
+    assert [t[0] for t in traj] == [8.0, 8.0, 4.0, 4.0, 4.0, 8.0, 8.0]
+    assert [t[1] for t in traj] == [1, 2, 0, 1, 2, 0, 1]
+    assert [t[2] for t in traj] == [False, False, True, False, False, False, False]
+    assert [t[3] for t in traj] == [False, False, True, False, False, False, False]
+
+
+def test_torch_defaults_and_state_dict_keys():
+    s = GradScaler()
+    assert s.get_scale() == 65536.0
+    assert (s.get_growth_factor(), s.get_backoff_factor(), s.get_growth_interval()) == (
+        2.0, 0.5, 2000)
+    assert s.is_enabled()
+    assert s.state_dict() == {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                              "growth_interval": 2000, "_growth_tracker": 0}
+
+
+def test_scale_is_a_float32_number():
+    s = GradScaler(init_scale=0.1)
+    assert s.get_scale() == 0.1  # before first use: the init value, as torch
+    s.scale(Tensor([1.0]))
+    assert s.get_scale() == float(np.float32(0.1))
+
+
+def test_scale_multiplies_tensors_and_nested_sequences():
+    s = GradScaler(init_scale=4.0)
+    out = s.scale([Tensor([1.0]), (Tensor([2.0]),)])
+    assert isinstance(out, list) and isinstance(out[1], tuple)
+    assert out[0].item() == 4.0 and out[1][0].item() == 8.0
+    with pytest.raises(ValueError, match="Tensor or an iterable"):
+        s.scale(3.0)
+
+
+def test_unscale_uses_the_float32_reciprocal_and_unscales_even_with_inf():
+    w = parameter([1.0, 1.0, 1.0])
+    opt = SGD([w], lr=1.0)
+    s = GradScaler(init_scale=3.0)
+    s.scale((w * 1.0).sum()).backward()
+    w.grad = np.array([3.0, 6.0, np.inf], np.float32)
+    s.unscale_(opt)
+    inv = np.float32(1.0 / np.float64(np.float32(3.0)))
+    np.testing.assert_array_equal(w.grad, np.array([3.0, 6.0, np.inf], np.float32) * inv)
+    assert s.step(opt) is None  # found inf: skipped
+    np.testing.assert_array_equal(w.data, [1.0, 1.0, 1.0])
+    s.update()
+    assert s.get_scale() == 1.5
+
+
+@pytest.mark.parametrize("sequence, message", [
+    (("unscale", "unscale"), "unscale_() has already been called on this optimizer since the "
+                             "last update()."),
+    (("step", "unscale"), "unscale_() is being called after step()."),
+    (("step", "step"), "step() has already been called since the last update()."),
+])
+def test_misuse_errors(sequence, message):
+    w = parameter([1.0])
+    opt = SGD([w], lr=0.1)
+    s = GradScaler()
+    s.scale(w.sum()).backward()
+    calls = {"unscale": lambda: s.unscale_(opt), "step": lambda: s.step(opt)}
+    calls[sequence[0]]()
+    with pytest.raises(RuntimeError) as err:
+        calls[sequence[1]]()
+    assert str(err.value) == message
+
+
+def test_update_and_step_need_inf_checks():
+    w = parameter([1.0])
+    opt = SGD([w], lr=0.1)
+    s = GradScaler()
+    with pytest.raises(RuntimeError, match="_scale is None"):
+        s.update()
+    s.scale(w.sum())  # initialises the scale, but nothing was unscaled
+    with pytest.raises(RuntimeError, match="No inf checks were recorded prior to update."):
+        s.update()
+    with pytest.raises(RuntimeError, match="No inf checks were recorded for this optimizer."):
+        s.step(opt)  # no parameter has a gradient
+
+
+def test_fp16_gradients_are_refused_like_torch():
+    with use_precision("16-true"):
+        w = parameter([1.0])
+        opt = SGD([w], lr=0.1)
+        s = GradScaler()
+        s.scale(w.sum()).backward()
+        with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+            s.unscale_(opt)
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        fm.Trainer("16-true", scaler=GradScaler(), progress=False)
+
+
+def test_growth_and_the_finite_check():
+    s = GradScaler(init_scale=2.0**127, growth_interval=1)
+    _run(s, set(), 1, factor=2.0**-10)
+    assert s.get_scale() == 2.0**127  # 2**128 overflows float32: the scale stays
+    assert s.state_dict()["_growth_tracker"] == 0
+    capped = GradScaler(init_scale=2.0**23, growth_interval=1, max_scale=2.0**24)
+    assert [t[0] for t in _run(capped, set(), 3)] == [2.0**24] * 3
+
+
+def test_update_with_new_scale_leaves_the_tracker():
+    s = GradScaler(init_scale=8.0, growth_interval=5)
+    _run(s, set(), 2)
+    s.update(100.0)
+    assert s.get_scale() == 100.0 and s.state_dict()["_growth_tracker"] == 2
+    s.update(np.array([32.0]))
+    assert s.get_scale() == 32.0
+    with pytest.raises(ValueError, match="1-element"):
+        s.update(np.ones(2))
+
+
+def test_state_dict_round_trip():
+    a = GradScaler(init_scale=8.0, growth_interval=3)
+    _run(a, {1}, 3)
+    b = GradScaler()
+    b.load_state_dict(a.state_dict())
+    assert b.state_dict() == a.state_dict() == {
+        "scale": 4.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 3,
+        "_growth_tracker": 1}
+    assert _run(b, set(), 2) == _run(a, set(), 2)
+    with pytest.raises(RuntimeError, match="state dict is empty"):
+        GradScaler().load_state_dict({})
+    with pytest.raises(KeyError, match="_growth_tracker"):
+        GradScaler().load_state_dict({"scale": 1.0})
+
+
+def test_disabled_scaler_is_a_pass_through():
+    s = GradScaler(enabled=False)
+    t = Tensor([2.0])
+    assert s.scale(t) is t and s.get_scale() == 1.0 and s.state_dict() == {}
+    traj = _run(s, set(), 2)
+    assert all(scale == 1.0 and not skipped for scale, _, skipped, _ in traj)
+    s.load_state_dict({})  # ignored when disabled, as torch
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"growth_factor": 1.0}, "growth factor"),
+    ({"backoff_factor": 1.0}, "backoff factor"),
+    ({"growth_interval": 0}, "growth_interval"),
+    ({"init_scale": 0.0}, "init_scale"),
+    ({"init_scale": float("inf")}, "init_scale"),
+])
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GradScaler(**kwargs)
+
+
+def test_static_scaler():
+    s = StaticScaler(8.0)
+    traj = _run(s, {1}, 3)
+    assert [t[0] for t in traj] == [8.0, 8.0, 8.0]
+    assert [t[2] for t in traj] == [False, False, False]  # a static scale does not skip...
+    skipping = StaticScaler(8.0, skip_nonfinite=True)
+    assert [t[2] for t in _run(skipping, {1}, 3)] == [False, True, False]  # ...unless asked
+    with use_precision("16-true"):  # and it accepts fp16 gradients
+        w = parameter([1.0])
+        opt = SGD([w], lr=0.5)
+        s.scale((w * 2.0**-20).sum()).backward()
+        assert s.step(opt) is not None
+    assert s.state_dict() == {"scale": 8.0}
+
+
+def test_exported_names():
+    assert fm.GradScaler is GradScaler
+    if "GradScaler" not in floatlab.__all__:
+        pytest.skip("floatlab.GradScaler is exported from floatlab/__init__.py by the lead")
+    assert floatlab.GradScaler is GradScaler

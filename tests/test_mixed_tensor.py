@@ -1,0 +1,311 @@
+"""The autograd: gradient checks against float64 finite differences for every op, gradient
+accumulation, the rounding hook's formats, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+import floatlab.mixed as fm
+from floatlab import get_format
+from floatlab.mixed import Tensor, no_grad, parameter, quantize, use_precision
+from floatlab.mixed.nn import mse_loss
+
+F = get_format
+RNG = np.random.default_rng(1234)
+
+
+def _arr(*shape, low=-1.5, high=1.5):
+    return RNG.uniform(low, high, size=shape)
+
+
+def _away_from_zero(*shape):
+    x = _arr(*shape)
+    return np.where(np.abs(x) < 0.2, 0.5, x)  # relu's kink is not differentiable
+
+
+# (name, function of Tensors, input arrays). Each output is contracted with fixed random
+# weights so every output entry's gradient is checked.
+CASES = [
+    ("matmul", lambda a, b: a @ b, [_arr(3, 4), _arr(4, 2)]),
+    ("linear", lambda x, w, b: fm.linear(x, w, b), [_arr(5, 4), _arr(3, 4), _arr(3)]),
+    ("linear no bias", lambda x, w: fm.linear(x, w), [_arr(5, 4), _arr(3, 4)]),
+    ("add", lambda a, b: a + b, [_arr(3, 4), _arr(3, 4)]),
+    ("add broadcast row", lambda a, b: a + b, [_arr(3, 4), _arr(4)]),
+    ("add broadcast both", lambda a, b: a + b, [_arr(3, 1), _arr(1, 4)]),
+    ("sub broadcast", lambda a, b: a - b, [_arr(2, 3, 4), _arr(3, 1)]),
+    ("mul broadcast", lambda a, b: a * b, [_arr(3, 4), _arr(1, 4)]),
+    ("neg", lambda a: -a, [_arr(3, 4)]),
+    ("scalar ops", lambda a: (2.0 - a * 3.0 + 1.5) / 4.0, [_arr(3, 4)]),
+    ("rsub rmul radd", lambda a: 1.0 - 0.5 * a + 2.0, [_arr(6)]),
+    ("relu", lambda a: a.relu(), [_away_from_zero(4, 5)]),
+    ("tanh", lambda a: a.tanh(), [_arr(4, 5)]),
+    ("exp", lambda a: a.exp(), [_arr(4, 5)]),
+    ("log", lambda a: a.log(), [_arr(4, 5, low=0.3, high=3.0)]),
+    ("sum all", lambda a: a.sum(), [_arr(3, 4)]),
+    ("sum axis 0", lambda a: a.sum(axis=0), [_arr(3, 4)]),
+    ("sum axis 1 keepdims", lambda a: a.sum(axis=1, keepdims=True), [_arr(3, 4)]),
+    ("mean all", lambda a: a.mean(), [_arr(3, 4)]),
+    ("mean axes", lambda a: a.mean(axis=(0, 2)), [_arr(2, 3, 4)]),
+    ("softmax", lambda a: a.softmax(), [_arr(3, 5)]),
+    ("softmax axis 0", lambda a: a.softmax(axis=0), [_arr(3, 5)]),
+    ("log_softmax", lambda a: a.log_softmax(), [_arr(3, 5)]),
+    ("log_softmax axis 0", lambda a: a.log_softmax(axis=0), [_arr(3, 5)]),
+    ("cross_entropy mean", lambda z: fm.cross_entropy(z, [0, 2, 1, 2]), [_arr(4, 3)]),
+    ("cross_entropy sum", lambda z: fm.cross_entropy(z, [1, 1, 0], reduction="sum"),
+     [_arr(3, 3)]),
+    ("cross_entropy none", lambda z: fm.cross_entropy(z, [2, 0], reduction="none"),
+     [_arr(2, 3)]),
+    ("transpose", lambda a: a.T, [_arr(3, 4)]),
+    ("cast", lambda a: fm.cast(a, "fp64"), [_arr(3, 4)]),
+    ("mse_loss", lambda a, b: mse_loss(a, b), [_arr(3, 4), _arr(3, 4)]),
+    ("mlp-like chain", lambda x, w, b: fm.cross_entropy(
+        fm.linear(fm.linear(x, w, b).tanh(), w.T @ w), [0, 1, 2, 0, 1]),
+     [_arr(5, 3), _arr(3, 3), _arr(3)]),
+]
+
+
+def _objective(fn, arrays, weights, requires_grad):
+    tensors = [Tensor(a, "fp64", requires_grad=requires_grad) for a in arrays]
+    out = fn(*tensors)
+    w = Tensor(weights, "fp64")
+    return (out * w).sum(), tensors
+
+
+@pytest.mark.parametrize("name, fn, arrays", CASES, ids=[c[0] for c in CASES])
+def test_gradients_match_float64_finite_differences(name, fn, arrays):
+    with use_precision("64-true"):
+        out_shape = fn(*[Tensor(a, "fp64") for a in arrays]).shape
+        weights = RNG.standard_normal(out_shape)
+        loss, tensors = _objective(fn, arrays, weights, requires_grad=True)
+        loss.backward()
+        h = 1e-6
+        for i, (arr, t) in enumerate(zip(arrays, tensors, strict=True)):
+            numeric = np.zeros_like(arr)
+            for idx in np.ndindex(arr.shape):  # element loop: building an exact reference
+                plus, minus = [a.copy() for a in arrays], [a.copy() for a in arrays]
+                plus[i][idx] += h
+                minus[i][idx] -= h
+                f_plus = _objective(fn, plus, weights, False)[0].item()
+                f_minus = _objective(fn, minus, weights, False)[0].item()
+                numeric[idx] = (f_plus - f_minus) / (2 * h)
+            assert t.grad is not None and t.grad.dtype == np.float64
+            np.testing.assert_allclose(t.grad, numeric, rtol=1e-6, atol=1e-8,
+                                       err_msg=f"{name}: input {i}")
+
+
+def test_reused_nodes_accumulate_gradients():
+    with use_precision("64-true"):
+        x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+        y = x * x + x * 3.0 + x  # x used four times
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad, 2 * np.array([1.0, -2.0, 3.0]) + 4)
+        h = fm.relu(x)  # a diamond: h feeds two branches
+        ((h * h).sum() + h.sum()).backward()  # leaf gradients accumulate across backward calls
+        np.testing.assert_array_equal(x.grad, [6 + 3, 0, 10 + 7])
+
+
+def test_backward_frees_the_graph_unless_retained():
+    x = Tensor([2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert x.grad.tolist() == [8.0]
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_backward_errors():
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    with pytest.raises(RuntimeError, match="one-element tensor"):
+        (x * 2.0).backward()
+    (x * 2.0).backward(grad=np.ones((1, 2)))
+    assert x.grad.tolist() == [[2.0, 2.0]]
+    with pytest.raises(ValueError, match=r"grad has shape \(2,\)"):
+        (x * 2.0).backward(grad=np.ones(2))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        Tensor([1.0]).sum().backward()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5))), r"\(2, 3\) and \(4, 5\)"),
+    (lambda: fm.matmul(Tensor(np.ones(3)), Tensor(np.ones((3, 1)))), "2-D"),
+    (lambda: fm.linear(Tensor(np.ones((8, 12))), parameter(np.ones((4, 16)))),
+     r"in_features=12"),
+    (lambda: fm.linear(Tensor(np.ones((8, 16))), parameter(np.ones((4, 16))),
+                       parameter(np.ones(5))), r"bias has shape \(5,\)"),
+    (lambda: Tensor(np.ones((2, 3))) + Tensor(np.ones((4,))), "do not broadcast"),
+    (lambda: fm.cross_entropy(Tensor(np.ones((2, 3))), [0, 1, 2]), r"shape \(2,\)"),
+    (lambda: fm.cross_entropy(Tensor(np.ones((2, 3))), [0, 3]), r"\[0, 3\)"),
+    (lambda: fm.cross_entropy(Tensor(np.ones((2, 3))), [0.5, 1.0]), "integer class"),
+    (lambda: fm.cross_entropy(Tensor(np.ones(3)), [0]), "batch, classes"),
+    (lambda: Tensor([1.0]) / Tensor([2.0]), "Python numbers"),
+    (lambda: Tensor(["a"]), "real numbers"),
+    (lambda: mse_loss(Tensor([1.0]), Tensor([1.0, 2.0])), "must match"),
+])
+def test_bad_input_says_what_is_wrong(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_inputs_are_never_mutated():
+    data = np.array([[0.1, 0.2], [0.3, 0.4]], dtype=np.float32)
+    keep = data.copy()
+    with use_precision("bf16-true"):
+        t = Tensor(data)
+        w = parameter(np.ones((2, 2)))
+        loss = fm.cross_entropy(fm.linear(t, w), [0, 1])
+        loss.backward()
+    np.testing.assert_array_equal(data, keep)
+    with use_precision("32-true"):
+        same = Tensor(data)
+    assert not np.shares_memory(same.data, data)  # the tensor keeps its own copy
+
+
+# ---------------------------------------------------------------------------- the hook
+
+def _representable(values: np.ndarray, fmt) -> bool:
+    values = np.asarray(values, dtype=np.float64)
+    rounded = floatlab.round(values, fmt)
+    return bool(np.array_equal(rounded, values, equal_nan=True))
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed", "16-true", "bf16-true",
+                                       "float8_e5m2-mixed", "O2"])
+def test_every_value_and_gradient_is_in_its_format(precision):
+    rng = np.random.default_rng(0)
+    with use_precision(precision) as policy:
+        net = fm.MLP((6, 16, 3), seed=0)
+        x = Tensor(rng.standard_normal((8, 6)).astype(np.float32))
+        hidden = net.layers[0](x)
+        act = hidden.relu()
+        logits = net.layers[1](act)
+        loss = fm.cross_entropy(logits, rng.integers(0, 3, 8)) * 2.0**-10
+        loss.backward()
+    nodes = [x, hidden, act, logits, loss, *net.parameters()]
+    for t in nodes:
+        assert _representable(t.data, t.fmt), (precision, t)
+        if t.grad is not None:
+            assert _representable(t.grad, t.fmt), (precision, t)
+    # the formats are the policy's: low ops in compute, losses in the safe format
+    assert hidden.fmt == logits.fmt == policy.compute and act.fmt == policy.compute
+    assert loss.fmt == policy.safe
+    assert all(p.fmt == policy.weights for p in net.parameters())
+
+
+def test_op_formats_follow_the_autocast_lists():
+    with use_precision("16-mixed"):
+        a16 = Tensor([1.0, 2.0], "fp16")
+        b32 = Tensor([1.0, 2.0], "fp32")
+        bf = Tensor([1.0, 2.0], "bf16")
+        assert (a16 + b32).fmt.name == "float32"  # promote to the widest input
+        assert (a16 * bf).fmt.name == "float32"  # neither holds the other
+        assert (a16 * 2.0).fmt.name == "float16"  # Python numbers are weak
+        assert a16.relu().fmt.name == a16.tanh().fmt.name == "float16"
+        for op in (fm.exp, fm.log, fm.softmax, fm.log_softmax, fm.mean):
+            assert op(a16).fmt.name == "float32", op
+        assert fm.sum(a16).fmt.name == "float32"
+        assert (Tensor([[1.0]]) @ Tensor([[2.0]])).fmt.name == "float16"
+    with use_precision("16-true"):
+        assert fm.exp(Tensor([1.0])).fmt.name == "float16"
+        assert Tensor([1.0]).fmt.name == "float16"  # data enters in the low format
+
+
+def test_matmul_rounds_once_on_output_and_low_accumulation_stalls():
+    ones = np.ones((1, 4096), np.float32)
+    with use_precision("16-mixed"):
+        # [1, 2**-11, 2**-11]: float32 accumulation keeps both halves, rounds once to fp16
+        row = Tensor([[1.0, 2.0**-11, 2.0**-11]])
+        col = Tensor([[1.0], [1.0], [1.0]])
+        assert (row @ col).item() == 1 + 2.0**-10
+        assert (Tensor(ones) @ Tensor(ones.T)).item() == 4096.0
+    with use_precision("16-mixed", accumulate="fp16"):
+        assert (row @ col).item() == 1.0  # each 2**-11 is a tie that rounds back to 1
+        assert (Tensor(ones) @ Tensor(ones.T)).item() == 2048.0  # 2048 + 1 == 2048 in fp16
+
+
+def test_matmul_precision_rounds_inputs_to_tf32_or_bf16():
+    a = Tensor([[1.0 + 2.0**-12]])
+    b = Tensor([[1.0]])
+    with use_precision("32-true"):
+        assert (a @ b).item() == 1.0 + 2.0**-12
+    with use_precision("32-true", matmul_precision="high"):
+        assert (a @ b).item() == 1.0  # TF32 keeps 10 mantissa bits
+        assert (a @ b).fmt.name == "float32"  # and writes a float32 result
+    with use_precision("32-true", matmul_precision="medium"):
+        assert (Tensor([[1.0 + 2.0**-8]]) @ b).item() == 1.0  # bf16 keeps 7
+
+
+def test_mixed_gradients_round_through_the_low_format():
+    # d(sum(x @ w.T))/dw = x, read through the fp16 copy of x: 1e-3 rounds to fp16
+    with use_precision("16-mixed"):
+        x = Tensor(np.full((1, 2), 1e-3, np.float32))
+        w = parameter(np.ones((1, 2)))
+        (x @ w.T).sum().backward()
+    assert w.fmt.name == "float32"
+    np.testing.assert_array_equal(w.grad, floatlab.round(np.full((1, 2), 1e-3), "fp16"))
+
+
+def test_loss_gradient_underflows_in_fp16_without_scaling():
+    # dL/dlogits = lambda * (p - y) / batch is computed in float32 and cast to the fp16 logits
+    with use_precision("16-mixed"):
+        logits = Tensor(np.zeros((512, 4)), "fp16", requires_grad=True)
+        (fm.cross_entropy(logits, np.zeros(512, int)) * 2.0**-16).backward()
+        assert np.count_nonzero(logits.grad) == 0
+        logits.grad = None
+        (fm.cross_entropy(logits, np.zeros(512, int)) * 2.0**-16 * 2.0**16).backward()
+        assert np.count_nonzero(logits.grad) == logits.size
+
+
+def test_stochastic_rounding_policy_is_unbiased_and_seeded():
+    values = np.full(20000, 1 + 2.0**-9)  # a quarter of the way from 1 to 1 + 2**-7
+    with use_precision("bf16-true", rounding="stochastic", rng=7):
+        a = Tensor(values).data
+    with use_precision("bf16-true", rounding="stochastic", rng=7):
+        b = Tensor(values).data
+    np.testing.assert_array_equal(a, b)
+    assert set(np.unique(a).tolist()) == {1.0, 1 + 2.0**-7}
+    assert abs(np.mean(a == 1 + 2.0**-7) - 0.25) < 0.02
+
+
+def test_quantize_skips_exact_conversions_and_returns_storage_dtype():
+    x = np.array([0.1, 1e-30], np.float32)
+    assert quantize(x, F("fp32")) is x
+    assert quantize(x, F("fp64")).dtype == np.float64
+    out = quantize(x.astype(np.float64), F("fp16"))
+    assert out.dtype == np.float32 and out.tolist() == [0.0999755859375, 0.0]
+
+
+def test_no_grad_builds_no_graph_and_detach_cuts_it():
+    w = parameter([1.0])
+    with no_grad():
+        y = w * 2.0
+    assert not y.requires_grad
+    assert not (w * 2.0).detach().requires_grad
+
+
+def test_parameter_copies_are_cached_per_value_and_primed_copies_agree():
+    with use_precision("16-mixed"):
+        w = parameter([[1 / 3, 2 / 3]])
+        x = Tensor([[1.0, 1.0]])
+        _ = x @ w.T
+        first = w._copy[2]
+        _ = x @ w.T
+        assert w._copy[2] is first  # one copy per step, reused
+        w.data = w.data + np.float32(0.5)  # an update makes a new array...
+        _ = x @ w.T
+        assert w._copy[2] is not first  # ...and a new copy
+        lazy = w._copy[2].copy()
+        fm.prime_copies([w], F("fp16"))
+        np.testing.assert_array_equal(w._copy[2], lazy)
+
+
+def test_repr_and_basics():
+    t = Tensor([[1.0, 2.0]], "bf16", requires_grad=True, name="w")
+    assert "bfloat16" in repr(t) and "requires_grad=True" in repr(t) and "'w'" in repr(t)
+    assert "grad_fn=mul" in repr(t * 2.0)
+    assert t.shape == (1, 2) and t.ndim == 2 and t.size == 2 and len(t) == 1
+    assert np.asarray(t).tolist() == [[1.0, 2.0]]
+    with pytest.raises(ValueError, match="one-element"):
+        t.item()
