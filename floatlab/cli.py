@@ -140,6 +140,61 @@ def cmd_values(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from floatlab.mixed import compare, get_policy, teacher_gaussians
+
+    for name in args.precisions:
+        get_policy(_precision_arg(name))  # fail early, with the list of valid names
+    data = teacher_gaussians(n=args.rows, seed=args.seed)
+    lam = _parse_number(args.loss_multiplier)
+    if lam != 1:
+        print(f"loss multiplier lambda = {args.loss_multiplier}: a teaching device that slides "
+              "the gradients down as a deep network would (see the README)")
+    result = compare([_precision_arg(p) for p in args.precisions], steps=args.steps,
+                     progress=not args.quiet, data=data, loss_multiplier=lam, seed=args.seed,
+                     optimizer=args.optimizer, lr=args.lr)
+    print(result)
+    if args.plot:
+        _save_training_plot(result, args.plot)
+        print(f"curves saved to {args.plot}")
+    return EXIT_OK
+
+
+def _precision_arg(text: str):
+    """Lightning's legacy integer aliases arrive as strings on a command line: 16 -> 16."""
+    return int(text) if text.isdigit() else text
+
+
+def _parse_number(text: str) -> float:
+    """A number such as 1e-4, 0.5 or 2**-16 (powers of two are how lambda is usually given)."""
+    cleaned = text.replace(" ", "")
+    try:
+        if "**" in cleaned:
+            base, exponent = cleaned.split("**", 1)
+            return float(base) ** float(exponent)
+        return float(cleaned)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number (try 1, 0.001 or 2**-16)") from None
+
+
+def _save_training_plot(result, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from floatlab import plots
+
+    histories = dict(result.histories)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    plots.training_curves(histories, metric="loss", ax=axes[0])
+    plots.training_curves(histories, metric="accuracy", ax=axes[1])
+    plots.underflow_over_time(histories, ax=axes[2])
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def _read_words(words: Sequence[str], path: str | None) -> list[str]:
     words = list(words)
     if path:
@@ -173,6 +228,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("tour", help="a short tour (the default)").set_defaults(func=cmd_tour)
+
+    p = sub.add_parser(
+        "compare", help="train the same MLP under several precisions and compare",
+        description="The mixed-precision experiment: an MLP 16-64-64-4 with Adam on "
+        "teacher-labelled Gaussians, trained under each precision with every low-precision op "
+        "emulated; prints accuracy, time, bytes held, skipped steps, underflow, lost updates "
+        "and NaN per precision.")
+    p.add_argument("precisions", nargs="*", metavar="PRECISION",
+                   default=["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"],
+                   help="Lightning-style precision strings (default: 32-true 16-mixed "
+                   "bf16-mixed 16-true bf16-true), Apex O0..O3, or a format name + '-mixed'")
+    p.add_argument("--steps", type=int, default=500, help="training steps (default 500)")
+    p.add_argument("--loss-multiplier", "--lambda", default="1", metavar="LAMBDA",
+                   help="multiply the loss by LAMBDA, e.g. 2**-16, to push gradients down "
+                   "toward fp16's underflow as a deep network does (default 1)")
+    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: optimizer's)")
+    p.add_argument("--rows", type=int, default=8192, help="dataset rows, half for testing")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="PNG", help="save loss/accuracy/underflow curves here")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bits", help="bits of values in a format",
                        description="Print sign | exponent | mantissa, hex and stored value.")

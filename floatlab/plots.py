@@ -848,14 +848,23 @@ _FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 _KNOWN_FIELDS = {name for names in _FIELD_ALIASES.values() for name in names}
 
 
+def _lookup(history: Any, key: str) -> Any:
+    """One field by one name: a mapping key, a column of a table-like object
+    (``history.columns`` + ``history[key]``, as floatlab.mixed.History), or an attribute."""
+    if isinstance(history, Mapping):
+        return history.get(key)
+    columns = getattr(history, "columns", None)
+    if columns is not None and not isinstance(columns, str) and key in columns:
+        return history[key]
+    return getattr(history, key, None)
+
+
 def _field(history: Any, name: str) -> Any:
-    """A history's field by any of its accepted names (mapping key or attribute), or None."""
+    """A history's field by any of its accepted names, or None."""
     for key in _FIELD_ALIASES.get(name, (name,)):
-        if isinstance(history, Mapping):
-            if key in history:
-                return history[key]
-        elif getattr(history, key, None) is not None:
-            return getattr(history, key)
+        value = _lookup(history, key)
+        if value is not None:
+            return value
     return None
 
 
@@ -870,7 +879,7 @@ def _label(history: Any, default: str) -> str:
 def _is_single_history(obj: Any) -> bool:
     if isinstance(obj, Mapping):
         return any(k in _KNOWN_FIELDS for k in obj)
-    return any(getattr(obj, k, None) is not None for k in _KNOWN_FIELDS)
+    return any(_lookup(obj, k) is not None for k in _KNOWN_FIELDS)
 
 
 def _histories(histories: Any) -> list[tuple[str, Any]]:

@@ -1,9 +1,15 @@
 """Shared test setup: make tests/oracles.py importable and configure hypothesis."""
 
+
 from __future__ import annotations
 
 import os
 import sys
+
+# The lab's matrices are tiny: BLAS threads only add contention on CI's two cores (10-25x
+# slower steps when the machine is busy). Set before NumPy loads BLAS; CI sets it too.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pathlib import Path
 
 _TESTS = str(Path(__file__).resolve().parent)

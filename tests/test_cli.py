@@ -137,3 +137,24 @@ def test_python_dash_m_runs_the_same_main():
     done = subprocess.run([sys.executable, "-m", "floatlab", "finfo", "fp16", "--oneline"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "dtype=float16)" in done.stdout
+
+
+def test_compare_prints_the_table_and_saves_the_plot(capsys, tmp_path):
+    png = tmp_path / "curves.png"
+    code, out, _ = run(capsys, "compare", "32-true", "16-true", "--steps", "3", "--rows",
+                       "1024", "--quiet", "--plot", str(png))
+    assert code == EXIT_OK
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["32-true", "16-true"]
+    assert "yes (step" in rows[-1]  # pure fp16 + Adam goes NaN (eps underflows)
+    assert png.stat().st_size > 10_000 and f"curves saved to {png}" in out
+
+
+def test_compare_lambda_and_bad_precision(capsys):
+    code, out, _ = run(capsys, "compare", "16-mixed", "--steps", "2", "--rows", "1024",
+                       "--quiet", "--lambda", "2**-16")
+    assert code == EXIT_OK and "teaching device" in out
+    code, _, err = run(capsys, "compare", "17-mixed", "--steps", "2")
+    assert code == EXIT_ERROR and "16-mixed" in err  # the error lists the valid names
+    code, _, err = run(capsys, "compare", "--lambda", "two", "--steps", "2")
+    assert code == EXIT_ERROR and "not a number" in err

@@ -281,15 +281,27 @@ def test_progress_bar_draws_one_line_and_is_silent_when_asked(small, capsys):
     assert capsys.readouterr() == ("", "")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_progress_bar_unit():
-    out = io.StringIO()
+    out = _Terminal()
     bar = Progress(2, desc="x", stream=out, min_interval=0)
     bar.update(loss=0.25)
     bar.update(loss=math.nan)
     bar.close()
     lines = out.getvalue().split("\r")[1:]
     assert lines[0].startswith("x |" + "#" * 12 + "-" * 12 + "| 1/2") and "loss 0.25" in lines[0]
-    assert lines[1].rstrip("\n").endswith("loss nan") and out.getvalue().endswith("\n")
+    assert lines[1].rstrip().endswith("loss nan") and out.getvalue().endswith("\n")
+    # Not a terminal (a log file, CI): only the final state, once.
+    log = io.StringIO()
+    bar = Progress(2, desc="x", stream=log, min_interval=0)
+    bar.update(loss=0.25)
+    bar.update(loss=math.nan)
+    bar.close()
+    assert log.getvalue().count("\r") == 1 and "2/2" in log.getvalue()
     silent = io.StringIO()
     quiet = Progress(2, stream=silent, enabled=False)
     quiet.update()
@@ -301,3 +313,13 @@ def test_history_by_hand():
     h = History("demo")
     h._append(loss=1.0, accuracy=0.5, skipped=True)
     assert h.skipped_steps == 1 and not h.went_nan and math.isnan(h.mean("underflow"))
+
+
+def test_compare_keeps_runs_whose_names_coincide():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # 16 is a legacy alias of "16-mixed"
+        result = compare(["16-mixed", 16], steps=2, progress=False,
+                         data=teacher_gaussians(n=1024))
+    assert list(result.histories) == ["16-mixed", "16-mixed #2"]

@@ -518,3 +518,16 @@ def test_every_function_draws_into_a_given_axes():
         assert call(ax) is ax
     assert len(plt.get_fignums()) == 1  # nothing opened a figure of its own
     fig.canvas.draw()  # and everything renders
+
+
+def test_training_plots_read_the_labs_history_objects():
+    from floatlab.mixed import Trainer, teacher_gaussians
+
+    history = Trainer("16-mixed", progress=False).fit(teacher_gaussians(n=1024), steps=6)
+    ax = P.training_curves({"16-mixed": history}, metric="loss")
+    assert len(ax.get_lines()) == 1
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), history["loss"])
+    ax = P.loss_scale(history)
+    ax = P.underflow_over_time([history])
+    assert len(ax.get_lines()) == 1
+    plt.close("all")

@@ -70,6 +70,9 @@ class Progress:
             self._handle = display(self._line(), display_id=True)
         elif enabled and stream is None:
             self._stream = sys.stderr
+        isatty = getattr(self._stream, "isatty", None)
+        self._interactive = self._handle is not None or bool(isatty and isatty())
+        self._drawn = 0
 
     def _line(self, postfix: dict[str, Any] | None = None) -> str:
         frac = min(self.n / self.total, 1.0)
@@ -89,12 +92,16 @@ class Progress:
         now = time.perf_counter()
         if now - self._last_draw < self.min_interval and self.n < self.total:
             return
+        if not self._interactive and self.n < self.total:
+            return  # a log file or CI: one final line, not hundreds of carriage returns
         self._last_draw = now
         line = self._line(postfix)
         if self._handle is not None:
             self._handle.update(line)
         elif self._stream is not None:
-            self._stream.write("\r" + line)
+            # Pad with spaces so a shorter line fully covers the previous one.
+            self._stream.write("\r" + line.ljust(self._drawn))
+            self._drawn = len(line)
             self._stream.flush()
 
     def close(self) -> None:

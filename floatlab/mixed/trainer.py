@@ -326,5 +326,12 @@ def compare(
         history = trainer.fit(data, steps)
         if label:
             history.precision = label
+        # Two entries may resolve to the same name (e.g. 16 and "16-mixed"): keep both rows.
+        taken = {h.precision for h in histories}
+        if history.precision in taken:
+            n = 2
+            while f"{history.precision} #{n}" in taken:
+                n += 1
+            history.precision = f"{history.precision} #{n}"
         histories.append(history)
     return Comparison(histories, header)
