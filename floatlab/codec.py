@@ -283,10 +283,22 @@ def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
     ['0x38', '0x7e']
     """
     fmt = get_format(fmt)
-    codes = encode(x, fmt, **rounding_options)
+    return _scalar_or_array(codes_to_hex(encode(x, fmt, **rounding_options), fmt))
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def codes_to_hex(codes: np.ndarray, fmt: Format) -> np.ndarray:
+    """Hex strings of codes, ``'0x'`` plus one digit per 4 bits of the format (vectorised)."""
+    codes = np.asarray(codes, dtype=np.uint64)
     digits = (fmt.bits + 3) // 4
-    out = np.array([f"0x{int(c):0{digits}x}" for c in codes.reshape(-1)], dtype=f"U{digits + 2}")
-    return _scalar_or_array(out.reshape(codes.shape))
+    shifts = np.arange(4 * (digits - 1), -1, -4, dtype=np.uint64)
+    nibbles = (codes[..., None] >> shifts) & np.uint64(0xF)
+    chars = np.empty(codes.shape + (digits + 2,), dtype=np.uint8)
+    chars[..., 0], chars[..., 1] = ord("0"), ord("x")
+    chars[..., 2:] = _HEX_DIGITS[nibbles.astype(np.intp)]
+    return chars.view(f"S{digits + 2}")[..., 0].astype(f"U{digits + 2}")
 
 
 def _clean(text: Any, prefix: str, what: str) -> str:
