@@ -30,10 +30,26 @@ from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
 from floatlab.rounding import ROUNDING_MODES, round
+from floatlab.scaling import (
+    DelayedScaling,
+    MXTensor,
+    ScaledTensor,
+    amax_scale,
+    mx_quantize,
+    mx_scale,
+    quantize_scaled,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DelayedScaling",
+    "MXTensor",
+    "ScaledTensor",
+    "amax_scale",
+    "mx_quantize",
+    "mx_scale",
+    "quantize_scaled",
     "GradScaler",
     "mixed",
     "Explanation",
