@@ -44,6 +44,7 @@ Conventions that differ between libraries (documented here, taught in ``explain`
 from __future__ import annotations
 
 import builtins
+import threading
 import warnings
 from functools import lru_cache
 from typing import Any, Literal
@@ -291,34 +292,31 @@ def _round_bits(
     out_bits = dest.view(L.uint)
     directed = mode in ("up", "down")
     negative = (bits & sign_bit) != 0 if directed else None
-    if fmt.man_bits > 0:
-        # Every input at or above the format's smallest normal keeps the same number of bits
-        # (L.man_bits - M), so rounding the bit pattern itself is exact for it: a carry out of
-        # the mantissa steps correctly into the next binade (or to inf).
+    # Every input at or above the format's smallest normal keeps the same number of bits
+    # (L.man_bits - M), so rounding its bit pattern at a fixed position is exact: a carry out
+    # of the mantissa steps correctly into the next binade (or to inf). Nonzero inputs below
+    # 2**emin need the subnormal quantum (or FTZ) and take the significand path. p = 1
+    # formats always do: their last kept pattern bit is an exponent bit, not the parity of the
+    # significand that the documented tie rule reads.
+    count, tiny = 0, None
+    if fmt.man_bits > 0 and (fmt.emin > L.emin or ftz):
+        # 0 < mag < 2**emin in one unsigned compare: zero wraps around to the largest value.
+        tiny = (mag - uint(1)) < _bits_of(fmt.smallest_normal, L) - uint(1)
+        count = np.count_nonzero(tiny)
+    if fmt.man_bits == 0 or count > mag.size // 4:  # mostly tiny (unscaled gradients)
+        rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
+        np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
+    else:
         if mode == "nearest_even":  # the hot path; a carry never reaches the sign bit
             _round_pattern_nearest_even(bits, L.man_bits - fmt.man_bits, out_bits)
         else:
             rounded = _round_pattern(mag, fmt, mode, negative, rng, L)
             np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
-        # Inputs below the smallest normal need the subnormal quantum (or FTZ): re-round just
-        # those, usually few or none, on the significand path.
-        if fmt.emin > L.emin or ftz:
-            tiny = mag < _bits_of(fmt.smallest_normal, L)
-            tiny &= mag != uint(0)
-            count = np.count_nonzero(tiny)
-            if count > tiny.size // 4:  # mostly tiny (e.g. unscaled gradients): one full pass
-                rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
-                np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
-            elif count:
-                where = np.flatnonzero(tiny)
-                sub_negative = negative[where] if directed else None
-                rounded = _round_significand(mag[where], fmt, mode, sub_negative, ftz, rng, L)
-                out_bits[where] = rounded | (bits[where] & sign_bit)
-    else:
-        # p = 1 formats: the pattern's last kept bit would be an exponent bit, not the
-        # significand's parity (the documented tie rule reads the significand, 1).
-        rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
-        np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
+        if count:  # re-round the few tiny inputs
+            where = np.flatnonzero(tiny)
+            sub_negative = negative[where] if directed else None
+            rounded = _round_significand(mag[where], fmt, mode, sub_negative, ftz, rng, L)
+            out_bits[where] = rounded | (bits[where] & sign_bit)
 
     # One reduction tells whether anything can overflow or is inf / NaN; usually nothing is.
     peak = mag.max(initial=0)
@@ -384,46 +382,86 @@ def _round_pattern(mag, fmt, mode, negative, rng, L) -> np.ndarray:
 
 
 def _round_significand(mag, fmt, mode, negative, ftz, rng, L) -> np.ndarray:
+    """Round magnitudes whose number of discarded bits varies per element.
+
+    Works block by block in per-thread scratch buffers that live across calls: this path makes
+    about a dozen full-size intermediates, and allocating them afresh costs more than the
+    arithmetic (page faults on every call, depending on malloc's state).
+    """
+    out = np.empty_like(mag)
+    for start in range(0, mag.size, _SIGNIFICAND_BLOCK):
+        part = slice(start, start + _SIGNIFICAND_BLOCK)
+        sub_negative = None if negative is None else negative[part]
+        _round_significand_block(mag[part], fmt, mode, sub_negative, ftz, rng, L, out[part])
+    return out
+
+
+_SIGNIFICAND_BLOCK = 1 << 14
+_scratch = threading.local()
+
+
+def _buffers(n: int, dtype: np.dtype, count: int) -> list[np.ndarray]:
+    """``count`` scratch arrays of ``n`` elements, reused by later calls in this thread."""
+    pool = getattr(_scratch, "pool", None)
+    if pool is None:
+        pool = _scratch.pool = {}
+    bufs = pool.get(dtype)
+    if bufs is None or bufs[0].size < n or len(bufs) < count:
+        bufs = pool[dtype] = [np.empty(max(n, _SIGNIFICAND_BLOCK), dtype) for _ in range(count)]
+    return [b[:n] for b in bufs[:count]]
+
+
+def _round_significand_block(mag, fmt, mode, negative, ftz, rng, L, dest) -> None:
     """Round when the number of discarded bits varies per element (target subnormals, FTZ).
 
     value = sig * 2**(e - man_bits); the target quantum is 2**q with q = binade - M, where the
     binade is clamped at the format's emin (subnormals share emin's quantum). All exponents are
-    kept biased and unsigned, so every step is one cheap integer pass.
+    kept biased and unsigned, so every step is one cheap integer pass, written in place.
     """
     uint = L.uint.type
-    exp_field = mag >> uint(L.man_bits)
+    e_biased, sig, binade, capped, n = _buffers(mag.size, L.uint, 5)
+    np.right_shift(mag, uint(L.man_bits), out=e_biased)
     # Working-precision subnormals act as exponent field 1 without the hidden bit; their
     # exponent is <= the format's emin (checked when the layout is chosen), so clamping works.
-    e_biased = np.maximum(exp_field, uint(1))
+    np.maximum(e_biased, uint(1), out=e_biased)
     # sig = hidden bit + mantissa: remove all exponent bits but the hidden one.
-    sig = mag - ((e_biased - uint(1)) << uint(L.man_bits))
-    binade_biased = e_biased if ftz else np.maximum(e_biased, uint(fmt.emin + L.bias))
-    shift = binade_biased - e_biased  # discarded bits = this + (L.man_bits - fmt.man_bits)
-    shift += uint(L.man_bits - fmt.man_bits)
-    # Beyond width-1 discarded bits the kept part is 0 and the remainder < half; capping keeps the
-    # shifts defined without changing any decision (stochastic uses the true shift).
-    capped = np.minimum(shift, uint(L.width - 1))
-    kept = sig >> capped
-    low_mask = (uint(1) << capped) - uint(1)
+    np.subtract(e_biased, uint(1), out=sig)
+    np.left_shift(sig, uint(L.man_bits), out=sig)
+    np.subtract(mag, sig, out=sig)
+    np.maximum(e_biased, uint(fmt.emin + L.bias if not ftz else 0), out=binade)
+    # Discarded bits: (binade - e) + (L.man_bits - M), >= 0.
+    np.subtract(binade, e_biased, out=capped)
+    capped += uint(L.man_bits - fmt.man_bits)
+    shift = capped.copy() if mode == "stochastic" else None  # the true shift, uncapped
+    # Beyond width-1 discarded bits the kept part is 0 and the remainder < half; capping keeps
+    # the shifts defined without changing any decision.
+    np.minimum(capped, uint(L.width - 1), out=capped)
+    kept = e_biased  # e_biased is no longer needed
+    np.right_shift(sig, capped, out=kept)
+    np.left_shift(uint(1), capped, out=n)
+    n -= uint(1)  # n = low mask: the discarded bits
     if mode == "nearest_even" and fmt.man_bits < L.man_bits:  # every shift >= 1 here
-        n = low_mask >> uint(1)  # half - 1
+        np.right_shift(n, uint(1), out=n)  # half - 1
         n += sig
         n += kept & uint(1)  # ties go up only from an odd kept part
-        n >>= capped
+        np.right_shift(n, capped, out=n)
     else:
-        rem = sig & low_mask
-        half = (low_mask >> uint(1)) + (capped > uint(0)).astype(L.uint)
+        rem = sig & n
+        half = (n >> uint(1)) + (capped > uint(0)).astype(L.uint)
         step = _round_up_decision(mode, kept, rem, half, rem != uint(0), negative, shift, rng, L)
-        n = kept + step.astype(L.uint)
+        np.add(kept, step.astype(L.uint), out=n)
     # n * 2**q, exact: n < 2**(M+2), and 2**q is built from its biased exponent bits when
     # that is a normal working value (always, except for FTZ far below the format's range).
-    q_biased = binade_biased - uint(fmt.man_bits)
+    result = dest.view(L.dtype)
+    result[...] = n
     lowest_q_biased = (1 if ftz else fmt.emin + L.bias) - fmt.man_bits
     if lowest_q_biased >= 1:
-        power = (q_biased << uint(L.man_bits)).view(L.dtype)
+        np.subtract(binade, uint(fmt.man_bits), out=binade)
+        np.left_shift(binade, uint(L.man_bits), out=binade)
+        result *= binade.view(L.dtype)
     else:
-        power = np.ldexp(L.dtype.type(1), q_biased.astype(np.int32) - np.int32(L.bias))
-    return (n.astype(L.dtype) * power).view(L.uint)
+        q = binade.astype(np.int32) - np.int32(fmt.man_bits + L.bias)
+        result *= np.ldexp(L.dtype.type(1), q)
 
 
 def _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L) -> np.ndarray:
