@@ -883,7 +883,11 @@ def _is_single_history(obj: Any) -> bool:
 
 
 def _histories(histories: Any) -> list[tuple[str, Any]]:
-    """(label, history) pairs from one history, a dict {label: history} or a list of them."""
+    """(label, history) pairs from one history, a dict {label: history}, a list of them, or
+    a result with a ``histories`` mapping (floatlab.mixed.compare's Comparison)."""
+    inner = getattr(histories, "histories", None)
+    if isinstance(inner, Mapping):
+        histories = inner
     if _is_single_history(histories):
         return [(_label(histories, "run"), histories)]
     if isinstance(histories, Mapping):
@@ -964,7 +968,11 @@ def training_curves(histories: Any, metric: str = "loss", ax: Axes | None = None
 def _skipped_mask(raw: Any, n: int, label: str) -> np.ndarray:
     """A bool mask of skipped steps from a bool-per-step sequence or from step indices."""
     arr = np.asarray(raw)
-    if arr.dtype == bool:
+    # One 0/1 flag per step, as bools or as numbers (History.to_dict() stores 0.0 / 1.0).
+    flags = arr.dtype == bool or (
+        arr.size == n and n > 0 and np.isin(arr, (0, 1)).all() and arr.dtype.kind == "f")
+    if flags:
+        arr = arr.astype(bool)
         if arr.size != n:
             raise ValueError(f"history {label!r}: 'skipped' has {arr.size} flags for {n} steps")
         return arr.ravel()

@@ -531,3 +531,16 @@ def test_training_plots_read_the_labs_history_objects():
     ax = P.underflow_over_time([history])
     assert len(ax.get_lines()) == 1
     plt.close("all")
+
+
+def test_training_plots_accept_a_comparison_and_float_skip_flags():
+    from floatlab.mixed import compare, teacher_gaussians
+
+    result = compare(["32-true", "16-mixed"], steps=4, progress=False,
+                     data=teacher_gaussians(n=1024))
+    ax = P.training_curves(result, metric="accuracy")
+    assert [line.get_label() for line in ax.get_lines()] == ["32-true", "16-mixed"]
+    flags = {"loss_scale": [8.0, 8.0, 4.0], "skipped": [0.0, 0.0, 1.0]}  # as to_dict() stores
+    ax = P.loss_scale(flags)
+    assert "skipped steps (1)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close("all")
