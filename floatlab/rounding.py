@@ -396,7 +396,7 @@ def _round_significand(mag, fmt, mode, negative, ftz, rng, L) -> np.ndarray:
     return out
 
 
-_SIGNIFICAND_BLOCK = 1 << 14
+_SIGNIFICAND_BLOCK = 1 << 16
 _scratch = threading.local()
 
 
