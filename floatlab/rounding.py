@@ -43,7 +43,6 @@ Conventions that differ between libraries (documented here, taught in ``explain`
 
 from __future__ import annotations
 
-import builtins
 import threading
 import warnings
 from functools import lru_cache
@@ -196,7 +195,7 @@ def _fits_float32(fmt: Format) -> bool:
 
 # --------------------------------------------------------------------------- the core
 
-def round(  # noqa: A001 - the name users expect; builtins.round stays reachable
+def round(  # noqa: A001 - the name users expect (inside floatlab, import it under another name)
     x: Any,
     fmt: str | Format | Any,
     rounding: RoundingMode | str = "nearest_even",
@@ -567,6 +566,3 @@ def _unrepresentable_to_nan(out, work, fmt) -> np.ndarray:
     )
     return np.where(bad, np.nan, out)
 
-
-# Keep Python's round reachable for readers of this module.
-python_round = builtins.round
