@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format, get_format
+from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import round as round_to_format
 
 __all__ = [
@@ -105,12 +105,21 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     """
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
-    if fmt.name in ("float64", "float32"):  # numpy already holds these exact IEEE patterns
+    native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name
+    if native is not None:
         with np.errstate(invalid="ignore"):  # signalling-NaN patterns stay NaN
-            return arr.astype(fmt.code_dtype).view(np.dtype(fmt.name)).astype(np.float64)
+            return arr.astype(fmt.code_dtype).view(native).astype(np.float64)
     if fmt.bits <= 16:
         return np.asarray(_decode_table(fmt)[arr.astype(np.intp)])
     return _decode_arithmetic(arr.astype(np.uint64), fmt)
+
+
+# Formats numpy already stores: decoding them is a view of the codes (tested equal to the
+# arithmetic decoder). Format equality compares encodings, not names.
+_NATIVE_DTYPES = {
+    PRESETS["float64"]: np.dtype(np.float64),
+    PRESETS["float32"]: np.dtype(np.float32),
+}
 
 
 def _as_codes(codes: Any, fmt: Format) -> np.ndarray:

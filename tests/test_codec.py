@@ -226,3 +226,15 @@ def test_fp16_code_round_trip_property(code):
 def test_decode_matches_ml_dtypes_view_for_ml_dtype_arrays():
     x = np.array([1.0, -2.5, 0.1], dtype=ml_dtypes.bfloat16)
     np.testing.assert_array_equal(decode(x.view(np.uint16), "bf16"), x.astype(np.float64))
+
+
+def test_numpy_view_decoding_equals_the_arithmetic_decoder():
+    from floatlab.codec import _decode_arithmetic
+
+    rng = np.random.default_rng(5)
+    for fmt in (PRESETS["float32"], floatlab.Format(8, 23), PRESETS["float64"]):
+        codes = rng.integers(0, 2**63, 20_000, dtype=np.uint64) >> np.uint64(64 - fmt.bits)
+        codes = np.concatenate([codes, [0, 1, fmt.max_code, fmt.inf_code, fmt.nan_code]])
+        codes = codes.astype(np.uint64)
+        assert same_values(decode(codes.astype(fmt.code_dtype), fmt),
+                           _decode_arithmetic(codes, fmt)).all()
