@@ -159,11 +159,12 @@ def _decode_arithmetic(codes: np.ndarray, fmt: Format) -> np.ndarray:
     negative = (codes & np.uint64(fmt.sign_mask)) != 0  # sign_mask is 0 for unsigned formats
 
     subnormal_or_zero = (exp_field == 0) & fmt.has_zero
-    magnitude = np.where(
-        subnormal_or_zero,
-        np.ldexp(mantissa, fmt.emin - M),
-        np.ldexp(mantissa + 2.0**M, (exp_field - fmt.bias - M).astype(np.int32)),
-    )
+    with np.errstate(over="ignore"):  # inf / NaN codes overflow here; they are replaced below
+        magnitude = np.where(
+            subnormal_or_zero,
+            np.ldexp(mantissa, fmt.emin - M),
+            np.ldexp(mantissa + 2.0**M, (exp_field - fmt.bias - M).astype(np.int32)),
+        )
     magnitude = np.where((exp_field == 0) & fmt.has_zero & ~fmt.subnormals, 0.0, magnitude)
     value = np.where(negative, -magnitude, magnitude)
 
