@@ -94,6 +94,16 @@ MATMUL_PRECISIONS: dict[str, Format] = {"highest": FP32, "high": TF32, "medium":
 _APEX_MAX_SCALE = 2.0**24
 
 
+def refuse_scaler_for_bf16_mixed(policy: Policy, scaler: Any) -> None:
+    """Lightning's rule: "bf16-mixed" takes no loss scaler (bfloat16 has float32's range)."""
+    if scaler is not None and scaler is not False and policy.name == "bf16-mixed":
+        raise ValueError(
+            f"precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), "
+            f"found {scaler!r}. Pass scaler=None, or build "
+            "Policy.mixed('bf16', scaler='dynamic') to experiment."
+        )
+
+
 # --------------------------------------------------------------------------- format relations
 
 _CONTAINS: dict[tuple[int, int], tuple[Format, Format, bool]] = {}
@@ -451,12 +461,7 @@ def get_policy(
         policy = replace(policy, accumulate=get_format(accumulate))
         suffix.append(f"accumulate {policy.accumulate.name}")
     if scaler != "auto":
-        if scaler is not None and scaler is not False and policy.name == "bf16-mixed":
-            raise ValueError(
-                f"precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), "
-                f"found {scaler!r}. Pass scaler=None, or build "
-                "Policy.mixed('bf16', scaler='dynamic') to experiment."
-            )
+        refuse_scaler_for_bf16_mixed(policy, scaler)
         spec = _scaler_spec(scaler)
         if spec != policy.scaler:
             policy = replace(policy, scaler=spec)

@@ -28,7 +28,13 @@ from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
 from floatlab.mixed.nn import MLP, Module, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
-from floatlab.mixed.policy import FP16, Policy, get_policy, nbytes
+from floatlab.mixed.policy import (
+    FP16,
+    Policy,
+    get_policy,
+    nbytes,
+    refuse_scaler_for_bf16_mixed,
+)
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
 from floatlab.mixed.telemetry import StepStats
@@ -147,9 +153,7 @@ class Trainer:
                                  accumulate=accumulate, scaler=spec,
                                  optimizer_state=optimizer_state, rounding=rounding)
         if scaler_object is not None:
-            if self.policy.name == "bf16-mixed":
-                raise ValueError(f"precision='bf16-mixed' does not use a scaler (bfloat16 has "
-                                 f"float32's range), found {scaler_object!r}. Pass scaler=None.")
+            refuse_scaler_for_bf16_mixed(self.policy, scaler_object)
             if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16:
                 raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
                                  "weights are float16 and torch refuses with 'Attempting to "
