@@ -19,237 +19,37 @@ float16        0 10000 1001001000  0x4248  3.140625
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
 import warnings
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
-from fractions import Fraction
 
 import numpy as np
 
+from floatlab.cli_input import (
+    format_list,
+    nonnegative_int,
+    one_format,
+    parse_code,
+    positive_int,
+    positive_number,
+    read_numbers,
+    read_words,
+    rounding_mode,
+    rounding_options,
+)
 from floatlab.codec import codes_to_bin, codes_to_hex, decode, encode
 from floatlab.explain import explain
 from floatlab.finfo import compare_formats, finfo
 from floatlab.formats import Format, FormatNameError, format_aliases, format_names, get_format
 from floatlab.grid import values
-from floatlab.rounding import ROUNDING_MODES, _resolve_mode
+from floatlab.rounding import ROUNDING_MODES
 from floatlab.rounding import round as round_to_format
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 TOUR_VALUES = (3.141, 1 / 3, 65504.0, 1e6, 1e-8)
 TOUR_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-# --------------------------------------------------------------------------- parsing numbers
-
-def parse_number(text: str) -> float:
-    """A float64 from what people type: ``3.141``, ``-1e-8``, ``-inf``, ``nan``, a hex float
-    (``0x1.8p1``, as ``float.hex`` writes) or a power with an integer exponent (``2**-24``).
-
-    Numbers float64 cannot hold (``1e400``, ``1e-400``, ``2**10000``) are refused rather than
-    silently turned into inf or 0.
-
-    >>> parse_number("2**-24"), parse_number("-0x1.8p1"), parse_number("-inf")
-    (5.960464477539063e-08, -3.0, -inf)
-    """
-    cleaned = text.strip().replace(" ", "")
-    if "**" in cleaned:
-        return _parse_power(text, cleaned)
-    try:
-        value = float(cleaned)
-    except ValueError:
-        value = _parse_hex_float(text, cleaned)
-        if value is None:
-            raise ValueError(
-                f"{text!r} is not a number (try 3.141, -1e-8, inf, nan, 0x1.8p1 or 2**-24)"
-            ) from None
-        return value
-    _check_decimal_fits(text, cleaned, value)
-    return value
-
-
-def _parse_hex_float(text: str, cleaned: str) -> float | None:
-    if "0x" not in cleaned.lower():
-        return None
-    try:
-        return float.fromhex(cleaned)
-    except OverflowError:
-        raise ValueError(f"{text!r} is beyond float64's range (max 0x1.fffffffffffffp+1023)")\
-            from None
-    except ValueError:
-        return None
-
-
-def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
-    """float() turns 1e400 into inf and 1e-400 into 0 without a word: refuse both."""
-    if math.isfinite(value) and value != 0:
-        return
-    try:
-        exact = Decimal(cleaned)
-    except InvalidOperation:  # pragma: no cover - float() accepted it, so Decimal does too
-        return
-    if exact.is_finite() and exact != 0:
-        where = "beyond float64's range (max 1.8e308)" if value else "below float64's smallest " \
-            "positive value (4.9e-324)"
-        raise ValueError(f"{text!r} is {where}; floatlab reads values as float64")
-
-
-def _parse_power(text: str, cleaned: str) -> float:
-    base_text, _, exponent_text = cleaned.partition("**")
-    sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
-    try:
-        base, exponent = Fraction(base_text.lstrip("+-")), int(exponent_text)
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not a number: powers need a number and an integer exponent, "
-            "e.g. 2**-16 or 10**3"
-        ) from None
-    if base == 0 and exponent < 0:
-        raise ValueError(f"{text!r} divides by zero")
-    if abs(exponent) > 100_000:
-        raise ValueError(f"{text!r} is beyond float64's range (max about 2**1024)")
-    exact = sign * base**exponent
-    try:
-        value = float(exact)
-    except OverflowError:
-        raise ValueError(f"{text!r} is beyond float64's range (max about 2**1024)") from None
-    if value == 0 and exact != 0:
-        raise ValueError(f"{text!r} is below float64's smallest positive value (2**-1074)")
-    return value
-
-
-def parse_code(text: str, fmt: Format) -> int:
-    """An integer code of ``fmt`` in decimal, 0x hex, 0b binary or 0o octal.
-
-    >>> parse_code("0x3c00", get_format("fp16"))
-    15360
-    """
-    try:
-        code = int(text.strip(), 0)
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not an integer code: give decimal (72), hex (0x48) or binary "
-            "(0b01001000)"
-        ) from None
-    limit = 1 << fmt.bits
-    if code < 0:
-        raise ValueError(
-            f"{text!r} is negative, but codes are the unsigned bit patterns 0..{limit - 1:#x} of "
-            f"{fmt.name}; for the code of the value {text}, run: floatlab encode -f {fmt.name} "
-            f"{text}"
-        )
-    if code >= limit:
-        raise ValueError(
-            f"code {text} does not fit in the {fmt.bits} bits of {fmt.name}: valid codes are "
-            f"0..{limit - 1:#x}"
-        )
-    return code
-
-
-def _positive_int(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 500)") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return number
-
-
-def _seed(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 0)") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative: seeds are 0, 1, 2, ...")
-    return number
-
-
-def _rounding_mode(text: str) -> str:
-    try:
-        return _resolve_mode(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{error} (or an alias such as rne, rtz, sr)") from None
-
-
-def _positive_number(text: str, option: str, example: str) -> float:
-    """A finite number above 0 for a compare option (a bad one is bad input: exit 1)."""
-    try:
-        value = parse_number(text)
-    except ValueError as error:
-        raise ValueError(f"{option} {text}: {error}; try e.g. {option} {example}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{option} must be a finite number above 0, got {text}; try e.g. "
-                         f"{option} {example}")
-    return value
-
-
-# --------------------------------------------------------------------------- reading input
-
-def _stdin_is_piped() -> bool:
-    """Read stdin only when something is piped or redirected into it, never from a terminal."""
-    return sys.stdin is not None and not sys.stdin.isatty()
-
-
-def _read_words(args: argparse.Namespace, what: str = "values") -> list[str]:
-    """The words of the positional arguments, then of --file (``-``: stdin); with neither, of
-    a piped stdin."""
-    words = list(args.values)
-    path = args.file
-    if path is None and not words and _stdin_is_piped():
-        path = "-"
-    if path == "-":
-        words += sys.stdin.read().replace(",", " ").split()
-    elif path:
-        with open(path, encoding="utf-8") as handle:
-            words += handle.read().replace(",", " ").split()
-    if not words:
-        raise ValueError(
-            f"no input: give {what} as arguments, --file PATH (- for stdin), or pipe them in "
-            f"(echo 3.141 | floatlab {args.command} -f fp16)"
-        )
-    return words
-
-
-def _read_numbers(args: argparse.Namespace) -> tuple[list[str], np.ndarray]:
-    words = _read_words(args)
-    return words, np.array([parse_number(w) for w in words], dtype=np.float64)
-
-
-# --------------------------------------------------------------------------- formats
-
-def _formats(text: str) -> list[Format]:
-    """``fp16``, a comma list ``fp16,bf16,e4m3fn`` or ``all`` (every preset)."""
-    names = format_names() if text.strip().lower() == "all" else text.split(",")
-    names = [n for n in names if n.strip()]
-    if not names:
-        raise ValueError("no format given: try -f fp16, -f fp16,bf16 or -f all")
-    return [get_format(name) for name in names]
-
-
-def _one_format(text: str, command: str) -> Format:
-    formats = _formats(text)
-    if len(formats) != 1:
-        raise ValueError(
-            f"{command} takes one format, got {text!r}; to see values in several formats use "
-            f"floatlab bits VALUE -f {text}"
-        )
-    return formats[0]
-
-
-def _rounding_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of floatlab.round that the options describe."""
-    if args.seed is not None and args.rounding != "stochastic":
-        raise ValueError(
-            f"--seed only affects stochastic rounding, but --rounding is {args.rounding}: "
-            "add --rounding stochastic (or sr), or drop --seed"
-        )
-    return dict(rounding=args.rounding, saturate=args.saturate, subnormals=not args.ftz,
-                rng=args.seed)
 
 
 def _format_value(value: float) -> str:
@@ -313,9 +113,9 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 
 def cmd_bits(args: argparse.Namespace) -> int:
-    formats = _formats(args.format)
-    words, x = _read_numbers(args)
-    options = _rounding_options(args)
+    formats = format_list(args.format)
+    words, x = read_numbers(args)
+    options = rounding_options(args)
     if len(formats) == 1:
         _print_table(_bits_rows(x, formats[0], options), formats)
         return EXIT_OK
@@ -329,26 +129,26 @@ def cmd_bits(args: argparse.Namespace) -> int:
 
 
 def cmd_round(args: argparse.Namespace) -> int:
-    fmt = _one_format(args.format, "round")
-    _, x = _read_numbers(args)
-    rounded = round_to_format(x, fmt, **_rounding_options(args))
+    fmt = one_format(args.format, "round")
+    _, x = read_numbers(args)
+    rounded = round_to_format(x, fmt, **rounding_options(args))
     for value, r in zip(x, rounded, strict=True):
         print(f"{_format_value(value)} -> {_format_value(r)}")
     return EXIT_OK
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    fmt = _one_format(args.format, "encode")
-    _, x = _read_numbers(args)
-    codes = encode(x, fmt, **_rounding_options(args))
+    fmt = one_format(args.format, "encode")
+    _, x = read_numbers(args)
+    codes = encode(x, fmt, **rounding_options(args))
     for code in codes_to_hex(codes, fmt).reshape(-1):
         print(code)
     return EXIT_OK
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    fmt = _one_format(args.format, "decode")
-    words = _read_words(args, what="codes")
+    fmt = one_format(args.format, "decode")
+    words = read_words(args, what="codes")
     codes = np.array([parse_code(word, fmt) for word in words], dtype=np.uint64)
     for word, value in zip(words, decode(codes, fmt), strict=True):
         print(f"{word} -> {_format_value(value)}")
@@ -356,9 +156,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    formats = _formats(args.format)
-    _, x = _read_numbers(args)
-    options = _rounding_options(args)
+    formats = format_list(args.format)
+    _, x = read_numbers(args)
+    options = rounding_options(args)
     texts = [str(explain(value, fmt, **options)) for value in x for fmt in formats]
     print("\n\n".join(texts))
     return EXIT_OK
@@ -412,8 +212,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         get_policy(precision)  # fail early, with the list of valid names
     if args.plot:
         _check_plot_path(args.plot)  # before the run, not after it
-    lam = _positive_number(args.loss_multiplier, "--lambda", "2**-16")
-    lr = None if args.lr is None else _positive_number(args.lr, "--lr", "1e-3")
+    lam = positive_number(args.loss_multiplier, "--lambda", "2**-16")
+    lr = None if args.lr is None else positive_number(args.lr, "--lr", "1e-3")
     if lam != 1:
         print(f"loss multiplier lambda = {args.loss_multiplier}: a teaching device that slides "
               "the gradients down as a deep network would (see the README)")
@@ -504,7 +304,7 @@ def _add_format_option(p: argparse.ArgumentParser, several: bool, default: str |
 
 
 def _add_rounding_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounding", "-r", default="nearest_even", type=_rounding_mode,
+    p.add_argument("--rounding", "-r", default="nearest_even", type=rounding_mode,
                    metavar="MODE",
                    help=f"{', '.join(ROUNDING_MODES)} or an alias: rne, rna, rtz/rz, ru, rd, "
                    "rto, sr (default nearest_even)")
@@ -512,7 +312,7 @@ def _add_rounding_options(p: argparse.ArgumentParser) -> None:
                    help="finite overflow gives +-max instead of inf / NaN (+-inf stays +-inf "
                    "in formats that have inf)")
     p.add_argument("--ftz", action="store_true", help="flush subnormal results to zero")
-    p.add_argument("--seed", type=_seed, default=None,
+    p.add_argument("--seed", type=nonnegative_int, default=None,
                    help="seed for --rounding stochastic (default: a fresh random stream)")
 
 
@@ -588,7 +388,7 @@ def _add_values_parser(sub) -> None:
     p = sub.add_parser("values", help="every finite value of a small format",
                        description="List every finite value of a format with its code and bits.")
     p.add_argument("format", help="format name, e.g. e4m3fn or e2m1")
-    p.add_argument("--limit", type=_positive_int, default=1024,
+    p.add_argument("--limit", type=positive_int, default=1024,
                    help="refuse to print more values than this (default 1024)")
     p.set_defaults(func=cmd_values)
 
@@ -604,7 +404,7 @@ def _add_compare_parser(sub) -> None:
                    default=["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"],
                    help="Lightning-style precision strings (default: 32-true 16-mixed "
                    "bf16-mixed 16-true bf16-true), Apex O0..O3, or a format name + '-mixed'")
-    p.add_argument("--steps", type=_positive_int, default=500,
+    p.add_argument("--steps", type=positive_int, default=500,
                    help="training steps (default 500)")
     p.add_argument("--loss-multiplier", "--lambda", default="1", metavar="LAMBDA",
                    help="multiply the loss by LAMBDA, e.g. 2**-16, to push gradients down "
@@ -613,9 +413,9 @@ def _add_compare_parser(sub) -> None:
                    help="adam or sgd (default adam)")
     p.add_argument("--lr", default=None,
                    help="learning rate, e.g. 1e-3 or 2**-10 (default: the optimizer's)")
-    p.add_argument("--rows", type=_positive_int, default=8192,
+    p.add_argument("--rows", type=positive_int, default=8192,
                    help="dataset rows, half for testing (default 8192)")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--seed", type=nonnegative_int, default=0,
                    help="seed of the data and the initial weights (default 0)")
     p.add_argument("--plot", metavar="PNG", help="save loss/accuracy/underflow curves here")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -650,7 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run a subcommand with --help for its options. No subcommand: a short tour.",
     )
     parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                help="one of these (none: the tour)")
     for add_parser in _SUBCOMMANDS:
         add_parser(sub)
     return parser

@@ -431,7 +431,7 @@ def test_warnings_become_one_clean_note(capsys):
 def test_every_argument_has_help():
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in subparsers.choices.items():
+    for name, sub in [("floatlab", parser), *subparsers.choices.items()]:
         for action in sub._actions:
             assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
 
