@@ -53,16 +53,23 @@ def parse_number(text: str) -> float:
     return value
 
 
+_TOO_BIG = "is beyond float64's range (max about 1.8e308 = 2**1024)"
+_TOO_SMALL = "is below float64's smallest positive value (about 4.9e-324 = 2**-1074)"
+
+
 def _parse_hex_float(text: str, cleaned: str) -> float | None:
     if "0x" not in cleaned.lower():
         return None
     try:
-        return float.fromhex(cleaned)
+        value = float.fromhex(cleaned)
     except OverflowError:
-        raise ValueError(f"{text!r} is beyond float64's range (max 0x1.fffffffffffffp+1023)")\
-            from None
+        raise ValueError(f"{text!r} {_TOO_BIG}") from None
     except ValueError:
         return None
+    digits = cleaned.lower().split("0x", 1)[1].split("p", 1)[0]
+    if value == 0 and digits.strip("0.") != "":  # fromhex rounds 0x1p-1080 to 0 silently
+        raise ValueError(f"{text!r} {_TOO_SMALL}")
+    return value
 
 
 def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
@@ -74,12 +81,13 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
     except InvalidOperation:  # pragma: no cover - float() accepted it, so Decimal does too
         return
     if exact.is_finite() and exact != 0:
-        where = "beyond float64's range (max 1.8e308)" if value else "below float64's smallest " \
-            "positive value (4.9e-324)"
-        raise ValueError(f"{text!r} is {where}; floatlab reads values as float64")
+        raise ValueError(f"{text!r} {_TOO_BIG if value else _TOO_SMALL}; floatlab reads values "
+                         "as float64")
 
 
 def _parse_power(text: str, cleaned: str) -> float:
+    """``base**exponent`` computed exactly, then rounded once to float64 (so 0.1**2 is the
+    float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002)."""
     base_text, _, exponent_text = cleaned.partition("**")
     sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
     try:
@@ -91,15 +99,16 @@ def _parse_power(text: str, cleaned: str) -> float:
         ) from None
     if base == 0 and exponent < 0:
         raise ValueError(f"{text!r} divides by zero")
-    if abs(exponent) > 100_000:
-        raise ValueError(f"{text!r} is beyond float64's range (max about 2**1024)")
+    if base not in (0, 1) and abs(exponent) > 10_000:  # an exact power would be huge
+        big = (base > 1) == (exponent > 0)
+        raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
     exact = sign * base**exponent
     try:
         value = float(exact)
     except OverflowError:
-        raise ValueError(f"{text!r} is beyond float64's range (max about 2**1024)") from None
+        raise ValueError(f"{text!r} {_TOO_BIG}") from None
     if value == 0 and exact != 0:
-        raise ValueError(f"{text!r} is below float64's smallest positive value (2**-1074)")
+        raise ValueError(f"{text!r} {_TOO_SMALL}")
     return value
 
 

@@ -378,7 +378,8 @@ def test_unknown_rounding_mode_lists_the_names(capsys):
     ("text", "message"),
     [("1e400", "beyond float64's range"), ("-1e-400", "below float64's smallest"),
      ("2**10000", "beyond float64's range"), ("2**0.5", "integer exponent"),
-     ("0x1p99999", "beyond float64's range")],
+     ("0x1p99999", "beyond float64's range"), ("0x1p-1080", "below float64's smallest"),
+     ("0.5**20000", "below float64's smallest")],
 )
 def test_numbers_float64_cannot_hold_are_refused(capsys, text, message):
     """float("1e400") is inf and float("1e-400") is 0 without a word: the CLI refuses them."""
@@ -390,6 +391,9 @@ def test_powers_and_hex_floats_are_exact(capsys):
     _, out, _ = run(capsys, "round", "2**-24", "0x1.8p1", "-2**-25", "-f", "fp16")
     assert out.splitlines() == [f"{2.0**-24!r} -> {2.0**-24!r}", "3.0 -> 3.0",
                                 f"{-(2.0**-25)!r} -> -0.0"]
+    # a power is computed exactly and rounded once: 0.1**2 is the float64 nearest 1/100
+    _, out, _ = run(capsys, "round", "0.1**2", "-f", "float64")
+    assert out == "0.01 -> 0.01\n" and 0.1**2 != 0.01
 
 
 def test_compare_lambda_overflow_is_a_clean_error(capsys):
