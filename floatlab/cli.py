@@ -443,13 +443,25 @@ def _version() -> str:
             f"Python {sys.version.split()[0]})")
 
 
+class _VersionAction(argparse.Action):
+    """Like argparse's "version" action, but looks the versions up only when asked."""
+
+    def __init__(self, option_strings, dest, help=None):  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="floatlab",
         description="See how numbers are stored in floating-point formats.",
         epilog="Run a subcommand with --help for its options. No subcommand: a short tour.",
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_VersionAction,
+                        help="show floatlab's, numpy's, ml_dtypes' and Python's versions")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 help="one of these (none: the tour)")
     for add_parser in _SUBCOMMANDS:
