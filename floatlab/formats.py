@@ -390,6 +390,18 @@ def format_names() -> list[str]:
     return list(PRESETS)
 
 
+def format_aliases() -> dict[str, list[str]]:
+    """The short names of each preset (canonical name -> aliases, in registry order).
+
+    >>> format_aliases()["float16"]
+    ['fp16', 'half', 'f16', 'binary16']
+    """
+    short: dict[str, list[str]] = {name: [] for name in PRESETS}
+    for alias, name in _ALIASES.items():
+        short[name].append(alias)
+    return short
+
+
 def _normalise(name: str) -> str:
     return name.strip().lower().replace("-", "_").replace(" ", "")
 

@@ -67,6 +67,7 @@ _MODE_ALIASES = {
     "rtp": "up", "ceil": "up", "toward_positive": "up",
     "rtn": "down", "floor": "down", "toward_negative": "down",
     "sr": "stochastic", "rto": "odd",
+    "rn": "nearest_even", "rz": "toward_zero", "ru": "up", "rd": "down",  # MPFR / CUDA names
 }
 
 
