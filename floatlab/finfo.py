@@ -312,14 +312,15 @@ def _yes(flag: bool) -> str:
 class FormatComparison:
     """The main limits of several formats side by side (one column per format).
 
-    ``str()`` is a text table, ``_repr_html_`` an HTML table; ``rows`` holds the cells.
+    ``repr()`` and ``str()`` are the text table (so a REPL shows it), ``_repr_html_`` an HTML
+    table (notebooks); ``rows`` holds the cells.
     """
 
     infos: tuple[FInfo, ...]
     rows: tuple[tuple[str, tuple[str, ...]], ...] = field(repr=False)
 
     def __repr__(self) -> str:
-        return f"FormatComparison({', '.join(i.dtype for i in self.infos)})"
+        return str(self)
 
     def __str__(self) -> str:
         label_width = max(len(label) for label, _ in self.rows)
@@ -360,8 +361,17 @@ def compare_formats(formats: Iterable[str | Format | Any] | None = None) -> Form
     which specials exist.
 
     >>> table = compare_formats(["e4m3fn", "e5m2"])
-    >>> table
-    FormatComparison(float8_e4m3fn, float8_e5m2)
+    >>> table  # doctest: +NORMALIZE_WHITESPACE
+                         float8_e4m3fn  float8_e5m2
+    bits (sign/exp/man)  8 (1/4/3)      8 (1/5/2)
+    bias                 7              15
+    max                  448            57344
+    smallest normal      0.015625       6.10352e-05
+    smallest subnormal   0.00195312     1.52588e-05
+    eps (gap above 1)    0.125          0.25
+    decimal digits       0              0
+    binades (normal)     18 (15)        32 (30)
+    inf / NaN / -0       no/yes/yes     yes/yes/yes
     >>> dict(table.rows)["max"]
     ('448', '57344')
     """

@@ -274,9 +274,15 @@ def test_compare_formats_text_table():
     assert rows["decimal digits"] == ("6", "2", "3", "0", "0")
     assert rows["inf / NaN / -0"][3] == "no/yes/yes"
     assert len(lines) == 1 + len(table.rows)
-    assert repr(table) == (
-        "FormatComparison(float32, bfloat16, float16, float8_e4m3fn, float8_e5m2)"
-    )
+
+
+def test_compare_formats_repr_is_the_table():
+    """A REPL echoes repr(): it must show the table, not "FormatComparison(...)"."""
+    table = compare_formats(["fp16", "e4m3fn"])
+    assert repr(table) == str(table)
+    assert repr(table).splitlines()[0].split() == ["float16", "float8_e4m3fn"]
+    assert "max" in repr(table) and "448" in repr(table)
+    assert not repr(table).startswith("FormatComparison(")
 
 
 def test_compare_formats_defaults_html_and_errors():
