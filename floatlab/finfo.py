@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from floatlab.formats import Format, get_format
 
 __all__ = ["finfo", "FInfo", "compare_formats", "FormatComparison"]
@@ -309,6 +311,9 @@ def finfo(fmt: str | Format | Any) -> FInfo:
     """Machine limits of ``fmt`` (a name, a :class:`~floatlab.Format` or a numpy / ml_dtypes
     dtype), as a cached, immutable :class:`FInfo` with numpy's field names.
 
+    Like ``numpy.finfo`` it also takes a float scalar or array and describes its dtype (a Python
+    float means float64), and numpy dtype strings such as ``"f4"`` or ``"<f8"``.
+
     >>> finfo("bf16")  # doctest: +NORMALIZE_WHITESPACE
     finfo(resolution=0.01, min=-3.38953e+38, max=3.38953e+38, eps=0.0078125,
           smallest_normal=1.17549e-38, tiny=1.17549e-38, dtype=bfloat16)
@@ -316,11 +321,25 @@ def finfo(fmt: str | Format | Any) -> FInfo:
     3.4028234663852886e+38
     >>> finfo("fp16") is finfo("float16")     # cached per format
     True
+    >>> finfo(1.2).dtype, finfo(np.zeros(3, np.float16)).dtype, finfo("f4").dtype
+    ('float64', 'float16', 'float32')
     """
-    fmt = get_format(fmt)
+    fmt = get_format(_dtype_of_value(fmt))
     # Key on the name too: Format equality ignores names, and finfo("e5m10") must not come
     # back labelled float16.
     return _cached_finfo(fmt, fmt.name)
+
+
+def _dtype_of_value(fmt: Any) -> Any:
+    """What numpy.finfo accepts besides dtypes: a float scalar or an array stands for its
+    dtype, a Python float for float64. Anything else is passed on unchanged."""
+    if isinstance(fmt, (str, Format, bool)) or fmt is None:
+        return fmt
+    if isinstance(fmt, (np.ndarray, np.generic)):
+        return fmt.dtype
+    if isinstance(fmt, float):
+        return np.dtype(np.float64)
+    return fmt
 
 
 # ------------------------------------------------------------------------- compare_formats
