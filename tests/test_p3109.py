@@ -273,3 +273,26 @@ def test_explain_tells_where_p3109_keeps_inf_and_nan(name):
         assert f"= {float(floatlab.round(x, fmt)):g}" in str(explain(x, fmt)).replace("  ", " ")
     nan_text = str(explain(float("nan"), fmt))
     assert ("where -0 would be" if fmt.signed else "all-ones code is the only NaN") in nan_text
+
+
+# ------------------------------------------------------------------------------ plots
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p8se", "p3109_k8p1ue", "e1m1"])
+def test_plots_draw_formats_without_normal_values(name):
+    """binary8p8s* and e1m1 have no normal value (smallest_normal is None); p1 no mantissa."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from floatlab import plots
+
+    fmt = get_format(name)
+    plots.number_line(fmt)
+    plots.number_line(fmt, negative=True)
+    ax = plots.rounding_error([fmt])
+    xs, ys = ax.lines[0].get_data()
+    assert xs[-1] == pytest.approx(math.log2(fmt.max))  # the curve ends at max
+    plots.rounding_error([fmt], kind="ulp")
+    plots.zones(np.linspace(0.01, 1, 50), fmt)
+    plt.close("all")
