@@ -26,17 +26,10 @@ from floatlab.codec import (
 )
 from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
-from floatlab.formats import (
-    P3109,
-    PRESETS,
-    Format,
-    FormatNameError,
-    format_names,
-    get_format,
-    p3109_format,
-)
+from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
+from floatlab.p3109 import P3109, p3109_format
 from floatlab.rounding import ROUNDING_MODES, round
 from floatlab.scaling import (
     DelayedScaling,

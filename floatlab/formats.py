@@ -30,8 +30,6 @@ __all__ = [
     "get_format",
     "format_names",
     "PRESETS",
-    "P3109",
-    "p3109_format",
 ]
 
 SpecialValues = Literal["ieee", "fn", "fnuz", "none", "p3109"]
@@ -429,56 +427,6 @@ _AMBIGUOUS: dict[str, tuple[str, ...]] = {
     "float6": ("float6_e2m3fn", "float6_e3m2fn"),
 }
 
-# ----------------------------------------------------------------------------------- P3109
-
-def p3109_format(precision: int, signed: bool = True, extended: bool = True) -> Format:
-    """The IEEE P3109 8-bit format ``binary8p<P>`` with ``precision`` significand bits (1..8).
-
-    P3109's rules, as gfloat's ``format_info_p3109(8, P, signedness, domain)``: exponent
-    bits ``8 - P`` (signed) or ``9 - P`` (unsigned), bias ``2**(7 - P)`` (signed, 0 for P = 8) or
-    ``2**(8 - P)`` (unsigned), zero at code 0, subnormals, no -0. Signed formats have one NaN at
-    0x80 (the -0 code); unsigned ones at 0xff. The Extended kind puts +-inf at the largest code
-    of each sign (0x7f / 0xff signed, 0xfe unsigned) -- floatlab's ``special="p3109"``; the
-    Finite kind has no inf, which makes it floatlab's ``"fnuz"`` (signed: binary8p4sf *is*
-    float8_e4m3fnuz, binary8p3sf is float8_e5m2fnuz) or an unsigned ``"fn"`` with zero.
-
-    >>> p3109_format(3).name, p3109_format(3).max, p3109_format(3).inf_code
-    ('p3109_k8p3se', 49152.0, 127)
-    >>> p3109_format(4, signed=False, extended=False)  # doctest: +NORMALIZE_WHITESPACE
-    Format('p3109_k8p4uf': 8 bits = 5 exponent + 3 mantissa, bias 16, fn, max 57344)
-    """
-    if isinstance(precision, bool) or not isinstance(precision, (int, np.integer)):
-        raise TypeError(f"precision must be an int in 1..8, got {precision!r}")
-    if not 1 <= precision <= 8:
-        raise ValueError(f"P3109 8-bit formats have precision 1..8, got {precision}")
-    for label, flag in (("signed", signed), ("extended", extended)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{label} must be True or False, got {flag!r}")
-    name = f"p3109_k8p{precision}{'s' if signed else 'u'}{'e' if extended else 'f'}"
-    if name in P3109:
-        return P3109[name]
-    exp_bits = 8 - precision + (0 if signed else 1)
-    special = "p3109" if extended else ("fnuz" if signed else "fn")
-    return Format(
-        exp_bits, precision - 1, bias=(1 << exp_bits) >> 1, signed=bool(signed),
-        special=special, name=name,
-    )
-
-
-P3109: dict[str, Format] = {}
-P3109.update(
-    (f.name, f)
-    for f in (
-        p3109_format(p, signed, extended)
-        for p in range(1, 9)
-        for signed in (True, False)
-        for extended in (True, False)
-    )
-)
-# binary8p3se etc.: the P3109 interim report's own spelling of the same names.
-_P3109_ALIASES = {name.replace("p3109_k8", "binary8"): name for name in P3109}
-
-
 # ------------------------------------------------------------------------------ spec names
 
 _KIND_TOKEN = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "none": "fn_nonan", "p3109": "_p3109"}
@@ -518,8 +466,9 @@ def _registered(name: str) -> Format | str | None:
     target = _ALIASES.get(name, name)
     if target in PRESETS:
         return PRESETS[target]
-    target = _P3109_ALIASES.get(name, name)
-    return P3109.get(target)
+    from floatlab.p3109 import find_p3109  # p3109 builds on this module: import on use
+
+    return find_p3109(name)
 
 
 def format_names() -> list[str]:
@@ -640,9 +589,11 @@ def _format_from_name(name: str) -> Format:
         return PRESETS[_ALIASES[key]]
     if key in _AMBIGUOUS:
         raise FormatNameError(_ambiguity_message(name, _AMBIGUOUS[key]))
-    key = _P3109_ALIASES.get(key, key)
-    if key in P3109:
-        return P3109[key]
+    from floatlab.p3109 import P3109, find_p3109
+
+    p3109 = find_p3109(key)
+    if p3109 is not None:
+        return p3109
     spec = _from_spec(key)
     if spec is not None:
         return spec
