@@ -356,12 +356,16 @@ class Format:
 
         >>> get_format("bf16").to_ml_dtype()
         dtype(bfloat16)
+        >>> get_format("binary8p4sf").to_ml_dtype()   # the same encoding, by another name
+        dtype(float8_e4m3fnuz)
         """
-        if self.name in ("float64", "float32", "float16"):
-            return np.dtype(self.name)
+        # A preset with the same encoding lends its (dtype) name: Format(5, 10) is float16.
+        name = next((p.name for p in PRESETS.values() if p == self), self.name)
+        if name in ("float64", "float32", "float16"):
+            return np.dtype(name)
         import ml_dtypes
 
-        dtype = getattr(ml_dtypes, self.name, None)
+        dtype = getattr(ml_dtypes, name, None)
         if dtype is None:
             raise ValueError(f"{self.name} has no numpy or ml_dtypes dtype")
         return np.dtype(dtype)

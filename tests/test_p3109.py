@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from oracles import Layout, all_values, boundary_inputs, midpoints, reference_round
@@ -296,3 +297,28 @@ def test_plots_draw_formats_without_normal_values(name):
     plots.rounding_error([fmt], kind="ulp")
     plots.zones(np.linspace(0.01, 1, 50), fmt)
     plt.close("all")
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p3se", "p3109_k8p1ue", "p3109_k8p8se", "p3109_k8p4uf"])
+def test_stochastic_rounding_picks_a_neighbour_with_the_right_frequency(name):
+    from oracles import reference_neighbours
+
+    fmt = P3109[name]
+    finite = floatlab.values(fmt)
+    finite = finite[(finite >= 0) & (finite < fmt.max)]
+    rng = np.random.default_rng(0)
+    xs = finite[rng.integers(0, finite.size, 24)] * (1 + rng.random(24) * 2.0**-fmt.man_bits)
+    lo, hi, p = reference_neighbours(xs, fmt)
+    draws = floatlab.round(np.repeat(xs, 2000), fmt, rounding="stochastic", rng=1).reshape(24, -1)
+    assert ((draws == lo[:, None]) | (draws == hi[:, None])).all()
+    frequency = (draws == hi[:, None]).mean(axis=1)
+    frequency[hi == lo] = 0.0
+    # 2000 draws: the frequency of "up" is within 5 standard deviations of p.
+    assert (np.abs(frequency - p) <= 5 * np.sqrt(p * (1 - p) / 2000) + 1e-12).all()
+
+
+def test_finite_signed_kinds_convert_to_the_ml_dtypes_fnuz_dtypes():
+    assert P3109["p3109_k8p4sf"].to_ml_dtype() == np.dtype(ml_dtypes.float8_e4m3fnuz)
+    assert P3109["p3109_k8p3sf"].to_ml_dtype() == np.dtype(ml_dtypes.float8_e5m2fnuz)
+    with pytest.raises(ValueError, match="no numpy or ml_dtypes dtype"):
+        P3109["p3109_k8p3se"].to_ml_dtype()
