@@ -29,6 +29,7 @@ from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
+from floatlab.p3109 import P3109, p3109_format
 from floatlab.rounding import ROUNDING_MODES, round
 from floatlab.scaling import (
     DelayedScaling,
@@ -64,6 +65,8 @@ __all__ = [
     "ulp",
     "values",
     "PRESETS",
+    "P3109",
+    "p3109_format",
     "ROUNDING_MODES",
     "Fields",
     "Format",

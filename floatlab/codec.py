@@ -177,6 +177,10 @@ def _decode_arithmetic(codes: np.ndarray, fmt: Format) -> np.ndarray:
         value = np.where(magnitude_code == np.uint64(fmt.nan_code), np.nan, value)
     elif fmt.special == "fnuz":
         value = np.where(codes == np.uint64(fmt.nan_code), np.nan, value)
+    elif fmt.special == "p3109":  # +-inf at the top code of each sign, one NaN
+        is_inf = magnitude_code == np.uint64(fmt.inf_code)
+        value = np.where(is_inf, np.where(negative, -np.inf, np.inf), value)
+        value = np.where(codes == np.uint64(fmt.nan_code), np.nan, value)
     return value
 
 

@@ -305,11 +305,15 @@ class _Derivation:
                 "top mantissa bit",
                 "fn": "the all-ones code is the only NaN",
                 "fnuz": "the only NaN is the code 100...0, where -0 would be",
+                "p3109": "the only NaN is the code 100...0, where -0 would be"
+                if f.signed else "the all-ones code is the only NaN",
             }[f.special]
             self.add("special", f"NaN in, NaN out ({where})")
             return "nan"
         if f.has_inf:
-            self.add("special", "inf is stored as exponent all ones, mantissa 0")
+            self.add("special", "inf is stored as exponent all ones, mantissa 0"
+                     if f.special == "ieee" else
+                     f"inf is stored as the largest code of its sign ({f.inf_code:#04x})")
         elif math.isnan(self.value):
             self.add(
                 "special",
@@ -341,7 +345,8 @@ class _Derivation:
             start, exp_for_width = Fraction(0), f.emin
             self.add(
                 "window",
-                f"|x| < {_pow2(f.emin)} = {_short(f.smallest_normal)}, the smallest normal: x lies "
+                f"|x| < {_pow2(f.emin)} = {_short(math.ldexp(1.0, f.emin))}, where normals start: "
+                "x lies "
                 f"in the subnormal window [0, {_pow2(f.emin)}), where the exponent is fixed at "
                 f"emin = {f.emin} and the hidden bit is 0",
             )
@@ -511,7 +516,8 @@ class _Derivation:
         if math.isfinite(self.value):
             self.field_steps()
         elif math.isinf(self.value):
-            self.add("value", "inf: exponent field all ones, mantissa 0")
+            self.add("value", "inf: exponent field all ones, mantissa 0" if f.special == "ieee"
+                     else f"inf: the largest code of its sign, {_hex(self.code, f)}")
         else:
             self.add("value", f"NaN: the code {_hex(self.code, f)}")
         return "overflow"
@@ -539,7 +545,8 @@ class _Derivation:
             who = "this conversion flushes" if f.subnormals else f"{f.name} has no"
             why = (
                 f"|x| rounds to {self.num(rounded)}, below the smallest normal {_pow2(f.emin)} = "
-                f"{self.num(f.smallest_normal)}, and {who} subnormals (FTZ): it is flushed to zero"
+                f"{self.num(math.ldexp(1.0, f.emin))}, and {who} subnormals (FTZ): it is flushed "
+                "to zero"
             )
         elif self.mode in _NEAREST:
             half = smallest / 2
@@ -581,10 +588,11 @@ class _Derivation:
             f"relative {float(rel):.3g}"
         )
         u = self.fmt.unit_roundoff
-        normal_range = self.fmt.smallest_normal <= abs(x) <= self.fmt.max
+        normal_floor = math.ldexp(1.0, self.fmt.emin)  # smallest_normal may be None (P3109 p8)
+        normal_range = normal_floor <= abs(x) <= self.fmt.max
         if self.mode in _NEAREST and self.kind == "normal" and normal_range:
             text += f", within u = 2^-{self.fmt.p} ≈ {u:.3g}, the bound for round-to-nearest"
-        elif abs(x) < self.fmt.smallest_normal:
+        elif abs(x) < normal_floor:
             why = " (subnormals have fewer significant bits)" if self.grid.subnormals else ""
             text += f"; below the smallest normal the relative error is not bounded by u{why}"
         self.add("error", text)

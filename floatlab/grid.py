@@ -91,7 +91,7 @@ def _ulp_of_magnitude(mag: np.ndarray, fmt: Format) -> np.ndarray:
     safe = np.where(mag > 0, mag, 1.0)
     binade = np.frexp(safe)[1] - 1  # exact, unlike log2 near powers of two
     quantum = np.ldexp(1.0, np.maximum(binade, fmt.emin) - fmt.man_bits)
-    below_normal = mag < fmt.smallest_normal
+    below_normal = mag < math.ldexp(1.0, fmt.emin)  # smallest_normal is None in P3109 p8
     # Below the smallest normal the step is the subnormal quantum 2**(emin - M); without
     # subnormals (FTZ customs, E8M0) the first step is from 0 to the smallest normal.
     tiny_step = fmt.smallest_positive if fmt.subnormals else fmt.smallest_normal

@@ -324,8 +324,9 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
     if not negative:
         values = values[values >= 0]
     mag = np.abs(values)
-    sub = (mag > 0) & (mag < fmt.smallest_normal)
-    normal = mag >= fmt.smallest_normal
+    floor = math.ldexp(1.0, fmt.emin)  # where normals start (smallest_normal may be None)
+    sub = (mag > 0) & (mag < floor)
+    normal = mag >= floor
     ax.vlines(values[normal], 0, 1, color=ZONE_COLORS["normal"], linewidth=1.2,
               label=f"normal ({int(normal.sum())})")
     ax.vlines(values[sub], 0, 1, color=ZONE_COLORS["subnormal"], linewidth=1.2,
@@ -334,16 +335,16 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
         ax.vlines([0.0], 0, 1, color="black", linewidth=1.6, label="zero")
         # Linear between 0 and the smallest normal (subnormals are evenly spaced there), log2
         # above, and that linear stretch as wide as one binade.
-        ax.set_xscale("symlog", base=2, linthresh=fmt.smallest_normal, linscale=1)
+        ax.set_xscale("symlog", base=2, linthresh=floor, linscale=1)
         if sub.any():
-            ax.axvspan(-fmt.smallest_normal if negative else 0, fmt.smallest_normal,
+            ax.axvspan(-floor if negative else 0, floor,
                        color=ZONE_COLORS["subnormal"], alpha=0.12, linewidth=0)
     else:
         ax.set_xscale("log", base=2)
     _value_ticks(ax, fmt, negative)
     _label_values(ax, fmt, values)
     top = fmt.max * 2 ** 0.6
-    left = -fmt.smallest_normal / 6 if fmt.has_zero else fmt.smallest_normal / 2  # room for 0
+    left = -floor / 6 if fmt.has_zero else floor / 2  # room for 0
     ax.set_xlim(-top if negative else left, top)
     ax.text(1.0, 1.02, f"beyond max: {_overflow_result(fmt)}", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=8.5, color=ZONE_COLORS["overflow"])
@@ -389,11 +390,12 @@ def _label_values(ax: Axes, fmt: Format, values: np.ndarray) -> None:
         for v, text in marks:
             ax.text(v, 1.08, text, ha="center", va="bottom", fontsize=8.5)
         return
-    marks = [(fmt.smallest_normal, f"min normal\n{fmt.smallest_normal:g}"),
-             (fmt.max, f"max\n{fmt.max:g}")]
+    marks = [(fmt.max, f"max\n{fmt.max:g}")]
+    if fmt.smallest_normal is not None:  # None: every code is subnormal (P3109 binary8p8s*)
+        marks.insert(0, (fmt.smallest_normal, f"min normal\n{fmt.smallest_normal:g}"))
     if fmt.smallest_subnormal is not None:
         marks.insert(0, (fmt.smallest_subnormal, f"min subnormal\n{fmt.smallest_subnormal:g}"))
-    if fmt.smallest_normal < 1 < fmt.max:
+    if (fmt.smallest_normal or fmt.smallest_positive) < 1 < fmt.max:
         marks.append((1.0, "1"))
     # The two small landmarks sit close together (one binade apart for E5M2): open their labels
     # away from each other so they never overlap.
@@ -496,6 +498,9 @@ def _error_curve(fmt: Format, kind: str) -> tuple[np.ndarray, np.ndarray]:
     M = fmt.man_bits
     ks = np.arange(fmt.emin, fmt.emax + 1, dtype=float)
     top = math.log2(fmt.max)
+    if not fmt.has_normals:  # every code is subnormal (P3109 binary8p8s*): one straight piece
+        s = math.log2(fmt.smallest_positive)
+        return np.array([s - 1, top]), np.array([s, s] if kind == "ulp" else [0.0, s - 1 - top])
     if kind == "ulp":
         xs = np.repeat(np.append(ks, top), 2)[1:-1]
         ys = np.repeat(ks - M, 2)

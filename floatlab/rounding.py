@@ -43,6 +43,7 @@ Conventions that differ between libraries (documented here, taught in ``explain`
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from functools import lru_cache
@@ -301,7 +302,7 @@ def _round_bits(
     count, tiny = 0, None
     if fmt.man_bits > 0 and (fmt.emin > L.emin or ftz):
         # 0 < mag < 2**emin in one unsigned compare: zero wraps around to the largest value.
-        tiny = (mag - uint(1)) < _bits_of(fmt.smallest_normal, L) - uint(1)
+        tiny = (mag - uint(1)) < _bits_of(_normal_floor(fmt), L) - uint(1)
         count = np.count_nonzero(tiny)
     if fmt.man_bits == 0 or count > mag.size // 4:  # mostly tiny (unscaled gradients)
         rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
@@ -505,10 +506,16 @@ def _apply_overflow(out, overflow, negative, mode, saturate, fmt) -> None:
 
 def _flush_or_clamp_tiny(out, work, fmt, finite_in) -> np.ndarray:
     """Below the smallest normal: flush to zero, or (formats without zero) clamp up to it."""
-    tiny = finite_in & (np.abs(out) < fmt.smallest_normal)
+    tiny = finite_in & (np.abs(out) < _normal_floor(fmt))
     if fmt.has_zero:
         return np.where(tiny, np.copysign(0.0, out), out)
     return np.where(tiny & (work != 0), np.copysign(fmt.smallest_normal, out), out)
+
+
+def _normal_floor(fmt: Format) -> float:
+    """``2**emin``, where the subnormal quantum starts (``Format.smallest_normal`` is None for a
+    format with no normal value, e.g. P3109's binary8p8 whose every code is subnormal)."""
+    return math.ldexp(1.0, fmt.emin)
 
 
 def _apply_specials(out, work, fmt, saturate, finite_in, negative) -> np.ndarray:
