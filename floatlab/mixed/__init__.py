@@ -29,7 +29,7 @@ from floatlab.mixed.policy import (
     Policy,
     get_policy,
 )
-from floatlab.mixed.scaler import GradScaler, StaticScaler
+from floatlab.mixed.scaler import GradScaler, GradScalerError, GradScalerValueError, StaticScaler
 from floatlab.mixed.telemetry import StepStats, log2_histogram
 from floatlab.mixed.tensor import (
     Tensor,
@@ -70,6 +70,7 @@ __all__ = [
     # networks and training
     "Module", "Linear", "MLP", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
+    "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # data
