@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torch_models import round_binary, sgd
 
 import floatlab
 from floatlab.mixed import SGD, Adam, Tensor, parameter, use_precision
@@ -191,3 +192,33 @@ def test_duplicate_parameters_are_refused():
     w = parameter([1.0])
     with pytest.raises(ValueError, match="appears twice"):
         Adam([w, w])
+
+
+def test_sgd_step_rounds_once_like_torchs_add_():
+    # torch 2.13, float32: w.add_(g, alpha=-1e-3) gives -0.87083775 (w - lr*g rounded once)
+    w = parameter([0.10490011])
+    w.grad = np.array([975.7378], np.float32)
+    SGD([w], lr=1e-3).step()
+    assert w.data.tolist() == [-0.8708377480506897]
+
+
+@pytest.mark.parametrize("precision, fmt", [("32-true", "float32"), ("16-true", "float16"),
+                                            ("bf16-true", "bfloat16")])
+@pytest.mark.parametrize("momentum, dampening, nesterov, wd", [
+    (0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.0), (0.9, 0.1, False, 1e-2),
+    (0.9, 0.0, True, 5e-4), (0.0, 0.0, False, 0.1)])
+def test_sgd_matches_an_exact_model_of_torchs_cpu_ops(precision, fmt, momentum, dampening,
+                                                     nesterov, wd):
+    """Every element after four steps equals the exact model (tests/torch_models.py: alpha in
+    the tensor's dtype, one float32 FMA per add_, float32 scalar in mul_), which matched
+    torch.optim.SGD on CPU for float32, float16 and bfloat16 parameters."""
+    rng = np.random.default_rng(7)
+    w0 = [round_binary(v, fmt) for v in rng.standard_normal(64)]
+    grads = [[round_binary(v, fmt) for v in rng.standard_normal(64) * rng.choice([1, 30], 64)]
+             for _ in range(4)]
+    with use_precision(precision):
+        w = parameter(w0)
+        _drive(SGD([w], lr=0.013, momentum=momentum, dampening=dampening, nesterov=nesterov,
+                   weight_decay=wd), [w], [[np.array(g)] for g in grads])
+    expected = sgd(w0, grads, fmt, 0.013, momentum, dampening, nesterov, wd)
+    assert w.data.astype(np.float64).tolist() == expected

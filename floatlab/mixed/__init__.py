@@ -12,7 +12,7 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 ['32-true', 'bf16-mixed']
 
 Layout: ``policy`` (which format where), ``tensor`` (Tensor, ops, the hook), ``nn`` (layers,
-losses), ``optim`` (SGD, Adam), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
+losses), ``optim`` (SGD, Adam), ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
 counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``data``,
 ``progress``.
 """

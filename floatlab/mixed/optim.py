@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.policy import nbytes, storage_dtype
+from floatlab.mixed.opmath import axpy, scale
+from floatlab.mixed.policy import nbytes, storage_dtype, widest
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
 __all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
@@ -154,18 +155,21 @@ class Optimizer:
         return quantize(np.asarray(values), fmt, what="optimizer")
 
     def _write(self, group: _Group, where: np.ndarray | slice, old: np.ndarray,
-               update: np.ndarray) -> np.ndarray:
-        """``old + update`` rounded into the weights' format (``update`` is unrounded opmath)."""
+               direction: np.ndarray, alpha: float) -> np.ndarray:
+        """torch's ``param.add_(direction, alpha=alpha)`` into the weights' format.
+
+        One rounding (see :mod:`.opmath`); stochastic updates round that store stochastically.
+        """
         fmt = group.fmt
         if not self.kahan:
             rounding = None if self.update_rounding == "nearest_even" else "stochastic"
-            return quantize(old + update, fmt, what="optimizer", rounding=rounding, rng=self._rng)
+            return axpy(old, alpha, direction, fmt, rounding=rounding, rng=self._rng)
         # Kahan: y is the update plus what earlier roundings dropped; (new - old) is exactly
         # what this rounding kept, so the new compensation is what it dropped.
         if "kahan" not in group.state:  # lives in the weights' format, not the state format
             group.state["kahan"] = np.zeros(int(group.offsets[-1]), storage_dtype(fmt))
         c = group.state["kahan"]
-        y = self._q(self._q(update, fmt) - c[where], fmt)
+        y = self._q(self._q(alpha * direction, fmt) - c[where], fmt)
         new = self._q(old + y, fmt)
         c[where] = self._q(self._q(new - old, fmt) - y, fmt)
         return new
@@ -192,8 +196,8 @@ class Optimizer:
                     continue
                 group.steps[active] += 1
                 old = weights[where]
-                update = self._update(group, where, grad, old, active)
-                new = self._write(group, where, old, update)
+                direction, alpha = self._update(group, where, grad, old, active)
+                new = self._write(group, where, old, direction, alpha)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
                 lost += int(np.count_nonzero(moved & (new == old)))
@@ -208,8 +212,9 @@ class Optimizer:
         return self.last_report
 
     def _update(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
-                weights: np.ndarray, active: list[int]) -> np.ndarray:
-        """The unrounded update of the active entries (subclasses)."""
+                weights: np.ndarray, active: list[int]) -> tuple[np.ndarray, float]:
+        """``(direction, alpha)`` of the active entries: the step is
+        ``weights.add_(direction, alpha=alpha)`` (subclasses)."""
         raise NotImplementedError
 
     def state_bytes(self) -> dict[str, int]:
@@ -234,7 +239,9 @@ class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, torch's formulas.
 
     ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step), and
-    ``w = w - lr * buf`` (or ``g + momentum * buf`` with Nesterov), each op rounded.
+    ``w = w - lr * buf`` (or ``g + momentum * buf`` with Nesterov). Each torch tensor op rounds
+    once, as on torch's CPU: ``w.add_(d, alpha=-lr)`` is one fused multiply-add in float32, so
+    ``lr * d`` is not rounded on its own (see :mod:`floatlab.mixed.opmath`).
 
     >>> from floatlab.mixed import parameter
     >>> w = parameter([1.0]); w.grad = np.array([0.5], np.float32)
@@ -262,19 +269,21 @@ class SGD(Optimizer):
         self.nesterov, self.weight_decay = nesterov, weight_decay
 
     def _update(self, group, where, grad, weights, active):
-        f = group.state_fmt
-        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        # torch's single-tensor SGD (its CPU default), each tensor op rounded as torch rounds
+        # it (see .opmath): one rounding per add_ / mul_, alpha in the tensor's format.
+        fmt, sf = group.fmt, group.state_fmt
+        g = grad if not self.weight_decay else axpy(grad, self.weight_decay, weights, fmt)
         if not self.momentum:
-            return -self.lr * g
+            return g, -self.lr
         buf_all = self._state(group, "momentum")
         first = group.steps[active] == 1  # torch starts the buffer at the first gradient
-        buf = self._q(self._q(buf_all[where] * self.momentum, f) + (1 - self.dampening) * g, f)
+        buf = axpy(scale(buf_all[where], self.momentum, sf), 1 - self.dampening, g, sf)
         if first.any():
             fresh = np.repeat(first, group.sizes[active])
-            buf = np.where(fresh, self._q(g, f), buf)
+            buf = np.where(fresh, self._q(g, sf), buf)
         buf_all[where] = buf
-        d = self._q(g + self.momentum * buf, f) if self.nesterov else buf
-        return -self.lr * d
+        d = axpy(g, self.momentum, buf, widest(fmt, sf)) if self.nesterov else buf
+        return d, -self.lr
 
     def __repr__(self) -> str:
         return f"SGD(lr={self.lr:g}, momentum={self.momentum:g}{self._describe()})"
@@ -330,7 +339,7 @@ class Adam(Optimizer):
             step_size = (self.lr / (1 - b1**t)).astype(v.dtype)
             bc2_sqrt = np.sqrt(1 - b2**t).astype(v.dtype)
         denom = self._q(self._q(self._q(np.sqrt(v), f) / bc2_sqrt, f) + self.eps, f)
-        return -step_size * (m / denom)  # addcdiv_: one rounding, in the write
+        return -step_size * (m / denom), 1.0  # addcdiv_: one rounding, in the write
 
     def __repr__(self) -> str:
         return f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{self._describe()})"
