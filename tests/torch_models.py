@@ -84,3 +84,42 @@ def sgd(w: list[float], grads: list[list[float]], fmt: str, lr: float, momentum:
             w_i = axpy(w_i, -lr, g, fmt)                     # param.add_(grad, alpha=-lr)
         out.append(w_i)
     return out
+
+
+def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1e-3,
+               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+               weight_decay: float = 0.0) -> tuple[list[float], list[float], list[float]]:
+    """torch.optim.Adam(fused=True) on CPU (FusedAdamKernel.cpp, vectorised body), element by
+    element: (weights, exp_avg, exp_avg_sq) after the steps.
+
+    Values are loaded into float32 ("opmath"), the double constants (1 - beta1, beta2,
+    1 - beta2, eps, the bias corrections lr / (1 - beta1**t) and sqrt(1 - beta2**t), all
+    computed in double) are converted to float32, and every operation rounds to float32; the
+    compiler fuses three multiply-adds (one rounding each): the weight decay g + p * wd, the
+    lerp m + (1 - beta1) * (g - m) and v * beta2 + ((1 - beta2) * g) * g. The moments are
+    stored in ``fmt`` but the update uses their float32 values. sqrt is Python's
+    correctly rounded double sqrt rounded to float32: that double rounding is innocuous
+    (53 >= 2 * 24 + 2), so it is the correctly rounded float32 sqrt.
+    """
+    def f(x: Fraction | float) -> Fraction:  # one float32 operation
+        return Fraction(round_binary(Fraction(x), "float32"))
+
+    b1, b2 = betas
+    c1, cb2, c2, ceps, cwd = f(1 - b1), f(b2), f(1 - b2), f(eps), f(weight_decay)
+    out_w, out_m, out_v = [], [], []
+    for i, w_i in enumerate(w):
+        p, m_s, v_s = Fraction(w_i), Fraction(0), Fraction(0)
+        for t, step_grads in enumerate(grads, start=1):
+            g = Fraction(step_grads[i])
+            if weight_decay:
+                g = f(g + p * cwd)
+            m = f(m_s + c1 * f(g - m_s))
+            v = f(f(v_s * cb2) + f(c2 * g) * g)
+            m_s, v_s = Fraction(round_binary(m, fmt)), Fraction(round_binary(v, fmt))
+            step_size, bc2_sqrt = f(lr / (1 - b1**t)), f(math.sqrt(1 - b2**t))
+            denom = f(f(round_binary(math.sqrt(v), "float32")) / bc2_sqrt + ceps)
+            p = Fraction(round_binary(f(p - f(f(step_size * m) / denom)), fmt))
+        out_w.append(float(p))
+        out_m.append(float(m_s))
+        out_v.append(float(v_s))
+    return out_w, out_m, out_v

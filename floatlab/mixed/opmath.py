@@ -31,7 +31,7 @@ from floatlab.formats import Format
 from floatlab.mixed.policy import FP32, FP64, contains
 from floatlab.mixed.tensor import quantize
 
-__all__ = ["axpy", "scale", "opmath_format", "round_to_odd_sum"]
+__all__ = ["axpy", "scale", "fma32", "opmath_format", "round_to_odd_sum"]
 
 
 def opmath_format(fmt: Format) -> Format:
@@ -72,6 +72,22 @@ def axpy(x: np.ndarray, alpha: float, y: np.ndarray, fmt: Format, *, what: str =
         summed = round_to_odd_sum(np.asarray(x, np.float64), a * np.asarray(y, np.float64))
         wide = _nearest(summed, FP32)
     return quantize(wide, fmt, what=what, rounding=rounding, rng=rng)
+
+
+def fma32(a: np.ndarray | float, b: np.ndarray | float, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once to float32 (a fused multiply-add), for float32 values.
+
+    The product of two float32 values is exact in float64, so the round-to-odd sum followed by
+    one rounding to float32 is the correctly rounded FMA.
+
+    >>> x = np.float32(1 + 2**-12)
+    >>> float(fma32(x, x, np.float32(-1.0))) == 2**-11 + 2**-24     # exact: 2**-11 + 2**-24
+    True
+    >>> float(x * x - np.float32(1.0))                              # x * x rounded first
+    0.00048828125
+    """
+    product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    return _nearest(round_to_odd_sum(np.asarray(c, np.float64), product), FP32)
 
 
 def scale(x: np.ndarray, s: float, fmt: Format, *, what: str = "optimizer") -> np.ndarray:

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.opmath import axpy, scale
-from floatlab.mixed.policy import nbytes, storage_dtype, widest
+from floatlab.mixed.checks import flag, number
+from floatlab.mixed.opmath import axpy, fma32, scale
+from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
 __all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
@@ -118,6 +119,7 @@ class Optimizer:
         seed: int = 0,
         low_copies: str | Format | None = "auto",
     ) -> None:
+        kahan = flag("kahan", kahan)
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
@@ -196,8 +198,7 @@ class Optimizer:
                     continue
                 group.steps[active] += 1
                 old = weights[where]
-                direction, alpha = self._update(group, where, grad, old, active)
-                new = self._write(group, where, old, direction, alpha)
+                new = self._new_weights(group, where, grad, old, active)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
                 lost += int(np.count_nonzero(moved & (new == old)))
@@ -210,6 +211,12 @@ class Optimizer:
                     prime_copies(group.params, self.low_copies, flat=weights)
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
+
+    def _new_weights(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
+                     weights: np.ndarray, active: list[int]) -> np.ndarray:
+        """The active entries' new weights: ``weights.add_(direction, alpha)`` of the update."""
+        direction, alpha = self._update(group, where, grad, weights, active)
+        return self._write(group, where, weights, direction, alpha)
 
     def _update(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
                 weights: np.ndarray, active: list[int]) -> tuple[np.ndarray, float]:
@@ -259,10 +266,14 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         **options: Any,
     ) -> None:
-        super().__init__(params, **options)
+        lr = number("lr", lr)
+        momentum, weight_decay = number("momentum", momentum), number("weight_decay",
+                                                                      weight_decay)
+        dampening, nesterov = number("dampening", dampening), flag("nesterov", nesterov)
         if lr <= 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: need lr > 0, momentum >= 0, weight_decay >= 0; got lr={lr}, "
                              f"momentum={momentum}, weight_decay={weight_decay}")
+        super().__init__(params, **options)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
@@ -302,6 +313,17 @@ class Adam(Optimizer):
     ...     _ = Adam([w]).step()
     >>> w.data.tolist()        # 0 / (0 + 0) and 1e-5 / (0 + 0): the seed article's NaN
     [nan, -inf]
+
+    ``fused=True`` is torch's fused kernel (``torch.optim.Adam(fused=True)``): the same moments,
+    stored in the state format, but the update computed in float32 from their unrounded values,
+    so ``eps`` survives and pure fp16 does not go NaN -- the NaN is a property of the unfused
+    update, not of fp16 itself:
+
+    >>> with use_precision("16-true"):
+    ...     w = parameter([1.0, 1.0]); w.grad = np.array([0.0, 1e-4], np.float32)
+    ...     _ = Adam([w], fused=True).step()
+    >>> w.data.tolist()        # torch 2.13 on CPU: [1.0, 0.9990234375]
+    [1.0, 0.9990234375]
     """
 
     def __init__(
@@ -311,14 +333,66 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        *,
+        fused: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(params, **options)
-        b1, b2 = betas
+        lr, eps = number("lr", lr), number("eps", eps)
+        weight_decay = number("weight_decay", weight_decay)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
+                            f"got {betas!r}")
+        b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
         if lr <= 0 or not (0 <= b1 < 1 and 0 <= b2 < 1) or eps < 0 or weight_decay < 0:
             raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
                              f"got lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        self.fused = flag("fused", fused)
+        if self.fused and options.get("kahan"):
+            raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "
+                             "kernel; kahan=True needs the unfused update (fused=False)")
+        super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, (b1, b2), eps, weight_decay
+
+    def _corrections(self, group: _Group, active: list[int]) -> tuple[Any, Any]:
+        """``(lr / (1 - beta1**t), sqrt(1 - beta2**t))`` in float64, torch's Python scalars
+        (an array per element when parameters of the group have different step counts)."""
+        b1, b2 = self.betas
+        t = group.steps[active]
+        if (t == t[0]).all():  # the usual case: one step count, Python-float corrections
+            t = int(t[0])
+            return self.lr / (1 - b1**t), math.sqrt(1 - b2**t)
+        t = np.repeat(t, group.sizes[active])  # parameters that missed steps
+        return self.lr / (1 - b1**t), np.sqrt(1 - b2**t)
+
+    def _new_weights(self, group, where, grad, weights, active):
+        if not self.fused:
+            return super()._new_weights(group, where, grad, weights, active)
+        # torch's fused CPU kernel (FusedAdamKernel.cpp, vectorised body): every value loaded
+        # into opmath (float32; float64 for wider formats), every constant converted to opmath,
+        # each op rounded there, three of them fused multiply-adds (weight decay, the lerp of
+        # m, the update of v: measured on torch 2.13); the moments are stored in the state
+        # format but the update uses their unrounded opmath values; the weight is stored once.
+        # So eps = 1e-8 survives in float32 where the unfused update, rounding each op to
+        # fp16, loses it.
+        b1, b2 = self.betas
+        fmt, sf = group.fmt, group.state_fmt
+        wide = not (contains(FP32, fmt) and contains(FP32, sf))
+        dt = np.dtype(np.float64 if wide else np.float32)
+        c = dt.type
+        fma = (lambda a, b, s: a * b + s) if wide else fma32  # numpy has no float64 FMA
+        p, g = weights.astype(dt), grad.astype(dt)
+        if self.weight_decay:
+            g = fma(p, c(self.weight_decay), g).astype(dt)
+        m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
+        m, v = m_all[where].astype(dt), v_all[where].astype(dt)
+        m = fma(c(1 - b1), g - m, m).astype(dt)  # lerp with weight 1 - beta1 < 0.5
+        v = fma(c(1 - b2) * g, g, v * c(b2)).astype(dt)
+        m_all[where], v_all[where] = self._q(m, sf), self._q(v, sf)
+        step_size, bc2_sqrt = self._corrections(group, active)
+        denom = np.sqrt(v) / np.asarray(bc2_sqrt).astype(dt) + c(self.eps)
+        new = p - np.asarray(step_size).astype(dt) * m / denom
+        rounding = None if self.update_rounding == "nearest_even" else "stochastic"
+        return quantize(new, fmt, what="optimizer", rounding=rounding, rng=self._rng)
 
     def _update(self, group, where, grad, weights, active):
         b1, b2 = self.betas
@@ -327,19 +401,14 @@ class Adam(Optimizer):
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m = m_all[where] = self._q(m_all[where] + (g - m_all[where]) * (1 - b1), f)  # lerp_
         v = v_all[where] = self._q(self._q(v_all[where] * b2, f) + (1 - b2) * g * g, f)
-        t = group.steps[active]
-        if (t == t[0]).all():  # the usual case: one step count, Python-float corrections
-            t = int(t[0])
-        else:  # parameters that missed steps have their own bias corrections
-            t = np.repeat(t, group.sizes[active])
         # Python floats (as torch's scalars): a NumPy float64 would promote float32 arrays.
-        if isinstance(t, int):
-            step_size, bc2_sqrt = self.lr / (1 - b1**t), math.sqrt(1 - b2**t)
-        else:
-            step_size = (self.lr / (1 - b1**t)).astype(v.dtype)
-            bc2_sqrt = np.sqrt(1 - b2**t).astype(v.dtype)
+        step_size, bc2_sqrt = self._corrections(group, active)
+        if not isinstance(step_size, float):
+            step_size, bc2_sqrt = step_size.astype(v.dtype), bc2_sqrt.astype(v.dtype)
         denom = self._q(self._q(self._q(np.sqrt(v), f) / bc2_sqrt, f) + self.eps, f)
         return -step_size * (m / denom), 1.0  # addcdiv_: one rounding, in the write
 
     def __repr__(self) -> str:
-        return f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{self._describe()})"
+        fused = ", fused" if self.fused else ""
+        return (f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{fused}"
+                f"{self._describe()})")

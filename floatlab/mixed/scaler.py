@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.mixed.checks import number
 from floatlab.mixed.policy import FP16
 from floatlab.mixed.tensor import Tensor, mul, quantize
 
@@ -64,10 +65,7 @@ class GradScalerValueError(ValueError, AssertionError):
 
 def _real(name: str, value: Any) -> float:
     """``value`` as a float if it is a real number (Python or NumPy scalar), else a TypeError."""
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        return float(value)
-    raise TypeError(f"{name} must be a number such as 0.5, got {value!r} "
-                    f"({type(value).__name__}); pass float({value!r}) if it holds a number")
+    return number(name, value, finite=False)
 
 
 class _LossScaler:
