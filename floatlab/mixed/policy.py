@@ -446,6 +446,22 @@ def _resolve_name(precision: Any) -> Policy:
             except FormatNameError as err:
                 raise ValueError(f"unknown precision {precision!r}: {err} Valid precisions: "
                                  f"{_valid_list()}") from None
+    try:
+        fmt = get_format(key)
+    except (FormatNameError, ValueError, TypeError):
+        fmt = None
+    if fmt is not None:  # a format where a precision belongs: say which precisions use it
+        if fmt == FP16:
+            options = "'16-mixed' (float32 master weights, float16 matmuls, a GradScaler) or " \
+                      "'16-true' (float16 everywhere)"
+        elif fmt == BF16:
+            options = "'bf16-mixed' or 'bf16-true'"
+        elif fmt in (FP32, FP64):
+            options = f"'{fmt.bits}-true'"
+        else:
+            options = f"'{fmt.name}-mixed' or '{fmt.name}-true'"
+        raise ValueError(f"precision={precision!r} names a format, not a precision: use "
+                         f"{options}")
     close = difflib.get_close_matches(key, list(PRECISIONS), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown precision {precision!r}.{hint} Valid: {_valid_list()}")
