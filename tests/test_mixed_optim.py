@@ -277,3 +277,17 @@ def test_fused_adam_refuses_kahan_and_shows_in_repr():
 def test_non_numbers_and_non_finite_hyperparameters_are_refused(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make()
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16", "fp16"])
+def test_axpy_fast_path_equals_the_fma_path(fmt):
+    from floatlab.mixed.opmath import axpy
+
+    rng = np.random.default_rng(5)
+    f = floatlab.get_format(fmt)
+    x = floatlab.round(rng.standard_normal(4096) * rng.choice([1, 1e-3, 1e3], 4096), f,
+                       dtype=np.float32)
+    y = (rng.standard_normal(4096) * rng.choice([1, 1e-6, 1e4], 4096)).astype(np.float32)
+    fast = axpy(x, 1.0, y, f)                       # float32 + float32
+    general = axpy(x.astype(np.float64), 1.0, y.astype(np.float64), f)  # the FMA path
+    np.testing.assert_array_equal(fast, general)
