@@ -2,7 +2,7 @@
 
 >>> cmp = FormatCompare(3.141, formats=["fp32", "bf16", "fp16", "e4m3fn"])
 >>> [s.hex for s in cmp.states]
-['0x40490625', '0x4049', '0x4248', '0x4a']
+['0x40490625', '0x4049', '0x4248', '0x45']
 >>> cmp.value = 1e6; [s.kind for s in cmp.states]
 ['normal', 'normal', 'inf', 'nan']
 
@@ -21,7 +21,7 @@ import traitlets
 from floatlab.formats import get_format
 from floatlab.widgets.render import compare_html, number_text
 from floatlab.widgets.state import ToyState, _check_options, state_from_value
-from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, _as_value
+from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, StateTrait, _as_value
 
 __all__ = ["FormatCompare"]
 
@@ -39,7 +39,7 @@ class FormatCompare(anywidget.AnyWidget):
     _esm = STATIC / "compare.js"
     _css = STATIC / "widgets.css"
 
-    value = traitlets.Any(3.141)
+    value = StateTrait(3.141)
     formats = traitlets.List(traitlets.Unicode())
     rounding = traitlets.Unicode("nearest_even")
     saturate = traitlets.Bool(False)
@@ -74,7 +74,7 @@ class FormatCompare(anywidget.AnyWidget):
         self.value, self.formats = x, names
         self.rounding, self.saturate, self.ftz = options["rounding"], saturate, ftz
         self._ready = True
-        self._show(states, value if isinstance(value, str) else None)
+        self._show(states, x, value if isinstance(value, str) else None)
         self.on_msg(self._on_browser_message)
 
     @staticmethod
@@ -86,19 +86,21 @@ class FormatCompare(anywidget.AnyWidget):
         """One :class:`~floatlab.widgets.state.ToyState` per format, in order."""
         return list(self._states)
 
-    def _show(self, states: list[ToyState], value_text: str | None = None) -> None:
+    def _show(self, states: list[ToyState], x: float, value_text: str | None = None) -> None:
         self._states = states
         with self.hold_sync():
-            self.value_text = value_text if value_text is not None else number_text(self.value)
+            self.value_text = value_text if value_text is not None else number_text(x)
             self.message = ""
-            self.html = compare_html(self.value, states, live=True)
+            self.html = compare_html(x, states, live=True)
 
-    # Validators compute every row first: a value or format that fails changes nothing.
+    # Validators compute every row first (a value or format that fails changes nothing), then
+    # show them; the trait itself is stored when the validator returns.
     @traitlets.validate("value")
     def _validate_value(self, proposal):
         x = _as_value(proposal.value)
         if self._ready:
-            self._next = (self._compute(x, self.formats, self._options()), proposal.value)
+            states = self._compute(x, self.formats, self._options())
+            self._show(states, x, proposal.value if isinstance(proposal.value, str) else None)
         return x
 
     @traitlets.validate("formats")
@@ -107,7 +109,7 @@ class FormatCompare(anywidget.AnyWidget):
         if not names:
             raise ValueError("formats is empty: give at least one format name, e.g. ['fp16']")
         if self._ready:
-            self._next = (self._compute(self.value, names, self._options()), None)
+            self._show(self._compute(self.value, names, self._options()), self.value)
         return names
 
     @traitlets.validate("rounding", "saturate", "ftz")
@@ -115,24 +117,17 @@ class FormatCompare(anywidget.AnyWidget):
         options = dict(self._options(), **{proposal.trait.name: proposal.value})
         options["rounding"] = _check_options(**options)
         if self._ready:
-            self._next = (self._compute(self.value, self.formats, options), None)
+            self._show(self._compute(self.value, self.formats, options), self.value)
         return options[proposal.trait.name]
 
     def _options(self) -> dict:
         return dict(rounding=self.rounding, saturate=self.saturate, ftz=self.ftz)
-
-    @traitlets.observe("value", "formats", "rounding", "saturate", "ftz")
-    def _apply(self, _change) -> None:
-        if self._ready and getattr(self, "_next", None) is not None:
-            (states, typed), self._next = self._next, None
-            self._show(states, typed if isinstance(typed, str) else None)
 
     def type_value(self, text: str) -> bool:
         """Act as if ``text`` was typed into the value box (problems are shown, not raised)."""
         try:
             self.value = str(text)
         except _INPUT_ERRORS as err:
-            self._next = None
             self.message = str(err)
             self.value_text = str(text)
             return False

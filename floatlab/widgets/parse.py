@@ -12,10 +12,10 @@ computed (``9**9**9`` would otherwise take the machine's memory).
 5.960464477539063e-08
 >>> parse_value(" -inf "), parse_value("-0")
 (-inf, -0.0)
->>> parse_value("__import__('os')")
+>>> parse_value("__import__('os')")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: cannot read "__import__('os')" as a number: calls are not allowed. Type a number such as 3.141, 2**-24, -1/3, inf or nan.
+ValueError: cannot read "__import__('os')" as a number: calls are not allowed. Type a number ...
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def parse_value(text: Any) -> float:
 
     >>> parse_value("3.141"), parse_value("1/3"), parse_value("nan")
     (3.141, 0.3333333333333333, nan)
-    >>> parse_value("1e400")
+    >>> parse_value("1e400")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: cannot read '1e400' as a number: it is beyond float64's range (max ≈ 1.8e308): type inf for infinity.
+    ValueError: cannot read '1e400' as a number: it is beyond float64's range ... type inf ...
     """
     if not isinstance(text, str):
         raise TypeError(f"expected the text of a number (a str), got {type(text).__name__}")

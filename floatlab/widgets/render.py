@@ -205,7 +205,8 @@ def _facts(state: ToyState) -> str:
         _row("neighbours", " &nbsp; ".join(pieces)),
     ]
     rows += [_row("why", _e(note), "flt-note") for note in _outcome_notes(state)]
-    return f"<table class='flt-facts' style='border-collapse:collapse;margin:4px 0'>{''.join(rows)}</table>"
+    table_style = "border-collapse:collapse;margin:4px 0"
+    return f"<table class='flt-facts' style='{table_style}'>{''.join(rows)}</table>"
 
 
 def _spaced_bits(state: ToyState) -> str:

@@ -14,10 +14,10 @@ and linked from Python:
 nan
 >>> toy.saturate = True; toy.stored
 448.0
->>> toy.type_value("1e999999"); toy.stored  # shown in the widget, state unchanged
-448.0
->>> toy.message
-"cannot read '1e999999' as a number: it is beyond float64's range (max ≈ 1.8e308): type inf for infinity."
+>>> toy.type_value("1e999999"), toy.stored  # shown in the widget, state unchanged
+(False, 448.0)
+>>> toy.message.split(": ", 1)[1]
+"it is beyond float64's range (max ≈ 1.8e308): type inf for infinity."
 """
 
 from __future__ import annotations
@@ -44,6 +44,14 @@ __all__ = ["FloatToy"]
 
 STATIC = Path(__file__).with_name("static")
 _INPUT_ERRORS = (ValueError, TypeError, OverflowError, FormatNameError, traitlets.TraitError)
+
+
+class StateTrait(traitlets.TraitType):
+    """A trait whose ``@validate`` method does all the checking (None included: traitlets'
+    ``Any`` would let None through unchecked)."""
+
+    allow_none = False
+    info_text = "a value the widget's validator accepts"
 
 
 def _as_value(value: Any) -> float:
@@ -86,8 +94,8 @@ class FloatToy(anywidget.AnyWidget):
 
     # The state, set from Python (not synced: codes can exceed JavaScript's 2**53 and NaN is
     # no JSON). Validators compute the new state first, so a bad setting changes nothing.
-    value = traitlets.Any(3.141)
-    code = traitlets.Any(0)
+    value = StateTrait(3.141)
+    code = StateTrait(0)
     fmt = traitlets.Unicode("float16").tag(sync=True)
     rounding = traitlets.Unicode("nearest_even").tag(sync=True)
     saturate = traitlets.Bool(False).tag(sync=True)
@@ -115,7 +123,6 @@ class FloatToy(anywidget.AnyWidget):
     ) -> None:
         state = state_from_value(_as_value(value), fmt, rounding, saturate, ftz)
         self._state = state
-        self._pending: tuple[ToyState, str | None] | None = None
         self._committing = True  # the traits below are the state, not requests to change it
         super().__init__(**kwargs)
         self._commit(state, value_text=value if isinstance(value, str) else None)
@@ -149,19 +156,17 @@ class FloatToy(anywidget.AnyWidget):
         finally:
             self._committing = False
 
-    def _propose(self, state: ToyState, value_text: str | None = None) -> None:
-        """Apply a new state once the trait being set has been validated."""
-        self._pending = (state, value_text)
-
+    # Setting a state trait from Python: its validator computes the new state from the proposal
+    # and the other traits (raising, with nothing changed, if that fails) and commits it whole.
+    # (Committing here, not in an observer, also keeps changes traitlets calls "equal": -0.0.)
     @traitlets.validate("value")
     def _validate_value(self, proposal):
         if self._committing:
             return proposal.value
-        x = _as_value(proposal.value)
         s = self._state
-        self._propose(state_from_value(x, s.fmt, **s.options),
-                      proposal.value if isinstance(proposal.value, str) else None)
-        return x
+        state = state_from_value(_as_value(proposal.value), s.fmt, **s.options)
+        self._commit(state, proposal.value if isinstance(proposal.value, str) else None)
+        return state.x
 
     @traitlets.validate("code")
     def _validate_code(self, proposal):
@@ -169,7 +174,7 @@ class FloatToy(anywidget.AnyWidget):
             return proposal.value
         s = self._state
         state = state_from_code(proposal.value, s.fmt, **s.options)
-        self._propose(state)
+        self._commit(state)
         return state.code
 
     @traitlets.validate("fmt")
@@ -179,7 +184,7 @@ class FloatToy(anywidget.AnyWidget):
         s = self._state
         # A new format re-rounds the input (after a bit flip: the flipped code's value).
         state = state_from_value(s.x, get_format(proposal.value), **s.options)
-        self._propose(state)
+        self._commit(state)
         return state.fmt.name
 
     @traitlets.validate("rounding", "saturate", "ftz")
@@ -189,15 +194,8 @@ class FloatToy(anywidget.AnyWidget):
         s = self._state
         options = dict(s.options, **{proposal.trait.name: proposal.value})
         options["rounding"] = _check_options(**options)  # canonical: "rne" -> "nearest_even"
-        self._propose(state_from_value(s.x, s.fmt, **options))
+        self._commit(state_from_value(s.x, s.fmt, **options))
         return options[proposal.trait.name]
-
-    @traitlets.observe("value", "code", "fmt", "rounding", "saturate", "ftz")
-    def _apply(self, _change) -> None:
-        if self._committing or self._pending is None:
-            return
-        pending, self._pending = self._pending, None
-        self._commit(*pending)
 
     # ------------------------------------------------------------------ actions
     def flip(self, bit: int) -> None:
@@ -217,7 +215,6 @@ class FloatToy(anywidget.AnyWidget):
         try:
             action()
         except _INPUT_ERRORS as err:
-            self._pending = None
             self.message = str(err)
             if value_text is not None:
                 self.value_text = value_text  # keep what was typed, to be corrected
