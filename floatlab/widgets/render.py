@@ -123,7 +123,7 @@ def _bit_groups(state: ToyState, live: bool) -> str:
         # An inline table whose caption wraps to the width of the boxes above it.
         groups.append(
             f"<div class='flt-group flt-group-{field}' style='display:inline-table;"
-            f"vertical-align:top;margin:0 8px 4px 0;min-width:6.5em'>"
+            f"vertical-align:top;margin:0 8px 4px 0;min-width:{3 if field == 'sign' else 11}em'>"
             f"<div style='display:flex;flex-wrap:wrap'>{boxes}</div>"
             f"<div class='flt-caption' style='display:table-caption;caption-side:bottom;"
             f"font-size:0.8em;color:#222;margin-top:2px'>"
