@@ -402,3 +402,23 @@ def test_missing_anywidget_names_the_extra(monkeypatch):
         importlib.import_module("floatlab.widgets")
     with pytest.raises(ImportError, match=re.escape("floatlab[widgets]")):
         floatlab.widgets  # noqa: B018 - the lazy attribute says the same
+
+
+def test_notebook_01_keeps_a_static_picture_of_the_toy():
+    """Readers without a kernel (GitHub, nbviewer) see the toy's HTML snapshot beside the
+    widget view: the committed notebook carries both."""
+    import json
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_bits_of_a_float.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    bundles = [out["data"] for cell in cells for out in cell.get("outputs", [])
+               if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
+    assert len(bundles) >= 2, "notebook 01 should show the toy (re-execute it with outputs)"
+    first = "".join(bundles[0]["text/html"])
+    assert "floatlab-toy" in first and "0x4248" in first and "3.140625" in first
+
+
+def test_the_readme_screenshot_is_committed():
+    """docs/floattoy.png comes from the browser test (FLOATLAB_DOCS_SCREENSHOT=1)."""
+    png = Path(__file__).resolve().parents[1] / "docs" / "floattoy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
