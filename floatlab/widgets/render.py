@@ -221,6 +221,30 @@ def _spaced_bits(state: ToyState) -> str:
 
 # --------------------------------------------------------------------------------- number line
 
+def _tick_labels(ticks: list[float]) -> list[str]:
+    """The fewest significant digits (at least 7, like float32's) that tell the ticks apart."""
+    for digits in range(7, 18):
+        labels = [number_text(t, digits) for t in ticks]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [number_text(t) for t in ticks]
+
+
+def _label_places(ticks, labels, position, width: int, keep: int) -> list[float | None]:
+    """Where to centre each label (kept inside the picture), None where it would overlap one
+    already placed; the stored value's (``keep``) is placed first."""
+    placed: list[tuple[float, float]] = []
+    centres: list[float | None] = [None] * len(ticks)
+    for i in [keep] + [j for j in range(len(ticks)) if j != keep]:
+        half = len(labels[i]) * 3.4 + 2  # ~6.7 px per character at font-size 11
+        centre = min(max(position(ticks[i]), half), width - half)
+        left, right = centre - half, centre + half
+        if all(right <= a or left >= b for a, b in placed):
+            placed.append((left, right))
+            centres[i] = centre
+    return centres
+
+
 def _number_line(state: ToyState, width: int = 560, height: int = 74) -> str:
     ticks = state.number_line()
     if not ticks:
@@ -232,7 +256,7 @@ def _number_line(state: ToyState, width: int = 560, height: int = 74) -> str:
         lo - (hi - lo) <= x <= hi + (hi - lo)))
     if x_in_range:
         lo, hi = min(lo, x), max(hi, x)
-    pad = 40
+    pad = 48
     span = hi - lo
 
     def position(v: float) -> float:
@@ -240,18 +264,20 @@ def _number_line(state: ToyState, width: int = 560, height: int = 74) -> str:
 
     parts = [f"<line x1='{pad - 20}' y1='30' x2='{width - pad + 20}' y2='30' stroke='#555' "
              "stroke-width='1.5'/>"]
-    for t in ticks:
+    labels = _tick_labels(ticks)
+    centres = _label_places(ticks, labels, position, width, keep=ticks.index(state.value))
+    for t, label, centre in zip(ticks, labels, centres, strict=True):
         px = position(t)
         stored = t == state.value
         colour = MARK_COLOURS["stored"] if stored else "#555"
-        label = number_text(t, 7)
-        code = state._hex_of(t)
+        text = "" if centre is None else (
+            f"<text x='{centre:.1f}' y='54' font-size='11' text-anchor='middle' "
+            f"fill='{colour}' font-weight='{'bold' if stored else 'normal'}'>{_e(label)}</text>")
         parts.append(
-            f"<g><title>{_e(exact_decimal(t, state.fmt))} ({_e(code)})</title>"
+            f"<g><title>{_e(exact_decimal(t, state.fmt))} ({_e(state._hex_of(t))})</title>"
             f"<line x1='{px:.1f}' y1='{22 if stored else 25}' x2='{px:.1f}' "
             f"y2='{38 if stored else 35}' stroke='{colour}' stroke-width='{3 if stored else 1.5}'/>"
-            f"<text x='{px:.1f}' y='54' font-size='11' text-anchor='middle' fill='{colour}' "
-            f"font-weight='{'bold' if stored else 'normal'}'>{_e(label)}</text></g>"
+            f"{text}</g>"
         )
     if math.isfinite(x) and not state.from_code:
         if x_in_range:
