@@ -220,6 +220,17 @@ def test_formats_that_fail_show_a_message_and_change_nothing(text, message):
     assert snapshot(toy) == before
 
 
+def test_a_refused_change_resets_the_browser_controls():
+    toy = FloatToy("e2m1", "inf", saturate=True)  # fp4 has no inf: it saturates to 6
+    announced = []
+    toy.observe(lambda change: announced.append(change["new"]), names=["message"])
+    for _ in range(2):  # unticking saturate cannot work (inf has nowhere to go): twice
+        toy._on_browser_message(toy, {"event": "saturate", "value": False}, [])
+    assert toy.saturate is True and toy.stored == 6.0
+    # Each refusal is announced anew, so the browser re-reads the state into its checkbox.
+    assert len([m for m in announced if m]) == 2 and "saturate=True" in announced[-1]
+
+
 def test_values_a_format_cannot_hold():
     toy = FloatToy("e2m1", 1.0)
     before = snapshot(toy)

@@ -215,6 +215,10 @@ class FloatToy(anywidget.AnyWidget):
         try:
             action()
         except _INPUT_ERRORS as err:
+            # Announce the message afresh even when it repeats: the browser then re-reads the
+            # unchanged state into its controls (a format menu or checkbox that was just
+            # changed snaps back).
+            self.message = ""
             self.message = str(err)
             if value_text is not None:
                 self.value_text = value_text  # keep what was typed, to be corrected
