@@ -218,3 +218,14 @@ def test_format_compare_in_a_browser(page, shots):
     expect(table.locator("tr[data-format='bfloat16'] .flt-hex")).to_have_text("0x4974")
     table.screenshot(path=shots / "6_compare_1e6.png")
     assert (shots / "6_compare_1e6.png").stat().st_size > 5_000
+
+
+def test_missing_chromium_skips_on_a_laptop_and_fails_in_ci(monkeypatch):
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setattr(this, "IN_CI", False)
+    with pytest.raises(pytest.skip.Exception, match=r"apt-get install chromium"):
+        _require_tools()
+    monkeypatch.setattr(this, "IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match=r"CI must run the browser test"):
+        _require_tools()
