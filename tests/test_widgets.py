@@ -137,6 +137,18 @@ def test_flipping_each_bit_flips_the_code_and_shows_its_value(name):
         assert toy.code == before
 
 
+@pytest.mark.parametrize("name", floatlab.format_names())
+def test_every_preset_shows_every_bit_flip(name):
+    fmt = floatlab.get_format(name)
+    toy = FloatToy(name, 1.0)
+    for bit in range(fmt.bits):  # from 1.0, each bit in turn: specials, subnormals, extremes
+        before = toy.code
+        toy.flip(bit)
+        assert toy.code == before ^ (1 << bit)
+        assert same(toy.stored, float(floatlab.decode(toy.code, fmt)))
+        assert toy.state.hex in toy.html and toy.state.kind in toy.html
+
+
 def test_flip_keeps_nan_payloads_and_wide_codes():
     toy = FloatToy("fp16", "inf")
     toy.flip(0)  # inf's mantissa 0 -> 1: a NaN with payload 1, not the canonical 0x7e00

@@ -87,8 +87,8 @@ def _field_captions(state: ToyState) -> dict[str, str]:
     exp_text = f"{exponent:0{fmt.exp_bits}b} = {exponent}"
     if kind in ("inf", "nan") and exponent == fmt.exp_field_max and fmt.special == "ieee":
         exp_text += ": all ones, inf / NaN"
-    elif kind == "nan":
-        exp_text += ": the NaN code"
+    elif kind in ("inf", "nan"):
+        exp_text += f": the {'inf' if kind == 'inf' else 'NaN'} code"
     elif low_field:
         exp_text += f": 2^{fmt.emin} (subnormal)" if kind == "subnormal" else ": zero"
     else:
@@ -308,9 +308,11 @@ def _number_line(state: ToyState, width: int = 560, height: int = 74) -> str:
 def _format_line(fmt: Format) -> str:
     pieces = (["1 sign"] if fmt.signed else ["no sign"]) + [f"{fmt.exp_bits} exponent"] + [
         f"{fmt.man_bits} mantissa"]
+    normal = fmt.smallest_normal  # None where a format has no normal values (P3109 p8)
     return (f"<b>{_e(fmt.name)}</b>: {fmt.bits} bits = {' + '.join(pieces)}, bias {fmt.bias}, "
-            f"max {_e(number_text(fmt.max, 6))}, smallest normal "
-            f"{_e(number_text(fmt.smallest_normal, 6))}")
+            f"max {_e(number_text(fmt.max, 6))}, "
+            + ("no normal values" if normal is None else
+               f"smallest normal {_e(number_text(normal, 6))}"))
 
 
 def toy_html(state: ToyState, live: bool = False) -> str:
