@@ -91,9 +91,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # matplotlib is heavy and optional at import time: load floatlab.plots on first use.
-    if name == "plots":
+    # matplotlib is heavy and optional at import time: load floatlab.plots on first use;
+    # floatlab.widgets needs the optional anywidget (its ImportError names the extra).
+    if name in ("plots", "widgets"):
         import importlib
 
-        return importlib.import_module("floatlab.plots")
+        return importlib.import_module(f"floatlab.{name}")
     raise AttributeError(f"module 'floatlab' has no attribute {name!r}")

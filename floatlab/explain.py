@@ -87,7 +87,8 @@ class Explanation:
 
     ``str()`` is the step-by-step derivation, ``repr()`` a one-liner such as
     ``float16(0x4248) 3.140625``, ``_repr_html_`` the bits as coloured boxes with the formula.
-    ``steps`` holds the derivation as (label, text) pairs. ``outcome`` is one of ``"exact"``,
+    ``steps`` holds the derivation as (label, text) pairs; ``error_ulps`` the rounding error in
+    ulps of ``x`` (on the FTZ grid under ``subnormals=False``). ``outcome`` is one of ``"exact"``,
     ``"rounded"``, ``"subnormal"`` (rounded into the subnormal range), ``"overflow"``,
     ``"underflow"`` (became zero, or E8M0's clamp up), ``"invalid"`` (NaN for an input the
     format cannot hold), ``"nan"`` / ``"inf"`` (special input).
@@ -115,6 +116,7 @@ class Explanation:
     formula: str
     steps: tuple[tuple[str, str], ...]
     x_text: str
+    error_ulps: float  # (stored - x) / ulp(x) on the grid the result lives on (NaN if undefined)
 
     @property
     def hex(self) -> str:
@@ -191,6 +193,18 @@ def explain(
     return _Derivation(x, x64, value, fmt, mode, saturate, subnormals, notes).build()
 
 
+def result_grid(fmt: Format, subnormals: bool = True) -> Format:
+    """The grid a rounding result lives on: ``fmt`` itself, or, under FTZ
+    (``subnormals=False``), ``fmt`` without subnormals (no subnormals to be neighbours of).
+
+    >>> result_grid(get_format("fp16"), subnormals=False).smallest_positive == 2.0**-14
+    True
+    """
+    if subnormals or not (fmt.subnormals and fmt.has_zero):
+        return fmt
+    return replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)")
+
+
 class _Derivation:
     """Builds the steps of an :class:`Explanation` from the input and the core's result."""
 
@@ -199,9 +213,7 @@ class _Derivation:
         self.mode, self.saturate, self.notes = mode, saturate, notes
         self.subnormals = subnormals
         self.ftz = not (subnormals and fmt.subnormals)
-        # The grid the result lives on: with FTZ there are no subnormals to be neighbours of.
-        self.grid = replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)") if (
-            self.ftz and fmt.subnormals and fmt.has_zero) else fmt
+        self.grid = result_grid(fmt, subnormals)
         # The value is on the grid (or inf / NaN), so this encoding is exact, not a 2nd rounding.
         self.code = int(encode(value, fmt))
         f = fields(np.asarray(self.code, dtype=fmt.code_dtype), fmt)
@@ -250,7 +262,7 @@ class _Derivation:
             self.sign_step()
             outcome = self.zero_input() if x == 0 else self.finite_input()
         self.add("bits", f"{self.split_bits()}  = {_hex(self.code, f)}")
-        error, rel = self.error_step()
+        error, rel, error_ulps = self.error_step()
         step = self.ulp_step()
         prev, nxt = self.neighbour_step()
         self.class_step()
@@ -263,7 +275,7 @@ class _Derivation:
             sign=self.sign, exponent=self.exp_field, mantissa=self.man_field,
             unbiased_exponent=self.unbiased, error=error, relative_error=rel, ulp=step,
             previous=prev, next=nxt, formula=self.formula(), steps=tuple(self.steps),
-            x_text=self.x_text(),
+            x_text=self.x_text(), error_ulps=error_ulps,
         )
 
     def input_text(self) -> str:
@@ -573,15 +585,15 @@ class _Derivation:
         return "underflow"
 
     # ------------------------------------------------------------------ common tail
-    def error_step(self) -> tuple[float, float]:
+    def error_step(self) -> tuple[float, float, float]:
         x, v = self.x, self.value
         if not (math.isfinite(x) and math.isfinite(v)):
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         err = Fraction(v) - Fraction(x)
         rel = err / Fraction(x) if x != 0 else Fraction(0)
         if err == 0:
             self.add("error", "none: x is a value of the format")
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         in_ulps = err / Fraction(float(ulp(x, self.grid)))
         text = (
             f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
@@ -596,7 +608,7 @@ class _Derivation:
             why = " (subnormals have fewer significant bits)" if self.grid.subnormals else ""
             text += f"; below the smallest normal the relative error is not bounded by u{why}"
         self.add("error", text)
-        return float(err), float(rel)
+        return float(err), float(rel), float(in_ulps)
 
     def ulp_step(self) -> float:
         v = self.value
@@ -634,7 +646,9 @@ class _Derivation:
 
 # =========================================================================== HTML
 
-_FIELD_COLOURS = {"sign": "#f4b6b6", "exponent": "#b6d4f4", "mantissa": "#c4ecb6"}
+# Okabe & Ito's palette (orange, sky blue, bluish green): told apart with every common colour
+# vision deficiency, and dark text stays readable on each (contrast >= 6:1). The widgets share it.
+FIELD_COLOURS = {"sign": "#E69F00", "exponent": "#56B4E9", "mantissa": "#009E73"}
 
 
 def _bit_fields(fmt: Format) -> Sequence[str]:
@@ -647,7 +661,7 @@ def _render_html(e: Explanation) -> str:
     boxes = "".join(
         f"<span class='fl-bit fl-{name}' data-field='{name}' title='{name}' "
         f"style='display:inline-block;min-width:1.3em;text-align:center;margin:1px;"
-        f"border:1px solid #555;background:{_FIELD_COLOURS[name]}'>{bit}</span>"
+        f"border:1px solid #555;background:{FIELD_COLOURS[name]}'>{bit}</span>"
         for bit, name in zip(e.bits, _bit_fields(e.fmt), strict=True)
     )
     f = e.fmt
@@ -657,7 +671,7 @@ def _render_html(e: Explanation) -> str:
         "mantissa": f"mantissa {e.mantissa:0{f.man_bits}b} = {e.mantissa}" if f.man_bits else "",
     }
     legend = " ".join(
-        f"<span class='fl-{name}' style='background:{_FIELD_COLOURS[name]};padding:0 4px'>"
+        f"<span class='fl-{name}' style='background:{FIELD_COLOURS[name]};padding:0 4px'>"
         f"{html.escape(text)}</span>"
         for name, text in described.items()
         if text and (name != "sign" or f.signed)
