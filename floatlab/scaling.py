@@ -45,13 +45,15 @@ Conventions (the choices a reader should know):
   (The OCP reference code instead gives such an MX block the NaN scale, E8M0's 0xFF, which makes
   all 32 elements NaN; Transformer Engine keeps the previous scale.) With an explicit ``scale``,
   :func:`quantize_scaled` passes NaN / inf to :func:`floatlab.round`: NaN stays NaN where the
-  format has one (E4M3FN, E5M2) and raises where it has none (FP6 / FP4); +-inf follow
-  ``saturate`` like any other overflow: with the default ``saturate=True`` they become +-max in
-  every format, and with ``saturate=False`` they stay +-inf where the format has inf (E5M2:
-  ``quantize_scaled([inf], "e5m2", scale=1.0, saturate=False)`` gives inf), become NaN in
-  E4M3FN, and raise in FP6 / FP4.
-* **Saturation** is the default: values beyond the format's max become +-max (the FP8 recipes
-  and the MX spec both clip), not inf / NaN.
+  format has one (E4M3FN, E5M2) and raises where it has none (FP6 / FP4). +-inf is *not*
+  saturated where the format has an infinity: ``quantize_scaled([inf], "e5m2", scale=1.0)``
+  gives inf even with the default ``saturate=True`` (floatlab.round's rule: saturation clips
+  finite values that overflow; an infinite input stays infinite in a format that holds it).
+  In formats without inf, +-inf become +-max with
+  ``saturate=True`` (E4M3FN, FP6, FP4) and, with ``saturate=False``, NaN (E4M3FN) or an error
+  (FP6 / FP4, which have no NaN).
+* **Saturation** is the default: finite values beyond the format's max become +-max (the FP8
+  recipes and the MX spec both clip), not inf / NaN.
 * **Arithmetic**: ``x * scale`` is the float64 product (Transformer Engine computes it in
   float32). A general scale rounds that product once in float64 before :func:`floatlab.round`
   rounds it to the format; with ``power_of_two=True`` (and always for MX) the scale is a power of
@@ -204,7 +206,8 @@ def mx_quantize(
     """Quantise ``x`` to an MX format: blocks of ``block_size`` along ``axis`` share a scale.
 
     A thin wrapper over :func:`floatlab.quantize` with ``Scheme(element_fmt, block_size,
-    "e8m0", "floor", rounding=rounding, axis=axis)``. Per block: ``X = mx_scale(amax)`` (an E8M0 power of two), and each element becomes
+    "e8m0", "floor", rounding=rounding, axis=axis)``. Per block: ``X = mx_scale(amax)`` (an
+    E8M0 power of two), and each element becomes
     ``floatlab.round(x / X, element_fmt, rounding=rounding, saturate=True)``. With E2M1
     (max 6, emax 2) a block's amax lands in [4, 8), so its largest elements may be clipped to
     6: the spec accepts that for a scale that is a pure power of two.

@@ -117,8 +117,6 @@ class Codebook:
         self._decode_table = table
         self._index_of_code = np.full(1 << self.bits, -1, dtype=np.int64)
         self._index_of_code[code_arr] = np.arange(arr.size)
-        for v in arr:  # make the array read-only copies visible to users
-            pass
         self._values.setflags(write=False)
 
     # ------------------------------------------------------------------ limits
@@ -270,7 +268,7 @@ class Codebook:
             f"{code:#04x}]",
             f"  format      {self!r}",
             f"  neighbours  {below!r} below, {above!r} above",
-            f"  rule        nearest entry; midpoints go to the lower entry; beyond the ends "
+            "  rule        nearest entry; midpoints go to the lower entry; beyond the ends "
             "saturate",
             f"  bits        {code:0{self.bits}b}",
             f"  error       {value - x64:.6g}",

@@ -119,14 +119,14 @@ class _Blocked:
 def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
     shape = arr.shape
     tile = _tile(shape, scheme)
-    grid = tuple(-(-n // t) for n, t in zip(shape, tile))
-    padded = tuple(g * t for g, t in zip(grid, tile))
+    grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
+    padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
     if padded != shape:  # ragged edge: zeros never change an amax
-        arr = np.pad(arr, [(0, p - n) for n, p in zip(shape, padded)])
+        arr = np.pad(arr, [(0, p - n) for n, p in zip(shape, padded, strict=True)])
     if all(t == 1 for t in tile[:-1]):  # blocks run along the (contiguous) last axis
         view = np.ascontiguousarray(arr).reshape(-1, tile[-1])
     else:
-        view = arr.reshape(tuple(v for pair in zip(grid, tile) for v in pair))
+        view = arr.reshape(tuple(v for pair in zip(grid, tile, strict=True) for v in pair))
     return _Blocked(view, grid, shape, padded)
 
 
@@ -208,7 +208,9 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any):
     q is clipped to [-max, max] first: for finite q, rounding the clipped value with
     ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
     max, and max rounds to itself), and it keeps floatlab.round on its fast path.
-    Codebooks return their codes too (they come from the same table lookup).
+    Codebooks return their codes too (they come from the same table lookup). Fixed-point
+    elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
+    negative two's-complement code (-2**(w-1) quanta) is never produced.
     """
     out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
     emax = element_max(element)
@@ -290,8 +292,8 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     """Pack codes of ``bits`` (4 or 6) bits into bytes, first code in the high bits.
 
     4-bit: two codes per byte, the first in the high nibble (torchao's ``pack_uint4`` and
-    bitsandbytes' 4-bit layout). 6-bit: four codes per three bytes as a big-endian bit stream.
-    The flat code sequence is zero-padded to a whole number of bytes.
+    bitsandbytes' 4-bit layout). 6-bit: a big-endian bit stream, four codes per three bytes.
+    The last byte is zero-padded: ``ceil(n * bits / 8)`` bytes in all.
 
     >>> pack_codes(np.array([1, 2, 15], dtype=np.uint8), 4)
     array([ 18, 240], dtype=uint8)
@@ -304,6 +306,7 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
             flat = np.append(flat, np.uint8(0))
         return (flat[0::2] << 4) | flat[1::2]
     if bits == 6:
+        n_bytes = -(-flat.size * 6 // 8)
         pad = (-flat.size) % 4
         if pad:
             flat = np.concatenate([flat, np.zeros(pad, np.uint8)])
@@ -313,7 +316,7 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
         out[:, 0] = word >> 16
         out[:, 1] = (word >> 8) & 0xFF
         out[:, 2] = word & 0xFF
-        return out.reshape(-1)
+        return out.reshape(-1)[:n_bytes]
     raise ValueError(f"pack_codes packs 4- or 6-bit codes, not {bits}-bit")
 
 
@@ -325,6 +328,8 @@ def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
         out[0::2] = packed >> 4
         out[1::2] = packed & 0x0F
     elif bits == 6:
+        if packed.size % 3:
+            packed = np.concatenate([packed, np.zeros(3 - packed.size % 3, np.uint8)])
         b = packed.reshape(-1, 3).astype(np.uint32)
         word = (b[:, 0] << 16) | (b[:, 1] << 8) | b[:, 2]
         out = np.stack([(word >> s) & 0x3F for s in (18, 12, 6, 0)], axis=1).astype(np.uint8)
@@ -437,7 +442,7 @@ class QuantizedTensor:
             qsnr_db=qsnr,
             clipped_fraction=self._clipped / self.size,
             flushed_fraction=flushed / n_nonzero if n_nonzero else 0.0,
-            scale_histogram={int(k): int(c) for k, c in zip(keys, counts)},
+            scale_histogram={int(k): int(c) for k, c in zip(keys, counts, strict=True)},
             n=self.size,
         )
 
@@ -603,6 +608,13 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
     if sc.shape != b.grid:
         raise ValueError(f"scales have shape {sc.shape}; {scheme.name or 'this scheme'} on "
                          f"shape {arr.shape} has {b.grid} blocks")
+    if scheme.scale in ("e8m0", "pow2"):
+        low, high = (-127, 127) if scheme.scale == "e8m0" else (-149, 127)
+        mant, exp = np.frexp(sc)
+        bad = (mant != 0.5) | (exp - 1 < low) | (exp - 1 > high)
+        if np.any(bad):
+            raise ValueError(f"scales of a {scheme.scale} scheme are powers of two in "
+                             f"[2**{low}, 2**{high}]; got {sc[bad].reshape(-1)[:3].tolist()}")
     if scheme.global_scale:
         if global_scale is None:
             raise ValueError("this scheme has a global (per-tensor) scale: pass "
