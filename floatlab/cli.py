@@ -220,6 +220,66 @@ def _add_rounding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--saturate", action="store_true", help="overflow gives +-max")
 
 
+
+# ---------------------------------------------------------------- quantize / schemes (issue 10)
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    """Quantise values with a scheme; print codes, scales and the statistics."""
+    from floatlab.quant import get_scheme, quantize
+
+    scheme = get_scheme(args.scheme)
+    x = _read_numbers(args.values, args.file)
+    if args.rows:
+        if x.size % args.rows:
+            raise ValueError(f"{x.size} values do not fill {args.rows} rows")
+        x = x.reshape(args.rows, -1)
+    q = quantize(x, scheme)
+    print(repr(scheme))
+    codes = q.unpack().reshape(-1)
+    deq = q.dequantize().reshape(-1)
+    width = (scheme.element.bits + 3) // 4
+    shown = min(x.size, args.limit)
+    print(f"{'value':>14}  {'code':>6}  {'stored':>14}")
+    for v, c, d in zip(x.reshape(-1)[:shown], codes[:shown], deq[:shown], strict=True):
+        print(f"{v:>14.7g}  0x{int(c):0{width}x}{'':>{4 - width}}  {d:>14.7g}")
+    if x.size > shown:
+        print(f"... {x.size - shown} more (use --limit)")
+    scales = q.scales.reshape(-1)
+    print(f"scales ({scheme.scale}, {scales.size}): "
+          + " ".join(f"{s:.6g}" for s in scales[: args.limit]))
+    if q.global_scale is not None:
+        print(f"global scale (float32): {q.global_scale:.9g}")
+    print(f"{q.stats}; {q.bits_per_value:.4g} bits/value, {q.nbytes} bytes")
+    return EXIT_OK
+
+
+def cmd_schemes(args: argparse.Namespace) -> int:
+    """List the quantisation presets with their storage cost."""
+    from floatlab.quant import get_scheme, scheme_names
+
+    print(f"{'scheme':<15} {'bits/value':>10}  description")
+    for name in scheme_names():
+        s = get_scheme(name)
+        print(f"{name:<15} {s.bits_per_value:>10.4g}  {s.describe()}")
+    print("aliases: mxfp8 = mxfp8_e4m3, mxfp6 = mxfp6_e2m3. Per-tensor / per-row / per-column "
+          "scales add 32 bits per tensor / row / column.")
+    return EXIT_OK
+
+
+def _add_quant_parsers(sub) -> None:
+    p = sub.add_parser("quantize", help="block-scaled quantisation of values with a scheme",
+                       description="Quantise values with a scheme (floatlab schemes lists "
+                       "them): codes, scales, QSNR, clipped and flushed fractions.")
+    p.add_argument("values", nargs="*", metavar="VALUE")
+    p.add_argument("--scheme", "-s", required=True, help="e.g. mxfp8, nvfp4, nf4, fp8_rowwise")
+    p.add_argument("--file", help="read more values from a file (- for stdin)")
+    p.add_argument("--rows", type=int, default=0,
+                   help="reshape the values into this many rows (for row / tile schemes)")
+    p.add_argument("--limit", type=int, default=64, help="print at most this many rows")
+    p.set_defaults(func=cmd_quantize)
+    p = sub.add_parser("schemes", help="list the quantisation presets and bits per value")
+    p.set_defaults(func=cmd_schemes)
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="floatlab",
@@ -302,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=1024,
                    help="refuse to print more values than this (default 1024)")
     p.set_defaults(func=cmd_values)
+    _add_quant_parsers(sub)
     return parser
 
 

@@ -261,8 +261,8 @@ class Codebook:
         i = int(self.indices(x64, rounding=rounding, rng=rng))
         value = float(self._values[i])
         code = int(self._codes[i])
-        below = self._values[i - 1] if i > 0 else None
-        above = self._values[i + 1] if i + 1 < self._values.size else None
+        below = float(self._values[i - 1]) if i > 0 else None
+        above = float(self._values[i + 1]) if i + 1 < self._values.size else None
         lines = [
             f"{self.name}({x64!r}) = {value!r}   [entry {i} of {self._values.size}, code "
             f"{code:#04x}]",
