@@ -10,6 +10,7 @@ scales, element rounding through floatlab.round, codes, packing, and back). Colu
 * fake_quantize  the fast entry without codes (``floatlab.fake_quantize(x, s)``)
 * floor          a plain-NumPy lower bound: the passes every scheme needs at least
                  (|x| block max, divide by the scale, multiply back), no rounding at all
+* x floor        quantize+deq rate / NumPy floor rate: comparable across machine loads
 * target         issue 10's goal for this scheme on a 2-core machine
 * small us       microseconds per quantize+dequantize of a 64x64 tensor (per-call overhead,
                  what a training step pays per GEMM operand)
@@ -55,8 +56,8 @@ def main(argv=None) -> None:
     floor = x.size / best_of(lambda: numpy_floor(x, 32), args.repeat) / 1e6
     print(f"quantize + dequantize of {x.size:,} float32 values (Mvalues/s, best of "
           f"{args.repeat}); NumPy floor (blocks of 32): {floor:.0f} Mvalues/s\n")
-    print(f"{'scheme':<15}{'quantize+deq':>13}{'fake_quantize':>15}{'target':>8}"
-          f"{'status':>8}{'small us':>10}")
+    print(f"{'scheme':<15}{'quantize+deq':>13}{'fake_quantize':>15}{'x floor':>9}"
+          f"{'target':>8}{'status':>8}{'small us':>10}")
     for name, target in TARGETS.items():
         floatlab.quantize(x[:64], name).dequantize()  # warm caches (tables, presets)
         full = best_of(lambda n=name: floatlab.quantize(x, n).dequantize(), args.repeat)
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
         tiny = best_of(lambda n=name: floatlab.quantize(small, n).dequantize(), 20)
         rate = x.size / full / 1e6
         status = "" if target is None else ("ok" if rate >= target else "BELOW")
-        print(f"{name:<15}{rate:>13.1f}{x.size / fake / 1e6:>15.1f}"
+        print(f"{name:<15}{rate:>13.1f}{x.size / fake / 1e6:>15.1f}{rate / floor:>9.2f}"
               f"{'' if target is None else target:>8}{status:>8}{tiny * 1e6:>10.0f}")
 
 

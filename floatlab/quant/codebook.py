@@ -54,11 +54,32 @@ from floatlab.quant.fixed import FixedPoint
 from floatlab.rounding import _resolve_mode, as_float_array
 
 __all__ = [
-    "Codebook", "get_codebook", "codebook_names", "ElementExplanation", "dynamic_map",
+    "gather", "Codebook", "get_codebook", "codebook_names", "ElementExplanation", "dynamic_map",
     "normal_float_map",
 ]
 
 NF4_OFFSET = 0.9677083  # QLoRA's quantile offset for the outermost bins
+
+
+_GATHER_CHUNK = 1 << 16
+
+
+def gather(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``table[index]`` for a small table and a big index array of any integer dtype.
+
+    NumPy's fancy indexing and ``take`` are several times slower with non-intp indices than
+    with intp ones (they convert the whole index array first); converting cache-sized chunks
+    and taking with ``mode="clip"`` (the indices are in range by construction) is the fast
+    way. The result is the same array.
+    """
+    if index.dtype == np.intp:
+        return np.take(table, index, mode="clip")
+    flat = index.reshape(-1)
+    out = np.empty(flat.size, dtype=table.dtype)
+    for start in range(0, flat.size, _GATHER_CHUNK):
+        part = slice(start, start + _GATHER_CHUNK)
+        np.take(table, flat[part].astype(np.intp), out=out[part], mode="clip")
+    return out.reshape(index.shape)
 
 
 class Codebook:
@@ -155,11 +176,14 @@ class Codebook:
         return hash(("Codebook", self._values.tobytes()))
 
     # ------------------------------------------------------------------ rounding
-    def indices(self, x: Any, rounding: str = "nearest_even", rng: Any = None) -> np.ndarray:
-        """Index of the chosen entry for every element of ``x`` (see the module docstring)."""
+    def indices(self, x: Any, rounding: str = "nearest_even", rng: Any = None, *,
+                finite: bool = False) -> np.ndarray:
+        """Index of the chosen entry for every element of ``x`` (see the module docstring).
+
+        ``finite=True`` skips the NaN check (for callers that already checked)."""
         mode = _resolve_mode(rounding)
         arr = as_float_array(x)
-        if arr.size and np.isnan(arr).any():
+        if not finite and arr.size and np.isnan(arr).any():
             raise ValueError(f"codebook {self.name} has no NaN, and the input holds NaN: "
                              "replace NaNs first (np.nan_to_num)")
         if mode in ("nearest_even", "nearest_away"):
@@ -196,10 +220,18 @@ class Codebook:
         to searchsorted. Tests check the two equal on every bucket edge.
         """
         counts, ambiguous, mids = self._bucket_table()
-        key = arr.view(np.uint32) >> np.uint32(16)
-        c = counts[key]
-        idx = c + (mids[c] < arr)
+        flat = arr.reshape(-1)
+        idx = np.empty(flat.size, dtype=np.intp)
+        for start in range(0, flat.size, _GATHER_CHUNK):  # cache-sized pieces
+            part = slice(start, start + _GATHER_CHUNK)
+            x = flat[part]
+            c = np.take(counts, (x.view(np.uint32) >> np.uint32(16)).astype(np.intp),
+                        mode="clip")
+            np.add(c, np.take(mids, c, mode="clip") < x, out=idx[part])
+        idx = idx.reshape(arr.shape)
+        key = None
         if ambiguous is not None:
+            key = arr.view(np.uint32) >> np.uint32(16)
             fix = np.flatnonzero(ambiguous[key])
             if fix.size:
                 flat = idx.reshape(-1)
@@ -219,8 +251,12 @@ class Codebook:
             c_lo = np.searchsorted(self._midpoints, lo, side="left")
             c_hi = np.searchsorted(self._midpoints, hi, side="left")
             ambiguous = (c_hi - c_lo) > 1
-            counts = c_lo.astype(np.int16 if self._values.size < 32768 else np.int32)
-            mids = np.append(self._midpoints, np.inf)
+            counts = c_lo.astype(np.intp)
+            # x > m  <=>  x > (m rounded down to float32), for float32 x: compare in float32
+            m32 = self._midpoints.astype(np.float32)
+            m32 = np.where(m32.astype(np.float64) > self._midpoints,
+                           np.nextafter(m32, np.float32(-np.inf)), m32)
+            mids = np.append(m32, np.float32(np.inf))
             table = self._buckets = (counts, ambiguous if ambiguous.any() else None, mids)
         return table
 
@@ -230,7 +266,7 @@ class Codebook:
         idx = self.indices(x, rounding=rounding, rng=rng)
         table = self._values32 if dtype is not None and np.dtype(dtype) == np.float32 \
             else self._values
-        return table[idx]
+        return np.take(table, idx, mode="clip")
 
     def encode(self, x: Any, **rounding_options: Any) -> np.ndarray:
         rounding_options.pop("saturate", None)
@@ -238,7 +274,7 @@ class Codebook:
         return self._codes[self.indices(x, **rounding_options)]
 
     def codes_of_indices(self, idx: np.ndarray) -> np.ndarray:
-        return self._codes[idx]
+        return np.take(self._codes, idx, mode="clip")
 
     def codes_of_values(self, values: np.ndarray) -> np.ndarray:
         return self._codes[np.searchsorted(self._values, values)]

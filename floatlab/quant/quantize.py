@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format
-from floatlab.quant.codebook import Codebook
+from floatlab.quant.codebook import Codebook, gather
 from floatlab.quant.fixed import FixedPoint
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
@@ -213,16 +213,42 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any):
     negative two's-complement code (-2**(w-1) quanta) is never produced.
     """
     out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
-    emax = element_max(element)
     if isinstance(element, Codebook):
-        idx = element.indices(q, rounding=rounding, rng=rng)
+        idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
         table = element._values32 if out_dtype == np.float32 else element._values
-        return table[idx], element.codes_of_indices(idx)
-    np.clip(q, -emax if element.min < 0 else element.min, emax, out=q)
+        return np.take(table, idx, mode="clip"), element.codes_of_indices(idx)
     if isinstance(element, Format):
         return round_to_format(q, element, rounding=rounding, saturate=True, rng=rng,
                                dtype=out_dtype), None
     return element.round(q, rounding=rounding, rng=rng, dtype=out_dtype), None
+
+
+def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool) -> int:
+    """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
+    return how many elements exceeded max when ``count``.
+
+    ``block_peak`` is each block's amax / scale in the working precision, the largest |q| of
+    the block (division by a positive scale is monotone), so only the blocks whose peak
+    exceeds max are touched. Clipping before rounding is the saturating rounding itself: for
+    finite q, anything beyond max rounds (saturate=True) to max, as max does; it keeps
+    floatlab.round on its fast path.
+    """
+    emax = element_max(element)
+    flagged = block_peak > emax
+    if not flagged.any():
+        return 0
+    clip = not isinstance(element, Codebook)
+    if q.ndim == 2 and np.count_nonzero(flagged) * 16 < flagged.size:  # few flagged rows
+        rows = np.flatnonzero(flagged.reshape(-1))
+        sub = q[rows]
+        n = int(np.count_nonzero(np.abs(sub) > emax)) if count else 0
+        if clip:
+            q[rows] = np.clip(sub, -emax, emax)
+        return n
+    n = int(np.count_nonzero(q > emax) + np.count_nonzero(q < -emax)) if count else 0
+    if clip:
+        np.clip(q, -emax, emax, out=q)
+    return n
 
 
 def _float32_ok(element: Any) -> bool:
@@ -261,7 +287,7 @@ def _codes_of_values(values: np.ndarray, element: Any) -> np.ndarray:
         lut = _code_lut(element)
         if lut is not None:
             shift, table = lut
-            return table[values.astype(np.float32, copy=False).view(np.uint32) >> shift]
+            return gather(table, values.astype(np.float32, copy=False).view(np.uint32) >> shift)
         from floatlab.codec import _codes_of_values as encode_values
 
         return encode_values(np.asarray(values, dtype=np.float64), element)
@@ -283,7 +309,7 @@ def _decode_table(element: Any, dtype: Any) -> np.ndarray:
 def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
     if element.bits > 16:
         return element.decode(codes).astype(dtype)
-    return _decode_table(element, np.dtype(dtype))[codes]
+    return gather(_decode_table(element, np.dtype(dtype)), codes)
 
 
 # =============================================================================== packing
@@ -493,9 +519,7 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     eff = effective.astype(work)
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         q = b.view / eff
-    clipped = 0
-    if want_codes:
-        clipped = int(np.count_nonzero(np.abs(q) > element_max(scheme.element)))
+    clipped = _clip_blocks(q, amax.astype(work) / eff, scheme.element, count=want_codes)
     elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng)
     elements = elements.astype(work, copy=False)
     extra = 0

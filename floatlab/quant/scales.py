@@ -136,8 +136,9 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
 
 
 def _codes(scales: np.ndarray, fmt: Format) -> np.ndarray:
+    """Codes of scales that are already values of ``fmt``."""
     if fmt == _FLOAT32:
         return scales.astype(np.float32).view(np.uint32)
-    from floatlab.codec import encode
+    from floatlab.quant.quantize import _codes_of_values  # the element codes' fast path
 
-    return encode(scales, fmt)
+    return _codes_of_values(scales, fmt)
