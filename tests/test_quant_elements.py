@@ -147,6 +147,10 @@ def test_codebooks_in_values_explain_encode_decode():
     assert "entry 11 of 16" in text and "0.337915" in text
     with pytest.raises(ValueError, match="codes out of range"):
         floatlab.decode([16], nf4)
+    with pytest.raises(TypeError, match="explain takes one value"):
+        floatlab.explain([0.1, 0.2], nf4)
+    with pytest.raises(TypeError, match="explain takes one value"):
+        floatlab.explain([0.1, 0.2], FixedPoint(8, 4))
 
 
 def test_codebook_construction_errors():

@@ -293,6 +293,9 @@ class Codebook:
 
     def explain(self, x: Any, rounding: str = "nearest_even", rng: Any = None):
         """How one value is stored: the chosen entry, its neighbours, its code."""
+        if np.ndim(x) != 0:
+            raise TypeError(f"explain takes one value, got an array of shape {np.shape(x)}: "
+                            f"pass one element, or use floatlab.round / encode for arrays")
         x64 = float(as_float_array(x).astype(np.float64))
         i = int(self.indices(x64, rounding=rounding, rng=rng))
         value = float(self._values[i])

@@ -180,6 +180,9 @@ class FixedPoint:
         """How one value is stored: the integer k, its code and the error."""
         from floatlab.quant.codebook import ElementExplanation
 
+        if np.ndim(x) != 0:
+            raise TypeError(f"explain takes one value, got an array of shape {np.shape(x)}: "
+                            f"pass one element, or use floatlab.round / encode for arrays")
         x64 = float(as_float_array(x).astype(np.float64))
         value = float(self.round(x64, rounding=rounding, rng=rng))
         code = int(self.codes_of_values(np.array(value)))
