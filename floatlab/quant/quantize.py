@@ -132,7 +132,7 @@ def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
 
 def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
-    if view.ndim == 2 and view.shape[1] <= 64:
+    if view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
         amax = _amax_short_rows(view)[:, None]
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
