@@ -147,7 +147,13 @@ class FixedPoint:
 
     def codes_of_values(self, values: np.ndarray) -> np.ndarray:
         """Codes of values already on the grid."""
-        k = np.ldexp(np.asarray(values, dtype=np.float64), self.frac_bits).astype(np.int64)
+        values = np.asarray(values)
+        if values.dtype != np.float32:
+            values = values.astype(np.float64, copy=False)
+        scaled = values * values.dtype.type(math.ldexp(1.0, self.frac_bits))  # exact: k
+        if self.word_bits in (8, 16, 32) and self.signed:  # two's complement is the int view
+            return scaled.astype(f"int{self.word_bits}").view(self.code_dtype)
+        k = scaled.astype(np.int64)
         return (k & ((1 << self.word_bits) - 1)).astype(self.code_dtype)
 
     def decode(self, codes: Any) -> np.ndarray:
