@@ -1043,7 +1043,7 @@ def underflow_over_time(histories: Any, ax: Axes | None = None) -> Axes:
 
 # Block-scaled quantisation pictures live in floatlab/quant/plots.py; re-exported lazily here
 # so that floatlab.plots.qsnr_by_scheme & co. work without importing them at module load.
-_QUANT_PLOTS = ("qsnr_by_scheme", "scale_exponents", "block_before_after")
+_QUANT_PLOTS = ("qsnr_by_scheme", "scale_exponents", "block_before_after", "element_grids")
 __all__ += list(_QUANT_PLOTS)
 
 

@@ -53,3 +53,6 @@ def test_quantisation_plots_draw():
         floatlab.plots.block_before_after(x, "mxfp8", block=99)
     with pytest.raises(ValueError, match="int block"):
         floatlab.plots.block_before_after(x, "fp8_rowwise")
+    ax = floatlab.plots.element_grids(["nf4", "dynamic8", floatlab.FixedPoint(8, 6)])
+    assert len(ax.collections) == 3
+    assert len(ax.collections[0].get_segments()) == 16

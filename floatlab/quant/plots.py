@@ -4,6 +4,8 @@
   bits per value and the clipped / flushed fractions.
 * :func:`scale_exponents`: the histogram of the block scales' exponents.
 * :func:`block_before_after`: one block drawn element by element, before and after.
+* :func:`element_grids`: the values of element formats, codebooks and fixed point, scaled to
+  [-1, 1], one row each (NF4 against int4 and FP4, the dynamic map's decades).
 
 Every function draws into ``ax`` (a new figure when None) and returns the Axes.
 
@@ -25,7 +27,7 @@ from matplotlib.axes import Axes
 from floatlab.quant.quantize import QuantizedTensor, quantize
 from floatlab.quant.scheme import Scheme, get_scheme
 
-__all__ = ["qsnr_by_scheme", "scale_exponents", "block_before_after"]
+__all__ = ["qsnr_by_scheme", "scale_exponents", "block_before_after", "element_grids"]
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
@@ -126,4 +128,30 @@ def block_before_after(x: Any, scheme: str | Scheme, block: int = 0, ax: Axes | 
                  f"{int(np.count_nonzero(np.abs(values) > emax))} clipped")
     ax.legend(fontsize=8, loc="best")
     ax.grid(True, alpha=0.3)
+    return ax
+
+
+def element_grids(elements: Sequence[Any], ax: Axes | None = None) -> Axes:
+    """One row per element format (a Format name, Codebook or FixedPoint, e.g. "nf4", "int4",
+    "e2m1", "fp4_bnb"): its values divided by its max, as ticks on [-1, 1].
+
+    >>> ax = element_grids(["nf4", "int4", "e2m1"])
+    >>> [t.get_text() for t in ax.get_yticklabels()]
+    ['nf4', 'int4', 'float4_e2m1fn']
+    """
+    from floatlab.grid import values
+    from floatlab.quant.scheme import resolve_element
+
+    fmts = [resolve_element(e) for e in elements]
+    ax = _axes(ax, (8, 0.6 + 0.5 * len(fmts)))
+    for row, fmt in enumerate(fmts):
+        v = np.asarray(values(fmt), dtype=np.float64) / float(fmt.max)
+        v = v[np.abs(v) <= 1]
+        ax.vlines(v, row - 0.3, row + 0.3, color=f"C{row % 10}", linewidth=1.2)
+    ax.set_yticks(range(len(fmts)), [f.name for f in fmts])
+    ax.invert_yaxis()
+    ax.set_xlim(-1.05, 1.05)
+    ax.set_xlabel("value / max")
+    ax.set_title("Element grids (absmax-scaled blocks map the block maximum to +-1)")
+    ax.grid(True, axis="x", alpha=0.3)
     return ax
