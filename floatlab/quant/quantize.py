@@ -44,6 +44,8 @@ import numpy as np
 from floatlab.formats import Format
 from floatlab.quant.codebook import Codebook, gather
 from floatlab.quant.fixed import FixedPoint
+from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
+from floatlab.quant.packing import pack_codes, unpack_codes
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
 from floatlab.rounding import as_float_array
@@ -51,9 +53,6 @@ from floatlab.rounding import round as round_to_format
 
 __all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
            "pack_codes", "unpack_codes", "hadamard_matrix"]
-
-HADAMARD_SEED = 0x5EED  # the fixed seed of the random sign vector (documented, reproducible)
-
 
 # =============================================================================== blocks
 
@@ -95,6 +94,10 @@ def _as_input(x: Any) -> np.ndarray:
         raise ValueError(f"x is empty (shape {arr.shape}): there is no block amax to compute a "
                          "scale from; pass a non-empty array")
     return arr
+
+
+def _hadamard(arr: np.ndarray, scheme: Scheme, inverse: bool = False) -> np.ndarray:
+    return apply_hadamard(arr, scheme.hadamard, scheme.axis, inverse=inverse)
 
 
 def _raise_nonfinite(arr: np.ndarray) -> None:
@@ -162,42 +165,6 @@ def _amax_short_rows(view: np.ndarray) -> np.ndarray:
         for j in range(1, b):
             np.maximum(m, mag[:, j], out=m)
     return out
-
-
-# =============================================================================== Hadamard
-
-@lru_cache(maxsize=16)
-def hadamard_matrix(n: int, dtype: Any = np.float64) -> np.ndarray:
-    """The orthogonal random Hadamard matrix ``H_n @ diag(signs) / sqrt(n)`` (read-only).
-
-    ``H_n`` is Sylvester's Hadamard matrix; the signs are a fixed vector drawn from
-    ``np.random.default_rng(HADAMARD_SEED)``. Blocks ``v`` of n values become ``v @ R``; the
-    inverse is ``w @ R.T``.
-
-    >>> R = hadamard_matrix(16)
-    >>> bool(np.allclose(R @ R.T, np.eye(16)))
-    True
-    """
-    h = np.ones((1, 1))
-    while h.shape[0] < n:
-        h = np.block([[h, h], [h, -h]])
-    signs = np.random.default_rng(HADAMARD_SEED).choice([-1.0, 1.0], size=n)
-    out = (h * signs[None, :] / math.sqrt(n)).astype(dtype)
-    out.setflags(write=False)
-    return out
-
-
-def _hadamard(arr: np.ndarray, scheme: Scheme, inverse: bool = False) -> np.ndarray:
-    h = scheme.hadamard
-    axis = _axis(scheme.axis, arr.ndim, arr.shape)
-    if arr.shape[axis] % h:
-        raise ValueError(f"hadamard={h} needs the length of axis {axis} ({arr.shape[axis]}) to "
-                         f"be a multiple of {h}; pad the tensor")
-    moved = np.moveaxis(arr, axis, -1)
-    R = hadamard_matrix(h, arr.dtype)
-    blocks = moved.reshape(-1, h)
-    out = blocks @ (R.T if inverse else R)
-    return np.moveaxis(out.reshape(moved.shape), -1, axis)
 
 
 # =============================================================================== elements
@@ -310,61 +277,6 @@ def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
     if element.bits > 16:
         return element.decode(codes).astype(dtype)
     return gather(_decode_table(element, np.dtype(dtype)), codes)
-
-
-# =============================================================================== packing
-
-def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
-    """Pack codes of ``bits`` (4 or 6) bits into bytes, first code in the high bits.
-
-    4-bit: two codes per byte, the first in the high nibble (torchao's ``pack_uint4`` and
-    bitsandbytes' 4-bit layout). 6-bit: a big-endian bit stream, four codes per three bytes.
-    The last byte is zero-padded: ``ceil(n * bits / 8)`` bytes in all.
-
-    >>> pack_codes(np.array([1, 2, 15], dtype=np.uint8), 4)
-    array([ 18, 240], dtype=uint8)
-    >>> unpack_codes(pack_codes(np.arange(5, dtype=np.uint8), 6), 6, 5)
-    array([0, 1, 2, 3, 4], dtype=uint8)
-    """
-    flat = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
-    if bits == 4:
-        if flat.size % 2:
-            flat = np.append(flat, np.uint8(0))
-        return (flat[0::2] << 4) | flat[1::2]
-    if bits == 6:
-        n_bytes = -(-flat.size * 6 // 8)
-        pad = (-flat.size) % 4
-        if pad:
-            flat = np.concatenate([flat, np.zeros(pad, np.uint8)])
-        g = flat.reshape(-1, 4).astype(np.uint32)
-        word = (g[:, 0] << 18) | (g[:, 1] << 12) | (g[:, 2] << 6) | g[:, 3]
-        out = np.empty((g.shape[0], 3), np.uint8)
-        out[:, 0] = word >> 16
-        out[:, 1] = (word >> 8) & 0xFF
-        out[:, 2] = word & 0xFF
-        return out.reshape(-1)[:n_bytes]
-    raise ValueError(f"pack_codes packs 4- or 6-bit codes, not {bits}-bit")
-
-
-def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
-    """The first ``count`` codes of :func:`pack_codes` output (flat uint8)."""
-    packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
-    if bits == 4:
-        out = np.empty(packed.size * 2, np.uint8)
-        out[0::2] = packed >> 4
-        out[1::2] = packed & 0x0F
-    elif bits == 6:
-        if packed.size % 3:
-            packed = np.concatenate([packed, np.zeros(3 - packed.size % 3, np.uint8)])
-        b = packed.reshape(-1, 3).astype(np.uint32)
-        word = (b[:, 0] << 16) | (b[:, 1] << 8) | b[:, 2]
-        out = np.stack([(word >> s) & 0x3F for s in (18, 12, 6, 0)], axis=1).astype(np.uint8)
-        out = out.reshape(-1)
-    else:
-        raise ValueError(f"unpack_codes unpacks 4- or 6-bit codes, not {bits}-bit")
-    if out.size < count:
-        raise ValueError(f"{packed.size} packed bytes hold {out.size} codes, fewer than {count}")
-    return out[:count]
 
 
 # =============================================================================== results
