@@ -217,6 +217,10 @@ def test_quantize_matches_the_exact_reference(scheme, dtype):
     back = floatlab.dequantize(q.codes, q.scales, scheme, global_scale=q.global_scale,
                                shape=q.shape, dtype=dtype)
     np.testing.assert_array_equal(back, q.dequantize())
+    # the plain-array fast entry gives the same tensor and the same statistics
+    fake, stats = floatlab.fake_quantize(x, scheme, stats=True)
+    np.testing.assert_array_equal(fake, q.dequantize())
+    assert stats == q.stats
     # storage: packed codes + one scale code per block (+ 4 bytes of global scale)
     n_blocks = q.scales.size
     code_bytes = math.ceil(x.size * scheme.element.bits / 8)
