@@ -8,14 +8,15 @@ __all__ = ["pack_codes", "unpack_codes"]
 
 
 def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
-    """Pack codes of ``bits`` (4 or 6) bits into bytes, first code in the high bits.
+    """Pack codes of ``bits`` (4 or 6) bits into bytes.
 
-    4-bit: two codes per byte, the first in the high nibble (torchao's ``pack_uint4`` and
-    bitsandbytes' 4-bit layout). 6-bit: a big-endian bit stream, four codes per three bytes.
-    The last byte is zero-padded: ``ceil(n * bits / 8)`` bytes in all.
+    4-bit: two codes per byte, the first in the *low* nibble, as PyTorch's
+    ``float4_e2m1fn_x2`` and torchao's MX kernels (``pack_uint4``) store FP4 pairs. 6-bit:
+    floatlab's own layout, a big-endian bit stream, four codes per three bytes. The last byte
+    is zero-padded: ``ceil(n * bits / 8)`` bytes in all.
 
     >>> pack_codes(np.array([1, 2, 15], dtype=np.uint8), 4)
-    array([ 18, 240], dtype=uint8)
+    array([33, 15], dtype=uint8)
     >>> unpack_codes(pack_codes(np.arange(5, dtype=np.uint8), 6), 6, 5)
     array([0, 1, 2, 3, 4], dtype=uint8)
     """
@@ -23,7 +24,7 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     if bits == 4:
         if flat.size % 2:
             flat = np.append(flat, np.uint8(0))
-        return (flat[0::2] << 4) | flat[1::2]
+        return flat[0::2] | (flat[1::2] << 4)
     if bits == 6:
         n_bytes = -(-flat.size * 6 // 8)
         pad = (-flat.size) % 4
@@ -44,8 +45,8 @@ def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
     if bits == 4:
         out = np.empty(packed.size * 2, np.uint8)
-        out[0::2] = packed >> 4
-        out[1::2] = packed & 0x0F
+        out[0::2] = packed & 0x0F
+        out[1::2] = packed >> 4
     elif bits == 6:
         if packed.size % 3:
             packed = np.concatenate([packed, np.zeros(3 - packed.size % 3, np.uint8)])
