@@ -30,8 +30,21 @@ from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
 from floatlab.p3109 import P3109, p3109_format
+from floatlab.quant import (
+    Codebook,
+    FixedPoint,
+    QuantizedTensor,
+    Scheme,
+    dequantize,
+    fake_quantize,
+    get_codebook,
+    get_scheme,
+    quantize,
+    scheme_names,
+)
 from floatlab.rounding import ROUNDING_MODES, round
 from floatlab.scaling import (
+    CurrentScaling,
     DelayedScaling,
     MXTensor,
     ScaledTensor,
@@ -44,6 +57,17 @@ from floatlab.scaling import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Codebook",
+    "CurrentScaling",
+    "FixedPoint",
+    "QuantizedTensor",
+    "Scheme",
+    "dequantize",
+    "fake_quantize",
+    "get_codebook",
+    "get_scheme",
+    "quantize",
+    "scheme_names",
     "DelayedScaling",
     "MXTensor",
     "ScaledTensor",

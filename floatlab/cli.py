@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from floatlab.cli_input import (
+    add_input_arguments,
     format_list,
     nonnegative_int,
     one_format,
@@ -39,6 +40,7 @@ from floatlab.cli_input import (
     rounding_mode,
     rounding_options,
 )
+from floatlab.cli_quant import add_quantize_parser, add_schemes_parser
 from floatlab.codec import codes_to_bin, codes_to_hex, decode, encode
 from floatlab.explain import explain
 from floatlab.finfo import compare_formats, finfo
@@ -285,15 +287,6 @@ class _Parser(argparse.ArgumentParser):
         self._negative_number_matcher = _LOOKS_LIKE_A_NUMBER
 
 
-def _add_input_arguments(p: argparse.ArgumentParser, what: str = "values") -> None:
-    example = "0x4248 0b0011110000000000 72" if what == "codes" else "3.141 -1e-8 -inf 2**-24"
-    p.add_argument("values", nargs="*", metavar=what[:-1].upper(),
-                   help=f"{what}, e.g. {example} (none: read them from --file or a pipe)")
-    p.add_argument("--file", metavar="PATH",
-                   help=f"read (more) {what} from a file, separated by spaces, commas or lines "
-                   "(- for stdin)")
-
-
 def _add_format_option(p: argparse.ArgumentParser, several: bool, default: str | None) -> None:
     text = "format name, e.g. fp16, bf16, e4m3fn (floatlab formats lists them)"
     if several:
@@ -325,7 +318,7 @@ def _add_bits_parser(sub) -> None:
     p = sub.add_parser("bits", help="bits of values in one or more formats",
                        description="Print sign | exponent | mantissa, hex and stored value; one "
                        "row per format with -f fp16,bf16 or -f all.")
-    _add_input_arguments(p)
+    add_input_arguments(p)
     _add_format_option(p, several=True, default="float16")
     _add_rounding_options(p)
     p.set_defaults(func=cmd_bits)
@@ -334,7 +327,7 @@ def _add_bits_parser(sub) -> None:
 def _add_round_parser(sub) -> None:
     p = sub.add_parser("round", help="round values to a format",
                        description="Round values to a format: one 'x -> stored' line each.")
-    _add_input_arguments(p)
+    add_input_arguments(p)
     _add_format_option(p, several=False, default=None)
     _add_rounding_options(p)
     p.set_defaults(func=cmd_round)
@@ -343,7 +336,7 @@ def _add_round_parser(sub) -> None:
 def _add_encode_parser(sub) -> None:
     p = sub.add_parser("encode", help="values -> hex codes",
                        description="Round values to a format and print their codes in hex.")
-    _add_input_arguments(p)
+    add_input_arguments(p)
     _add_format_option(p, several=False, default=None)
     _add_rounding_options(p)
     p.set_defaults(func=cmd_encode)
@@ -352,7 +345,7 @@ def _add_encode_parser(sub) -> None:
 def _add_decode_parser(sub) -> None:
     p = sub.add_parser("decode", help="codes -> values",
                        description="Decode integer codes (decimal, 0x hex or 0b binary).")
-    _add_input_arguments(p, what="codes")
+    add_input_arguments(p, what="codes")
     _add_format_option(p, several=False, default=None)
     p.set_defaults(func=cmd_decode)
 
@@ -361,7 +354,7 @@ def _add_explain_parser(sub) -> None:
     p = sub.add_parser("explain", help="step-by-step derivation of values",
                        description="Explain how each value is stored: sign, window, bucket, "
                        "exponent and mantissa fields, exact value, error, neighbours.")
-    _add_input_arguments(p)
+    add_input_arguments(p)
     _add_format_option(p, several=True, default="float16")
     _add_rounding_options(p)
     p.set_defaults(func=cmd_explain)
@@ -427,6 +420,7 @@ _SUBCOMMANDS = (
     _add_tour_parser, _add_compare_parser, _add_bits_parser, _add_round_parser,
     _add_encode_parser, _add_decode_parser, _add_explain_parser, _add_finfo_parser,
     _add_formats_parser, _add_values_parser,
+    add_quantize_parser, add_schemes_parser,
 )
 
 

@@ -211,6 +211,15 @@ def read_words(args: argparse.Namespace, what: str = "values") -> list[str]:
     return words
 
 
+def add_input_arguments(p: argparse.ArgumentParser, what: str = "values") -> None:
+    example = "0x4248 0b0011110000000000 72" if what == "codes" else "3.141 -1e-8 -inf 2**-24"
+    p.add_argument("values", nargs="*", metavar=what[:-1].upper(),
+                   help=f"{what}, e.g. {example} (none: read them from --file or a pipe)")
+    p.add_argument("--file", metavar="PATH",
+                   help=f"read (more) {what} from a file, separated by spaces, commas or lines "
+                   "(- for stdin)")
+
+
 def read_numbers(args: argparse.Namespace) -> tuple[list[str], np.ndarray]:
     """The words as typed and their float64 values."""
     words = read_words(args)

@@ -1044,3 +1044,17 @@ def underflow_over_time(histories: Any, ax: Axes | None = None) -> Axes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8.5)
     return ax
+
+
+# Block-scaled quantisation pictures live in floatlab/quant/plots.py; re-exported lazily here
+# so that floatlab.plots.qsnr_by_scheme & co. work without importing them at module load.
+_QUANT_PLOTS = ("qsnr_by_scheme", "scale_exponents", "block_before_after", "element_grids")
+__all__ += list(_QUANT_PLOTS)
+
+
+def __getattr__(name: str):
+    if name in _QUANT_PLOTS:
+        from floatlab.quant import plots as quant_plots
+
+        return getattr(quant_plots, name)
+    raise AttributeError(f"module 'floatlab.plots' has no attribute {name!r}")
