@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 
 __all__ = ["round", "ROUNDING_MODES", "as_float_array"]
@@ -76,13 +77,14 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     """Convert ``x`` to a float array (float32 or float64) without mutating it.
 
     float16 / bfloat16 / any ml_dtypes float widens exactly to float32; integers widen to float64
-    and must be exactly representable there (|n| <= 2**53). Bools, complex numbers, strings and
-    objects are refused with an error that says what to pass instead.
+    and must be exactly representable there (every |n| <= 2**53, and larger ones such as 2**60
+    whose low bits are zero). Bools, complex numbers, strings, objects, ragged lists and masked
+    arrays are refused with an error that says what to pass instead.
 
     >>> as_float_array([1, 2]).dtype
     dtype('float64')
     """
-    arr = np.asarray(x)
+    arr = as_array(x, name)
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         return arr
     kind = arr.dtype.kind
@@ -96,10 +98,10 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     if kind == "V" and _is_ml_float(arr.dtype):  # bfloat16, float8_*, ...: widen exactly
         return arr.astype(np.float32)
     if kind in "iu":
-        # Check on the integers: after conversion 2**53 + 1 would already be 2**53.
-        if arr.size and (arr.max() > 2**53 or (kind == "i" and arr.min() < -(2**53))):
-            raise _inexact_integer_error(name)
-        return arr.astype(np.float64)
+        converted = arr.astype(np.float64)
+        if arr.dtype.itemsize >= 8:  # int64 / uint64 may exceed float64's 53 bits
+            _check_integers_exact(arr, converted, name)
+        return converted
     if kind == "b":
         raise TypeError(
             f"{name} is a boolean array; pass numbers (e.g. x.astype(np.float64))"
@@ -110,8 +112,9 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
             "separately"
         )
     if kind == "O" and all(_is_real_number(v) for v in arr.flat):
-        if any(isinstance(v, int) and abs(v) > 2**53 for v in arr.flat):
-            raise _inexact_integer_error(name)
+        for v in arr.flat:
+            if isinstance(v, (int, np.integer)) and not _int_is_exact_float(int(v)):
+                raise _inexact_integer_error(name, int(v))
         return arr.astype(np.float64)
     raise TypeError(
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
@@ -126,10 +129,36 @@ def _is_real_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating))
 
 
-def _inexact_integer_error(name: str) -> ValueError:
+def _int_is_exact_float(n: int) -> bool:
+    """Whether the Python int ``n`` is a float64 value (int/float comparison is exact)."""
+    try:
+        return float(n) == n
+    except OverflowError:  # beyond float64's range
+        return False
+
+
+def _check_integers_exact(arr: np.ndarray, converted: np.ndarray, name: str) -> None:
+    """Refuse 64-bit integers float64 cannot hold (2**53 + 1), accept those it can (2**60)."""
+    big = np.flatnonzero(np.abs(converted) >= 2.0**53)  # below that every integer is exact
+    if big.size == 0:
+        return
+    values, floats = arr.reshape(-1)[big], converted.reshape(-1)[big]
+    # Compare by converting back; the conversion rounded 2**63 - 1 up to 2**63, which the
+    # integer dtype cannot hold, so those are inexact by construction.
+    limit = 2.0**63 if arr.dtype.kind == "i" else 2.0**64
+    in_range = (floats < limit) & (floats >= -limit)
+    back = np.where(in_range, floats, 0.0).astype(arr.dtype)
+    inexact = ~in_range | (back != values)
+    if inexact.any():
+        raise _inexact_integer_error(name, int(values[np.argmax(inexact)]))
+
+
+def _inexact_integer_error(name: str, example: int) -> ValueError:
     return ValueError(
-        f"{name} holds integers beyond 2**53, which float64 cannot hold exactly; "
-        "round them to float64 yourself (np.asarray(x, dtype=np.float64)) if that is meant"
+        f"{name} holds the integer {example}, which float64 cannot hold exactly (it has 53 "
+        f"significant bits: every integer up to 2**53, larger ones only with enough trailing "
+        "zero bits); round such integers to float64 yourself "
+        "(np.asarray(x, dtype=np.float64)) if that is meant"
     )
 
 
@@ -152,10 +181,13 @@ def _preview(arr: np.ndarray) -> str:
 
 
 def _resolve_mode(rounding: str) -> str:
+    if not isinstance(rounding, str):
+        raise TypeError(
+            f"rounding must be one string such as 'nearest_even', got {rounding!r} "
+            f"({type(rounding).__name__}); round once per mode to compare modes"
+        )
     if rounding in _MODE_SET:  # the common case, without string munging
         return rounding
-    if not isinstance(rounding, str):
-        raise TypeError(f"rounding must be a string such as 'nearest_even', got {rounding!r}")
     key = rounding.strip().lower().replace("-", "_")
     key = _MODE_ALIASES.get(key, key)
     if key not in ROUNDING_MODES:
@@ -212,9 +244,10 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     fmt : a format name ("fp16", "bf16", "e4m3fn", ...), a :class:`Format` or a dtype.
     rounding : "nearest_even" (default), "nearest_away", "toward_zero", "up", "down", "odd"
         or "stochastic" (probability of rounding up = distance from the lower neighbour / ulp).
-    saturate : overflow gives +-max instead of inf / NaN.
-    subnormals : False flushes results below the smallest normal to zero (FTZ).
-    rng : a ``numpy.random.Generator`` or an int seed, for stochastic rounding.
+    saturate : overflow gives +-max instead of inf / NaN (a bool; strings are refused).
+    subnormals : False flushes results below the smallest normal to zero (FTZ) (a bool).
+    rng : a ``numpy.random.Generator`` or a non-negative int seed, for stochastic rounding;
+        with any other mode it is ignored, with a UserWarning.
     dtype : output dtype, float64 (default) or float32 (allowed when the format fits in it).
 
     >>> import floatlab
@@ -227,6 +260,9 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     """
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
+    saturate = check_flag(saturate, "saturate")
+    subnormals = check_flag(subnormals, "subnormals")
+    rng = resolve_rng(rng, mode == "stochastic", mode)
     out_dtype = _resolve_out_dtype(dtype, fmt)
     arr = as_float_array(x)
     ftz = not (subnormals and fmt.subnormals)
@@ -242,8 +278,6 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
         )
     layout = _F32 if arr.dtype == np.float32 and f32_ok else _F64
     work = arr.astype(layout.dtype, copy=False).reshape(-1)
-    if mode == "stochastic":
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     out = np.empty(work.shape, dtype=layout.dtype)
     # Cache-sized chunks: each of the ~20 element-wise passes then works on memory that is
     # already in cache and reused, instead of faulting in a fresh full-size temporary.
