@@ -281,7 +281,7 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     (0, 16, 1, 584, 'normal')
     """
     fmt = get_format(fmt)
-    arr = np.asarray(codes_or_values)
+    arr = as_array(codes_or_values, "codes_or_values")
     if arr.dtype.kind in "iu":
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
     else:
