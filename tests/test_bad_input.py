@@ -78,7 +78,7 @@ def test_explain_warns_once_about_an_unused_rng():
     "kwargs, error, message",
     [
         ({"x": [[1], [1, 2]]}, ValueError, "ragged"),
-        ({"rng": -1, "rounding": "stochastic"}, ValueError, "non-negative int"),
+        ({"rng": -1, "rounding": "stochastic"}, ValueError, "rng seed must be a non-negative"),
         ({"rng": "abc", "rounding": "stochastic"}, TypeError, "numpy.random.Generator"),
         ({"rng": 1.5, "rounding": "stochastic"}, TypeError, "non-negative int seed"),
         ({"rng": True, "rounding": "stochastic"}, TypeError, "numpy.random.Generator"),
