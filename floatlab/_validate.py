@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._interop import as_numpy
+
 __all__ = ["check_flag", "resolve_rng", "as_array", "refuse_masked"]
 
 
@@ -75,7 +77,9 @@ def refuse_masked(x: Any, name: str) -> None:
 
 
 def as_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
-    """``np.asarray(x)``, refusing masked arrays and explaining ragged nested lists."""
+    """``np.asarray(x)``, refusing masked arrays and explaining ragged nested lists; torch /
+    JAX / DLPack arrays are converted (see :mod:`floatlab._interop`)."""
+    x = as_numpy(x)
     refuse_masked(x, name)
     try:
         return np.asarray(x, dtype=dtype)

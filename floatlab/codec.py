@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._interop import as_numpy, caller_type
 from floatlab._validate import as_array, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import _CHUNK as _ROUND_CHUNK
@@ -62,6 +63,7 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     >>> encode([1.0, -2.0, float("nan")], "e4m3fn")
     array([ 56, 192, 127], dtype=uint8)
     """
+    back = caller_type(x)  # torch in, torch out
     fmt = get_format(fmt)
     arr = as_float_array(x)
     options = _resolved_options(rounding_options)
@@ -76,7 +78,7 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
         piece = slice(start, start + _ENCODE_CHUNK)
         rounded = round_to_format(flat[piece], fmt, dtype=work, **options)
         _codes_from_rounded(rounded, fmt, codes[piece])
-    return codes.reshape(arr.shape)
+    return back(codes.reshape(arr.shape))
 
 
 _ENCODE_CHUNK = _ROUND_CHUNK
@@ -146,15 +148,16 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     >>> decode(0x80, "float8_e4m3fnuz")   # FNUZ: the negative-zero code is the NaN
     array(nan)
     """
+    back = caller_type(codes)  # torch in, torch out
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name
     if native is not None:
         with np.errstate(invalid="ignore"):  # signalling-NaN patterns stay NaN
-            return arr.astype(fmt.code_dtype).view(native).astype(np.float64)
+            return back(arr.astype(fmt.code_dtype).view(native).astype(np.float64))
     if fmt.bits <= 16:
-        return np.asarray(_decode_table(fmt)[arr.astype(np.intp)])
-    return _decode_arithmetic(arr.astype(np.uint64), fmt)
+        return back(np.asarray(_decode_table(fmt)[arr.astype(np.intp)]))
+    return back(_decode_arithmetic(arr.astype(np.uint64), fmt))
 
 
 # Formats numpy already stores: decoding them is a view of the codes (tested equal to the
@@ -404,7 +407,8 @@ def to_bin(x: Any, fmt: str | Format | Any, sep: str = "", **rounding_options: A
     """
     fmt = get_format(fmt)
     sep = _check_sep(sep)  # before the rounding work
-    return _scalar_or_array(codes_to_bin(encode(x, fmt, **rounding_options), fmt, sep))
+    codes = encode(as_numpy(x), fmt, **rounding_options)  # strings: numpy whatever came in
+    return _scalar_or_array(codes_to_bin(codes, fmt, sep))
 
 
 def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
@@ -414,7 +418,7 @@ def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
     ['0x38', '0x7e']
     """
     fmt = get_format(fmt)
-    return _scalar_or_array(codes_to_hex(encode(x, fmt, **rounding_options), fmt))
+    return _scalar_or_array(codes_to_hex(encode(as_numpy(x), fmt, **rounding_options), fmt))
 
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import resolve_rng
+from floatlab._validate import as_array, resolve_rng
 from floatlab.codec import codes_to_bin, encode, fields
 from floatlab.formats import Format, get_format
 from floatlab.grid import _as_float64, _decimal, _ulp_of_magnitude, nextafter, ulp
@@ -185,7 +185,7 @@ def explain(
     """
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
-    arr = np.asarray(x)
+    arr = as_array(x, "x")
     if arr.ndim != 0:
         raise TypeError(
             f"explain takes one value, got an array of shape {arr.shape}: pass one element "

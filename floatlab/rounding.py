@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab._interop import caller_type
 from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 
@@ -258,6 +259,7 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     >>> floatlab.round(2.0**-25, "fp16"), floatlab.round(2.0**-25, "fp16", rounding="up")
     (array(0.), array(5.96046448e-08))
     """
+    back = caller_type(x)  # torch in, torch out
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
     saturate = check_flag(saturate, "saturate")
@@ -282,14 +284,14 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     if _FAST_PATHS and layout is _F32 and mode == "nearest_even" and not saturate and not ftz \
             and _carry_is_the_whole_rounding(fmt):
         _round_float32_carry_only(work, fmt, out)
-        return out.reshape(arr.shape).astype(out_dtype, copy=False)
+        return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
     # Cache-sized chunks: each of the ~20 element-wise passes then works on memory that is
     # already in cache and reused, instead of faulting in a fresh full-size temporary.
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, work.size, _CHUNK):
             piece = slice(start, start + _CHUNK)
             _round_bits(work[piece], fmt, mode, saturate, ftz, rng, layout, out[piece])
-    return out.reshape(arr.shape).astype(out_dtype, copy=False)
+    return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
 
 
 _CHUNK = 1 << 17
