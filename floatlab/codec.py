@@ -374,7 +374,9 @@ class _BinPlan:
 
     def write(self, codes: np.ndarray, chars: np.ndarray) -> None:
         if self.table is not None:
-            np.take(self.table, codes.astype(np.intp), axis=0, out=chars)
+            # mode="clip": codes are in range (encode made them), and numpy's default "raise"
+            # mode buffers the whole output, several times slower.
+            np.take(self.table, codes.astype(np.intp), axis=0, out=chars, mode="clip")
         else:
             self._write_bytes(codes.astype(np.uint64), chars)
 

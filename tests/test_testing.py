@@ -53,8 +53,10 @@ def test_numpy_half_casts_pass_from_float32_and_float64():
 
 
 def test_ml_dtypes_e8m0_rounds_float32_subnormals_up_and_floatlab_is_right():
-    """ml_dtypes (0.6) sends float32 subnormals such as 1.25 * 2**-127 to 2**-126; the nearest
-    power of two is 2**-127 (distance 0.25 * 2**-127 against 0.75 * 2**-127)."""
+    """ml_dtypes 0.6 (and torch 2.13, checked by hand) send float32 subnormals such as
+    1.25 * 2**-127 to 2**-126: they round the float32 bit pattern, which below 2**-126 has no
+    hidden bit, so their halfway point is 2**-127 itself. The nearest power of two is 2**-127
+    (distance 0.25 * 2**-127 against 0.75 * 2**-127): floatlab follows the definition."""
     report = check_encoder(_ml_encoder(ml_dtypes.float8_e8m0fnu), "e8m0")
     assert report.mismatches
     for m in report.mismatches:
