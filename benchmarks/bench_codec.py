@@ -58,6 +58,36 @@ def extra_bytes_per_element(func: Callable[[], np.ndarray], n: int) -> float:
     return (peak - np.asarray(out).nbytes) / n
 
 
+def row(name: str, kind: str, x: np.ndarray, xb: np.ndarray, repeat: int) -> str:
+    """One table row: encode, the ml_dtypes floor, round(dtype=float32), to_bin."""
+    fmt = floatlab.get_format(name)
+    ml, code = fmt.to_ml_dtype(), fmt.code_dtype
+    n, nb = x.size, xb.size
+
+    def encode() -> np.ndarray:
+        return floatlab.encode(x, fmt)
+
+    def floor() -> np.ndarray:
+        return x.astype(ml).view(code)
+
+    def round32() -> np.ndarray:
+        return floatlab.round(x, fmt, dtype=np.float32)
+
+    def to_bin() -> np.ndarray:
+        return floatlab.to_bin(xb, fmt)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        ours, theirs = floatlab.encode(xb, fmt), xb.astype(ml).view(code)
+        assert np.array_equal(floatlab.decode(ours, fmt), floatlab.decode(theirs, fmt),
+                              equal_nan=True), name  # NaN codes may differ in sign
+        t_enc, m_enc = best_time(encode, repeat), extra_bytes_per_element(encode, n)
+        t_floor = best_time(floor, repeat)
+        t_round, m_round = best_time(round32, repeat), extra_bytes_per_element(round32, n)
+        t_bin, m_bin = best_time(to_bin, repeat), extra_bytes_per_element(to_bin, nb)
+    return (f"{name:<15}{kind:<8}{n / t_enc / 1e6:>9.1f}{m_enc:>7.1f}{n / t_floor / 1e6:>8.1f}"
+            f"{n / t_round / 1e6:>11.1f}{m_round:>7.1f}{nb / t_bin / 1e6:>9.1f}{m_bin:>7.1f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50_000_000, help="values for encode / round")
@@ -65,7 +95,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     n, nb = args.n, args.bin_n
-    rate = lambda count, t: count / t / 1e6  # noqa: E731
 
     print(f"encode / round on {n:,} float32 values, to_bin on {nb:,}; Mval/s = millions of "
           "values per second; B/el = peak bytes per element allocated beyond the output")
@@ -75,29 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     print("-" * len(header))
     for kind in ("randn", "spread"):
         x = make_data(kind, n)
-        xb = x[:nb]
         for name in FORMATS:
-            fmt = floatlab.get_format(name)
-            ml = fmt.to_ml_dtype()
-            code = fmt.code_dtype
-            with np.errstate(over="ignore", invalid="ignore"):
-                ours, theirs = floatlab.encode(xb, fmt), xb.astype(ml).view(code)
-                assert np.array_equal(floatlab.decode(ours, fmt), floatlab.decode(theirs, fmt),
-                                      equal_nan=True), name  # NaN codes may differ in sign
-                t_enc = best_time(lambda fmt=fmt: floatlab.encode(x, fmt), args.repeat)
-                m_enc = extra_bytes_per_element(lambda fmt=fmt: floatlab.encode(x, fmt), n)
-                t_floor = best_time(lambda ml=ml, code=code: x.astype(ml).view(code),
-                                    args.repeat)
-                round32 = lambda fmt=fmt: floatlab.round(x, fmt, dtype=np.float32)  # noqa: E731
-                t_round = best_time(round32, args.repeat)
-                m_round = extra_bytes_per_element(round32, n)
-                to_bin = lambda fmt=fmt: floatlab.to_bin(xb, fmt)  # noqa: E731
-                t_bin = best_time(to_bin, args.repeat)
-                m_bin = extra_bytes_per_element(to_bin, nb)
-            print(f"{name:<15}{kind:<8}{rate(n, t_enc):>9.1f}{m_enc:>7.1f}"
-                  f"{rate(n, t_floor):>8.1f}{rate(n, t_round):>11.1f}{m_round:>7.1f}"
-                  f"{rate(nb, t_bin):>9.1f}{m_bin:>7.1f}")
-        del x, xb
+            print(row(name, kind, x, x[:nb], args.repeat))
     print("\nround f32 B/el counts beyond its float32 output (4 B/el); to_bin's output itself is "
           "4 bytes per character (numpy str).")
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._interop import as_numpy, caller_type
-from floatlab._validate import as_array, resolve_rng
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import _CHUNK as _ROUND_CHUNK
 from floatlab.rounding import _F32, _F64, _bits_of, _fits_float32, _resolve_mode, as_float_array
@@ -96,6 +96,9 @@ def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
     options = dict(rounding_options)
     mode = _resolve_mode(options.get("rounding", "nearest_even"))
     options["rounding"] = mode
+    for flag in ("saturate", "subnormals"):  # checked even when there is nothing to round
+        if flag in options:
+            options[flag] = check_flag(options[flag], flag)
     options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
     return options
 
@@ -487,7 +490,7 @@ def _parse_hex(text: Any, fmt: Format) -> int:
 def _decode_strings(strings: Any, fmt: Format, parse) -> float | np.ndarray:
     if isinstance(strings, str):
         return float(decode(parse(strings, fmt), fmt))
-    arr = np.asarray(strings, dtype=object)
+    arr = as_array(strings, "strings", dtype=object)
     codes = np.array([parse(s, fmt) for s in arr.reshape(-1)], dtype=np.uint64)
     return decode(codes.reshape(arr.shape), fmt)
 

@@ -246,6 +246,13 @@ def test_chunked_stochastic_encode_draws_like_one_round_call():
     assert np.array_equal(decode(codes, "e4m3fn"), values)
 
 
+def test_encode_checks_its_options_even_for_empty_input():
+    with pytest.raises(TypeError, match="saturate must be True or False"):
+        encode([], "fp16", saturate="no")
+    with pytest.raises(TypeError, match="rounding must be one string"):
+        to_bin([], "fp16", rounding=["up"])
+
+
 def test_encode_refuses_unknown_options():
     with pytest.raises(TypeError, match="unknown option.*dtype"):
         encode(1.0, "fp16", dtype=np.float32)
