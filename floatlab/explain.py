@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array, resolve_rng
 from floatlab.codec import codes_to_bin, encode, fields
 from floatlab.formats import Format, get_format
 from floatlab.grid import _as_float64, _decimal, _ulp_of_magnitude, nextafter, ulp
@@ -71,6 +72,15 @@ def _short(value: float | Fraction, limit: int = 20, digits: int = 6) -> str:
             ctx.prec = digits + 2
             approx = decimal.Decimal(frac.numerator) / decimal.Decimal(frac.denominator)
             return f"{approx:.{digits}g}"
+
+
+def _float(value: Fraction) -> float:
+    """``float(value)``, or +-inf when it is beyond float64's range (the relative error of
+    rounding 5e-324 up to a format's smallest subnormal is about 2**1050)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _pow2(k: int) -> str:
@@ -179,7 +189,7 @@ def explain(
         return fmt.explain(x, rounding=rounding, rng=rng)
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
-    arr = np.asarray(x)
+    arr = as_array(x, "x")
     if arr.ndim != 0:
         raise TypeError(
             f"explain takes one value, got an array of shape {arr.shape}: pass one element "
@@ -187,6 +197,7 @@ def explain(
             "whole arrays"
         )
     x64 = float(_as_float64(x, "x"))
+    rng = resolve_rng(rng, mode == "stochastic", mode)  # warns here, not inside the notes
     options = dict(rounding=mode, saturate=saturate, subnormals=subnormals, rng=rng)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -432,8 +443,6 @@ class _Derivation:
         the rounded one.
         """
         f, value = self.fmt, abs(self.value)
-        if subnormal_window:
-            return Fraction(value)
         if self.mode == "stochastic":
             # A second random draw could differ from the core's: read the choice off the result.
             lower = start + math.floor(offset) * width
@@ -441,6 +450,16 @@ class _Derivation:
             if math.isfinite(value) and value != 0 and not saturated:
                 return Fraction(value)
             return lower if lower > f.max or value == 0 else lower + width
+        if subnormal_window:
+            # A fixed-point grid of quantum 2**(emin - M): round |x| / quantum to an integer in
+            # a sibling whose subnormal quantum is 1 (emin = M), with room above, so values
+            # past a tiny max (formats with no normal range, e.g. e1m1) are not clamped.
+            quantum_exp = f.emin - f.man_bits
+            sibling = Format(exp_bits=4, man_bits=f.man_bits, bias=1 - f.man_bits,
+                             special="ieee" if f.man_bits else "fn")
+            signed = math.copysign(math.ldexp(ax, -quantum_exp), self.x)
+            scaled = abs(float(round_to_format(signed, sibling, rounding=self.mode)))
+            return Fraction(scaled) * Fraction(2) ** quantum_exp
         # Round |x| scaled into [1, 2) in a sibling format with the same mantissa width and a
         # roomy exponent range, then scale back: exact, as rounding commutes with powers of two
         # in the normal range. (The scaling also keeps this off the core's fast path for formats
@@ -598,11 +617,11 @@ class _Derivation:
             return 0.0, 0.0, 0.0
         in_ulps = err / Fraction(float(ulp(x, self.grid)))
         text = (
-            f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
-            f"relative {float(rel):.3g}"
+            f"stored - x = {_float(err):.6g} ({_float(in_ulps):+.3g} ulp); "
+            f"relative {_float(rel):.3g}"
         )
         u = self.fmt.unit_roundoff
-        normal_floor = math.ldexp(1.0, self.fmt.emin)  # smallest_normal may be None (P3109 p8)
+        normal_floor = self.fmt.normal_threshold
         normal_range = normal_floor <= abs(x) <= self.fmt.max
         if self.mode in _NEAREST and self.kind == "normal" and normal_range:
             text += f", within u = 2^-{self.fmt.p} ≈ {u:.3g}, the bound for round-to-nearest"
@@ -610,7 +629,7 @@ class _Derivation:
             why = " (subnormals have fewer significant bits)" if self.grid.subnormals else ""
             text += f"; below the smallest normal the relative error is not bounded by u{why}"
         self.add("error", text)
-        return float(err), float(rel), float(in_ulps)
+        return _float(err), _float(rel), _float(in_ulps)
 
     def ulp_step(self) -> float:
         v = self.value

@@ -322,7 +322,20 @@ class Format:
         (``has_normals``), as ``smallest_subnormal`` is None without subnormals. The normal
         range always starts at ``2**emin``: that is where rounding switches to the subnormal
         quantum."""
-        return math.ldexp(1.0, self.emin) if self.has_normals else None
+        return self.normal_threshold if self.has_normals else None
+
+    @cached_property
+    def normal_threshold(self) -> float:
+        """``2**emin``: magnitudes below it are subnormal (or zero), at and above it normal.
+
+        Equal to ``smallest_normal`` whenever the format has a normal value, and defined even
+        when it has none (e1m1, P3109's binary8p8 formats): rounding switches to the subnormal
+        quantum here either way.
+
+        >>> get_format("fp16").normal_threshold, get_format("e1m1").normal_threshold
+        (6.103515625e-05, 2.0)
+        """
+        return math.ldexp(1.0, self.emin)
 
     @cached_property
     def smallest_subnormal(self) -> float | None:

@@ -27,6 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
+from floatlab._validate import check_flag
 from floatlab.codec import decode, fields
 from floatlab.formats import Format, get_format
 from floatlab.rounding import as_float_array
@@ -73,6 +74,11 @@ _DEFAULT_RANGE_FORMATS = ("float32", "bfloat16", "float16", "float8_e5m2", "floa
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     """The given Axes, or a new figure's; pyplot is imported only here."""
     if ax is not None:
+        if not isinstance(ax, Axes):
+            raise TypeError(
+                f"ax must be a matplotlib Axes (e.g. from fig, ax = plt.subplots()) or None "
+                f"for a new figure, got {ax!r} ({type(ax).__name__})"
+            )
         return ax
     import matplotlib.pyplot as plt
 
@@ -88,6 +94,17 @@ def _formats(formats: FormatLike | Iterable[FormatLike]) -> list[Format]:
     if not resolved:
         raise ValueError("no formats given: pass a name such as 'fp16' or a list of names")
     return resolved
+
+
+def _one_value(x: Any, function: str, fmt: Format) -> float:
+    """``x`` as one float64 value, or a clear error for arrays and non-numbers."""
+    arr = as_float_array(x)
+    if arr.ndim != 0:
+        raise TypeError(
+            f"{function} draws one value, got an array of shape {arr.shape}: pass one element, "
+            f"e.g. {function}(x[0], {fmt.name!r})"
+        )
+    return float(arr.reshape(-1)[0])
 
 
 def _pow2(k: float) -> str:
@@ -251,7 +268,8 @@ def value_bits(x: float, fmt: FormatLike, ax: Axes | None = None) -> Axes:
     '0100001001001000'
     """
     fmt = get_format(fmt)
-    f = fields(float(x), fmt)
+    x = _one_value(x, "value_bits", fmt)
+    f = fields(x, fmt)
     code = int(f.code)
     ax = _axes(ax, (min(16, max(6.5, 0.24 * fmt.bits + 2.5)), 3.0))
     digit_size = 11 if fmt.bits <= 32 else 7.5
@@ -314,6 +332,7 @@ def number_line(fmt: FormatLike, ax: Axes | None = None, negative: bool = False)
     3
     """
     fmt = get_format(fmt)
+    negative = check_flag(negative, "negative")
     if fmt.bits <= 8:
         return _number_line_values(fmt, _axes(ax, (11, 2.6)), negative)
     return _number_line_density(fmt, _axes(ax, (10, 3.6)))
@@ -324,7 +343,7 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
     if not negative:
         values = values[values >= 0]
     mag = np.abs(values)
-    floor = math.ldexp(1.0, fmt.emin)  # where normals start (smallest_normal may be None)
+    floor = fmt.normal_threshold  # where normals start
     sub = (mag > 0) & (mag < floor)
     normal = mag >= floor
     ax.vlines(values[normal], 0, 1, color=ZONE_COLORS["normal"], linewidth=1.2,
@@ -627,6 +646,11 @@ def _magnitudes(data: Any, scale: float, what: str = "data") -> np.ndarray:
     arr = np.ravel(as_float_array(data, name=what)).astype(np.float64)
     if arr.size == 0:
         raise ValueError(f"{what} is empty: zones need at least one value")
+    is_number = isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(
+        scale, (bool, np.bool_))
+    if not is_number:
+        raise TypeError(f"scale must be a positive finite number, got {scale!r} "
+                        f"({type(scale).__name__})")
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     with np.errstate(over="ignore"):

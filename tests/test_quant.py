@@ -397,7 +397,7 @@ def test_bad_input_gets_clear_errors():
         quantize(np.zeros((0, 32)), "mxfp8")
     with pytest.raises(ValueError, match="0-d"):
         quantize(1.0, "mxfp8")
-    with pytest.raises(ValueError, match="beyond 2\\*\\*53"):
+    with pytest.raises(ValueError, match="float64 cannot hold exactly"):
         quantize(np.array([2**53 + 1, 1], dtype=np.int64), "fp8_tensorwise")
     with pytest.raises(TypeError, match="boolean"):
         quantize(np.ones(4, bool), "mxfp8")

@@ -174,8 +174,10 @@ def quantize(
         rounding = rounding or policy.rounding
         if rounding == "stochastic" and rng is None:
             rng = scope.rng or _FALLBACK_RNG
-        out = _round(values, fmt, rounding=rounding, saturate=policy.saturate, rng=rng,
-                     dtype=dtype)
+        # floatlab.round warns about an rng passed with a deterministic mode: only hand it on
+        # when it is used (the optimizer threads its Generator through every write).
+        out = _round(values, fmt, rounding=rounding, saturate=policy.saturate,
+                     rng=rng if rounding == "stochastic" else None, dtype=dtype)
     if scope.stats is not None and what != "partial":
         scope.stats.observe(values, out, fmt, what)
     return out
