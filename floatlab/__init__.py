@@ -8,6 +8,8 @@
 """
 
 from floatlab import mixed
+from floatlab.accumulate import Accumulator, cumsum, dot, matmul, sum
+from floatlab.arith import FloatArray, array, fma
 from floatlab.codec import (
     Fields,
     bfloat16_to_bin,
@@ -43,6 +45,14 @@ from floatlab.scaling import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Accumulator",
+    "FloatArray",
+    "array",
+    "cumsum",
+    "dot",
+    "fma",
+    "matmul",
+    "sum",
     "DelayedScaling",
     "MXTensor",
     "ScaledTensor",
