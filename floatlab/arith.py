@@ -418,11 +418,11 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
         lead = arrays[0]
         out_fmt = result_format(*arrays) if fmt is None else get_format(fmt)
         va, vb, vc = (lead._weak(v, out_fmt) for v in (a, b, c))
-        mode, rng, bits = lead.rounding, lead.rng, lead.random_bits
+        mode, rng = lead.rounding, lead.rng
     else:
         if fmt is None:
             raise TypeError("fma of plain numbers needs fmt=<format of the result>")
-        out_fmt, mode, bits = get_format(fmt), _resolve_mode(rounding), None
+        out_fmt, mode = get_format(fmt), _resolve_mode(rounding)
         va, vb, vc = (np.asarray(as_float_array(v, name=n), dtype=np.float64)
                       for v, n in ((a, "a"), (b, "b"), (c, "c")))
         for v, n in ((va, "a"), (vb, "b")):
