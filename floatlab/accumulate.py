@@ -538,7 +538,8 @@ def cumsum(
         values, axis = values.reshape(-1), 0
     axis = _check_axis(axis, values.ndim)
     moved = np.moveaxis(values, axis, 0)
-    terms = _ArrayTerms(moved.reshape(moved.shape[0], -1), fa.fmt if fa is not None else None)
+    terms = _ArrayTerms(moved.reshape(moved.shape[0], _count(moved.shape[1:])),
+                        fa.fmt if fa is not None else None)
     out = acc.partials(terms).reshape(moved.shape)
     return _wrap(np.moveaxis(out, 0, axis), fa)
 
@@ -621,4 +622,8 @@ def _as_columns(values: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, .
         return values.reshape(-1, 1), ()
     axis = _check_axis(axis, values.ndim)
     moved = np.moveaxis(values, axis, 0)
-    return moved.reshape(moved.shape[0], -1), moved.shape[1:]
+    return moved.reshape(moved.shape[0], _count(moved.shape[1:])), moved.shape[1:]
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))

@@ -101,3 +101,59 @@ def neighbours_of(table: Table, q: Fraction) -> tuple[float, float] | None:
     if lo is None or hi is None:
         return None
     return lo, hi
+
+
+# --------------------------------------------------------------------------- by formula
+
+def _floor_log2(a: Fraction) -> int:
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    return e
+
+
+def grid(q: Fraction, man_bits: int, emin: int) -> tuple[int, Fraction, Fraction]:
+    """(k, quantum, remainder): |q| = k * quantum + remainder on the format's grid at |q|
+    (subnormal quantum below 2**emin; the exponent is unbounded above: no overflow here)."""
+    a = abs(q)
+    e = max(_floor_log2(a), emin) if a else emin
+    quantum = Fraction(2) ** (e - man_bits)
+    k = math.floor(a / quantum)
+    return k, quantum, a - k * quantum
+
+
+def round_fraction(q: Fraction, fmt, mode: str) -> Fraction:
+    """Round a rational to a format's grid in a deterministic mode (no overflow handling)."""
+    if q == 0:
+        return Fraction(0)
+    negative = q < 0
+    k, quantum, rem = grid(q, fmt.man_bits, fmt.emin)
+    half = quantum / 2
+    if rem == 0:
+        up = False
+    elif mode == "nearest_even":
+        up = rem > half or (rem == half and k % 2 == 1)
+    elif mode == "nearest_away":
+        up = rem >= half
+    elif mode == "toward_zero":
+        up = False
+    elif mode == "up":
+        up = not negative
+    elif mode == "down":
+        up = negative
+    elif mode == "odd":
+        up = k % 2 == 0
+    else:
+        raise ValueError(mode)
+    r = (k + up) * quantum
+    return -r if negative else r
+
+
+def neighbours_formula(q: Fraction, fmt) -> tuple[Fraction, Fraction]:
+    """The two grid values around q, toward zero first (equal when q is on the grid)."""
+    k, quantum, rem = grid(q, fmt.man_bits, fmt.emin)
+    sign = -1 if q < 0 else 1
+    lo = sign * k * quantum
+    return lo, (lo if rem == 0 else sign * (k + 1) * quantum)
