@@ -296,6 +296,7 @@ class _Terms:
 
     n: int
     m: int
+    bits: int = 53  # at most this many significant bits in any term
 
     def block(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
@@ -308,6 +309,7 @@ class _ArrayTerms(_Terms):
     def __init__(self, values: np.ndarray, fmt: Format | None = None):
         self.values, self.fmt = values, fmt
         self.n, self.m = values.shape
+        self.bits = fmt.p if fmt is not None else 53
 
     def block(self, start: int, stop: int) -> np.ndarray:
         return self.values[start:stop]
@@ -328,6 +330,7 @@ class _ProductTerms(_Terms):
         self.a, self.b, self.round_to = a, b, round_to
         self.n = a.shape[1]
         self.m = a.shape[0] * b.shape[1]
+        self.bits = round_to.fmt.p if round_to is not None else _bits(a) + _bits(b)
 
     def block(self, start: int, stop: int) -> np.ndarray:
         prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
@@ -336,6 +339,17 @@ class _ProductTerms(_Terms):
             acc = self.round_to
             prod = _round(prod, acc.fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
         return prod
+
+
+def _bits(values: np.ndarray) -> int:
+    """An upper bound on the significant bits of the values: 11 if they are all float16 values,
+    24 if float32 values, else 53 (a value equal to its cast is representable, whatever the cast's
+    rounding; so the check is exact)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for dtype, bits in ((np.float16, 11), (np.float32, 24)):
+            if np.array_equal(values.astype(dtype), values, equal_nan=True):
+                return bits
+    return 53
 
 
 # --------------------------------------------------------------------------- sequential
@@ -352,14 +366,38 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
         return partial if keep else (partial[-1] if n else np.zeros(m))
     total = np.zeros(m)
+    add = acc._add
+    if fast and _float16_cast_adds(acc, terms):
+        total = np.zeros(m, dtype=np.float16)
+
+        def add(total, x):
+            return (total + x).astype(np.float16)  # float64 sum, one RNE cast (see below)
+
     out = np.empty((n, m)) if keep else None
     for start in range(0, n, _BLOCK):
         block = terms.block(start, builtins.min(n, start + _BLOCK))
         for j, x in enumerate(block):
-            total = acc._add(total, x)
+            total = add(total, x)
             if keep:
                 out[start + j] = total
-    return out if keep else total
+    return out if keep else total.astype(np.float64)
+
+
+def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
+    """Whether ``float16(float64(acc + term))`` is this adder: a fast path for fp16 RN.
+
+    NumPy's float64 -> float16 cast rounds once to nearest even (subnormals and overflow to inf
+    included). The float64 sum x of an fp16 running sum and a term of t <= 40 significant bits
+    is rounded once more, but never across or onto a midpoint m of the fp16 grid: x - m, when
+    nonzero, is a multiple of the smaller of the two addends' last bits. If the term is the
+    smaller addend and inexact in float64, it lies below 2**(e - 53 + t) <= 2**(e - 13), far
+    from any midpoint distance (>= 2**(e - 12)) an fp16 sum has. If the sum is the smaller one,
+    its last bit is >= 2**-24 and the term's >= 2**(e - t); both exceed half a float64 ulp
+    2**(e - 54) for every e below fp16's overflow (e <= 16). So the double rounding is
+    innocuous; tests check this path equal to the emulated one.
+    """
+    return (acc.rounding == "nearest_even" and acc.fmt.name == "float16"
+            and not acc.compensated and terms.bits <= 40)
 
 
 _SPECULATIVE_MAX_COLUMNS = 8

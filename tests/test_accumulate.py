@@ -235,3 +235,21 @@ def test_bad_accumulators_and_inputs():
     floatlab.sum(x, "fp16"), floatlab.cumsum(x, "bf16"), floatlab.matmul(x, x, "fp16")
     np.testing.assert_array_equal(x, before)
     assert floatlab.sum(np.ones((0, 3)), "fp16", axis=0).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_float16_cast_path_equals_the_emulated_path():
+    # products of fp16 / bf16 values (<= 22 bits) through an fp16 accumulator: the per-step
+    # float64-sum-then-cast path against floatlab's rounding, with subnormals, big and tiny terms
+    rng = np.random.default_rng(12)
+    a = floatlab.round(rng.standard_normal((6, 64)) * rng.choice([1.0, 2.0**-8], (6, 64)),
+                       "fp16")
+    b = rng.standard_normal((64, 40)) * rng.choice([1.0, 2.0**-16, 2.0**8], (64, 40))
+    b[:, :10] *= 2.0**-20  # outputs in fp16's subnormal range
+    b = floatlab.round(b, "bf16")
+    acc = floatlab.Accumulator("fp16")
+    terms = floatlab.accumulate._ProductTerms(a, b, None)
+    assert terms.bits <= 40  # 11 + 24: bf16 values are float32 values
+    fast = _sequential(terms, acc, keep=True)
+    emulated = _sequential(terms, acc, keep=True, fast=False)
+    np.testing.assert_array_equal(fast, emulated)
+    assert np.any(np.abs(emulated) < 2.0**-14) and np.any(np.abs(emulated) > 100)
