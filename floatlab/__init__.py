@@ -26,6 +26,7 @@ from floatlab.codec import (
     to_bin,
     to_hex,
 )
+from floatlab.errors import ErrorProfile, error_profile, significant_digits
 from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
@@ -46,6 +47,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accumulator",
+    "ErrorProfile",
+    "error_profile",
+    "significant_digits",
     "FloatArray",
     "array",
     "cumsum",
