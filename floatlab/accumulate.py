@@ -365,6 +365,9 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
         return partial if keep else (partial[-1] if n else np.zeros(m))
+    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
+            and _float16_cast_adds(acc, terms):
+        return _float16_products(terms.a, terms.b).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):
@@ -381,6 +384,23 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
             if keep:
                 out[start + j] = total
     return out if keep else total.astype(np.float64)
+
+
+def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
+
+    Three in-place passes over the (M, N) outputs per inner index (outer product, float64 sum,
+    cast back to float16), in buffers that stay in cache; see :func:`_float16_cast_adds`.
+    """
+    a_columns = np.ascontiguousarray(a.T)
+    total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float16)
+    work = np.empty(total.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(a.shape[1]):
+            np.multiply(a_columns[k][:, None], b[k], out=work)  # exact: <= 22 + 24 bits
+            np.add(total, work, out=work)
+            total[...] = work  # NumPy's float64 -> float16 cast: one rounding to nearest even
+    return total.astype(np.float64)
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
@@ -141,7 +142,7 @@ class Trainer:
         telemetry: bool = True,
         eval_every: int = 50,
         matmul_precision: str | None = None,
-        accumulate: str | Format | None = None,
+        accumulate: str | Format | Accumulator | None = None,
         optimizer_state: str | Format | None = None,
         rounding: str | None = None,
         update_rounding: str = "nearest_even",
