@@ -65,9 +65,15 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> float(s[0]), float(e[0])
     (1.0, 8.673617379884035e-19)
     """
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    s, bb, e = np.empty(shape), np.empty(shape), np.empty(shape)  # 0-d arrays too
+    np.add(a, b, out=s)
+    np.subtract(s, a, out=bb)
+    np.subtract(s, bb, out=e)  # the remaining passes run in place
+    np.subtract(a, e, out=e)
+    np.subtract(b, bb, out=bb)
+    e += bb
     return s, e
 
 
@@ -81,12 +87,15 @@ def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     >>> float(round_to_odd(np.array([1.0]), np.array([-1e-30]))[0]) == 1 - 2.0**-53
     True
     """
+    e = np.asarray(e)
     with np.errstate(invalid="ignore"):
-        fix = (e != 0) & ((s.view(np.int64) & 1) == 0)
-    if not fix.any():
+        inexact = np.flatnonzero(e)  # usually few: only these need the parity test
+    if inexact.size == 0:
         return s
-    s, e = np.array(s, dtype=np.float64), np.asarray(e)  # a copy (0-d arrays too)
-    s[fix] = np.nextafter(s[fix], np.where(e[fix] > 0, np.inf, -np.inf))
+    s = np.array(s, dtype=np.float64)  # a copy (0-d arrays too)
+    flat, err = s.reshape(-1), e.reshape(-1)
+    inexact = inexact[(flat[inexact].view(np.int64) & 1) == 0]
+    flat[inexact] = np.nextafter(flat[inexact], np.where(err[inexact] > 0, np.inf, -np.inf))
     return s
 
 

@@ -5,7 +5,7 @@
 >>> x
 FloatArray(bfloat16, [0.10009765625, 1000.0])
 >>> np.sqrt(x + 1) - np.sqrt(x)          # cancellation: bf16 returns 0 at x = 1000
-FloatArray(bfloat16, [0.0478515625, 0.0])
+FloatArray(bfloat16, [0.73046875, 0.0])
 >>> x + floatlab.array([1.0, 1.0], "fp16")   # fp16 with bf16 promotes to float32, as in torch
 FloatArray(float32, [1.10009765625, 1001.0])
 
