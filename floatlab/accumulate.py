@@ -49,7 +49,7 @@ from floatlab.formats import Format, get_format
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 
-__all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
+__all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add", "odd_sum"]
 
 Order = Literal["sequential", "pairwise", "blocked"]
 ORDERS = ("sequential", "pairwise", "blocked")
@@ -67,14 +67,19 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     shape = np.broadcast_shapes(a.shape, b.shape)
-    s, bb, e = np.empty(shape), np.empty(shape), np.empty(shape)  # 0-d arrays too
-    np.add(a, b, out=s)
-    np.subtract(s, a, out=bb)
-    np.subtract(s, bb, out=e)  # the remaining passes run in place
-    np.subtract(a, e, out=e)
-    np.subtract(b, bb, out=bb)
-    e += bb
+    s, e, tmp = np.empty(shape), np.empty(shape), np.empty(shape)  # 0-d arrays too
+    _two_sum_into(a, b, s, e, tmp)
     return s, e
+
+
+def _two_sum_into(a, b, s, e, tmp) -> None:
+    """TwoSum written into s and e (tmp: scratch), six passes, no allocation."""
+    np.add(a, b, out=s)
+    np.subtract(s, a, out=tmp)       # the part of b that made it into s
+    np.subtract(s, tmp, out=e)       # the part of a that made it into s
+    np.subtract(a, e, out=e)         # a's lost part
+    np.subtract(b, tmp, out=tmp)     # b's lost part
+    e += tmp
 
 
 def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -87,16 +92,41 @@ def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     >>> float(round_to_odd(np.array([1.0]), np.array([-1e-30]))[0]) == 1 - 2.0**-53
     True
     """
-    e = np.asarray(e)
+    s = np.array(s, dtype=np.float64)  # a copy (0-d arrays too)
+    _nudge_to_odd(s.reshape(-1), np.asarray(e).reshape(-1))
+    return s
+
+
+def _nudge_to_odd(s: np.ndarray, e: np.ndarray) -> None:
+    """In place on 1-D s: where e != 0 and s is even, one float64 ulp toward e."""
     with np.errstate(invalid="ignore"):
         inexact = np.flatnonzero(e)  # usually few: only these need the parity test
-    if inexact.size == 0:
-        return s
-    s = np.array(s, dtype=np.float64)  # a copy (0-d arrays too)
-    flat, err = s.reshape(-1), e.reshape(-1)
-    inexact = inexact[(flat[inexact].view(np.int64) & 1) == 0]
-    flat[inexact] = np.nextafter(flat[inexact], np.where(err[inexact] > 0, np.inf, -np.inf))
-    return s
+    if inexact.size:
+        inexact = inexact[(s[inexact].view(np.int64) & 1) == 0]
+        s[inexact] = np.nextafter(s[inexact], np.where(e[inexact] > 0, np.inf, -np.inf))
+
+
+def odd_sum(a: Any, b: Any) -> np.ndarray:
+    """``round_to_odd(*two_sum(a, b))``, in cache-sized pieces (float64, broadcast shape).
+
+    >>> float(odd_sum(1.0, -2.0**-60)) == 1 - 2.0**-53
+    True
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    shape = a.shape
+    a, b = a.reshape(-1), b.reshape(-1)
+    out = np.empty(a.size)
+    e, tmp = np.empty(min(a.size, _PIECE)), np.empty(min(a.size, _PIECE))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, a.size, _PIECE):
+            piece = slice(start, start + _PIECE)
+            k = out[piece].size
+            _two_sum_into(a[piece], b[piece], out[piece], e[:k], tmp[:k])
+            _nudge_to_odd(out[piece], e[:k])
+    return out.reshape(shape)
+
+
+_PIECE = 1 << 16
 
 
 def exact_add(
@@ -121,7 +151,7 @@ def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt.p > 51:  # float64 itself (or p = 52): native addition, round to nearest even
             return a + b
-        s = round_to_odd(*two_sum(a, b))
+        s = odd_sum(a, b)
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 

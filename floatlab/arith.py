@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.accumulate import Accumulator, round_to_odd, two_sum
+from floatlab.accumulate import Accumulator, odd_sum
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
@@ -215,8 +215,7 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         mode = self.rounding
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
-            with np.errstate(invalid="ignore", over="ignore"):
-                exact = round_to_odd(*two_sum(*np.broadcast_arrays(args[0], b)))
+            exact = odd_sum(args[0], b)
         else:
             exact = ufunc(*args)
         if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
@@ -432,7 +431,7 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                                  "(round them to float32 or to the format first)")
     with np.errstate(invalid="ignore", over="ignore"):
         product = va * vb
-        odd = round_to_odd(*two_sum(*np.broadcast_arrays(product, vc)))
+    odd = odd_sum(product, vc)
     if arrays:
         return lead._new(odd, out_fmt)
     return _round(odd, out_fmt, mode, rng=rng)
