@@ -115,9 +115,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     __array_priority__ = 100
 
     def __init__(self, values: np.ndarray, fmt: Format, rounding: str, rng: Any,
-                 accumulator: Accumulator | None, random_bits: int | None):
-        values = np.array(values, dtype=np.float64)  # our own copy, frozen
-        values.setflags(write=False)
+                 accumulator: Accumulator | None, random_bits: int | None,
+                 owned: bool = False):
+        if not (owned and values.dtype == np.float64):
+            values = np.array(values, dtype=np.float64)  # our own copy
+        values.setflags(write=False)  # (arrays we made, or read-only views of them)
         self._values, self.fmt, self.rounding = values, fmt, rounding
         self.rng, self.random_bits = rng, random_bits
         self._accumulator = accumulator
@@ -178,8 +180,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             values = _round(values, fmt, self.rounding, rng=self.rng,
                             random_bits=self.random_bits)
         own = self._accumulator is None or fmt != self.fmt
-        return FloatArray(values, fmt, self.rounding, self.rng,
-                          None if own else self._accumulator, self.random_bits)
+        return FloatArray(np.asarray(values), fmt, self.rounding, self.rng,
+                          None if own else self._accumulator, self.random_bits, owned=True)
 
     def _weak(self, x: Any, fmt: Format) -> np.ndarray:
         """A non-FloatArray operand converted to ``fmt`` (round to nearest even, as a cast)."""
@@ -396,7 +398,7 @@ def array(
     if accumulator is not None and not isinstance(accumulator, Accumulator):
         accumulator = Accumulator(accumulator)
     rounded = _round(values, fmt, mode, rng=rng, random_bits=random_bits)
-    return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits)
+    return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits, owned=True)
 
 
 def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
