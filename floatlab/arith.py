@@ -66,11 +66,12 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.accumulate import Accumulator, odd_sum
+from floatlab.accumulate import Accumulator
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
+from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
