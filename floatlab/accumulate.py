@@ -267,9 +267,6 @@ class _Terms:
     def block(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def in_format(self, fmt: Format) -> bool:
-        return False
-
 
 class _ArrayTerms(_Terms):
     def __init__(self, values: np.ndarray, fmt: Format | None = None):
@@ -279,13 +276,6 @@ class _ArrayTerms(_Terms):
 
     def block(self, start: int, stop: int) -> np.ndarray:
         return self.values[start:stop]
-
-    def in_format(self, fmt: Format) -> bool:
-        """Whether every term is a value of ``fmt`` (known, or checked by a round trip)."""
-        if self.fmt is not None and _contains(fmt, self.fmt):
-            return True
-        with np.errstate(invalid="ignore"):
-            return bool(np.array_equal(_round(self.values, fmt), self.values, equal_nan=True))
 
 
 class _ProductTerms(_Terms):
@@ -314,8 +304,11 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
     n, m = terms.n, terms.m
     if fast and isinstance(terms, _ArrayTerms):
         native = _native_dtype(acc)
-        if native is not None and terms.in_format(acc.fmt):
-            return _native_accumulate(terms.values, native, keep)
+        if native is not None:
+            known = terms.fmt is not None and _contains(acc.fmt, terms.fmt)
+            summed = _native_accumulate(terms.values, native, keep, known)
+            if summed is not None:
+                return summed
     if fast and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m and isinstance(terms, _ArrayTerms):
         columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))

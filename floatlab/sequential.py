@@ -91,9 +91,14 @@ def _native_dtype(acc: Accumulator) -> np.dtype | None:
     return None
 
 
-def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool) -> np.ndarray:
+def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool,
+                       known: bool = False) -> np.ndarray | None:
+    """Running sums (keep) or totals by ``np.add.accumulate`` on ``dtype``; None unless every
+    value is a value of the dtype (``known``, or checked: a value equal to its cast is one)."""
     with np.errstate(over="ignore", invalid="ignore"):
         typed = values.astype(dtype)
+        if not known and not np.array_equal(typed.astype(np.float64), values, equal_nan=True):
+            return None
         if keep:
             return np.add.accumulate(typed, axis=0).astype(np.float64)
         if typed.shape[0] == 0:
