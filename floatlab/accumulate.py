@@ -376,9 +376,22 @@ def sum(  # noqa: A001 - floatlab.sum mirrors np.sum
     values, fa = _operand(x, "x")
     acc = fa.accumulator if (fa is not None and accumulator is None) else _accumulator(
         accumulator, None)
+    typed = _own_native_array(x, acc)
+    if typed is not None:  # an ndarray of the adder's own dtype: no conversion at all
+        moved, shape = _as_columns(typed, axis)
+        return _native_accumulate(moved, typed.dtype, keep=False, known=True).reshape(shape)
     moved, shape = _as_columns(values, axis)
     result = acc.reduce(_ArrayTerms(moved, fa.fmt if fa is not None else None)).reshape(shape)
     return _wrap(result, fa)
+
+
+def _own_native_array(x: Any, acc: Accumulator) -> np.ndarray | None:
+    """``x`` itself when it is an ndarray whose dtype is the adder (see floatlab.sequential)."""
+    if not isinstance(x, np.ndarray) or acc.order != "sequential" or acc.chunk is not None \
+            or acc.compensated:
+        return None
+    native = _native_dtype(acc)
+    return x if native is not None and x.dtype == native else None
 
 
 def cumsum(

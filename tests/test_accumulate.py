@@ -273,3 +273,14 @@ def test_float16_matmul_loop_equals_the_emulated_path_and_the_lab_uses_it():
             got = (Tensor(a) @ Tensor(b)).data.astype(np.float64)
         expected = floatlab.round(floatlab.matmul(a, b, spec), "fp16")
         np.testing.assert_array_equal(got, expected)
+
+
+def test_arrays_of_the_adders_own_dtype_are_summed_directly():
+    x = _data(2000, 14).astype(ml_dtypes.bfloat16)
+    direct = floatlab.sum(x, "bf16")
+    emulated = _sequential(_ArrayTerms(x.astype(np.float64)[:, None]), floatlab.Accumulator(
+        "bf16"), keep=False, fast=False)[0]
+    assert float(direct) == emulated == float(np.add.accumulate(x)[-1])
+    m = x.reshape(40, 50)
+    np.testing.assert_array_equal(floatlab.sum(m, "bf16", axis=1),
+                                  floatlab.sum(m.astype(np.float64), "bf16", axis=1))
