@@ -1070,6 +1070,8 @@ def underflow_over_time(histories: Any, ax: Axes | None = None) -> Axes:
     return ax
 
 
+from floatlab.plots_errors import error_profile  # noqa: E402,F401 - arithmetic error plots
+
 # Block-scaled quantisation pictures live in floatlab/quant/plots.py; re-exported lazily here
 # so that floatlab.plots.qsnr_by_scheme & co. work without importing them at module load.
 _QUANT_PLOTS = ("qsnr_by_scheme", "scale_exponents", "block_before_after", "element_grids")

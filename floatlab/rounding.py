@@ -130,6 +130,7 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     subnormals: bool = True,
     rng: np.random.Generator | int | None = None,
     dtype: Any = None,
+    random_bits: int | None = None,
 ) -> np.ndarray:
     """Round ``x`` to the values of ``fmt``; return them as a float64 array (0-d for scalars).
 
@@ -144,6 +145,10 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     rng : a ``numpy.random.Generator`` or a non-negative int seed, for stochastic rounding;
         with any other mode it is ignored, with a UserWarning.
     dtype : output dtype, float64 (default) or float32 (allowed when the format fits in it).
+    random_bits : stochastic rounding with k random bits, as hardware does it (PTX ``cvt.rs``):
+        the probability of rounding up is the distance fraction truncated to a multiple of
+        2**-k, so a remainder below 2**-k of an ulp never rounds up (a bias toward zero).
+        None (default) is exact stochastic rounding.
 
     >>> import floatlab
     >>> floatlab.round([464.0, 465.0], "float8_e4m3fn")
@@ -177,6 +182,11 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
         )
     layout = _F32 if arr.dtype == np.float32 and f32_ok else _F64
     work = arr.astype(layout.dtype, copy=False).reshape(-1)
+    if random_bits is not None:  # hardware SR: the round-up probability kept to k bits
+        if mode != "stochastic":
+            raise ValueError(f"random_bits={random_bits!r} applies to rounding='stochastic' "
+                             f"only; drop it for rounding={rounding!r}")
+        rng = _LimitedRandomBits(rng, _check_random_bits(random_bits))
     out = np.empty(work.shape, dtype=layout.dtype)
     if _FAST_PATHS and layout is _F32 and mode == "nearest_even" and not saturate and not ftz \
             and _carry_is_the_whole_rounding(fmt):
@@ -456,7 +466,33 @@ def _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L) 
         return inexact & ~(kept & L.uint.type(1)).astype(bool)
     # stochastic: round up with probability rem / 2**shift (exact in float64 up to 2**-1074)
     fraction = np.ldexp(rem.astype(np.float64), -np.asarray(shift).astype(np.int32))
+    if isinstance(rng, _LimitedRandomBits):  # k random bits: the probability is truncated
+        fraction, rng = rng.truncate(fraction), rng.generator
     return inexact & (rng.random(kept.shape) < fraction)
+
+
+class _LimitedRandomBits:
+    """A generator for stochastic rounding with k random bits (see ``round(random_bits=)``).
+
+    Hardware adds k random bits to the top k discarded bits and rounds up on a carry: the
+    probability of rounding up is floor(fraction * 2**k) / 2**k. Comparing a uniform float64
+    draw (a multiple of 2**-53) with that truncated fraction gives exactly this probability.
+    """
+
+    def __init__(self, generator: np.random.Generator, bits: int):
+        self.generator, self.bits = generator, bits
+
+    def truncate(self, fraction: np.ndarray) -> np.ndarray:
+        return np.ldexp(np.floor(np.ldexp(fraction, self.bits)), -self.bits)
+
+
+def _check_random_bits(bits: Any) -> int:
+    if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)):
+        raise TypeError(f"random_bits must be an int (the number of random bits), got {bits!r}")
+    if not 1 <= bits <= 52:
+        raise ValueError(f"random_bits={bits} is out of range: use 1..52 (or None for exact "
+                         "stochastic rounding)")
+    return int(bits)
 
 
 def _apply_overflow(out, overflow, negative, mode, saturate, fmt) -> None:

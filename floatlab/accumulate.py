@@ -1,0 +1,500 @@
+"""Accumulation as hardware does it: long sums that round once per addition.
+
+An :class:`Accumulator` describes the adder a reduction runs in: its format, rounding mode,
+order of additions (sequential, pairwise, blocked), chunked promotion to a wider register
+(DeepSeek-V3's tensor-core accumulator promoted to float32 every 128 additions), Kahan
+compensation, and whether products enter exactly (a fused multiply-accumulate) or rounded
+first. :func:`sum`, :func:`cumsum`, :func:`dot` and :func:`matmul` run it on plain arrays (their
+values are taken exactly) or on FloatArrays.
+
+>>> import numpy as np, floatlab
+>>> x = np.full(4096, 1.0)
+>>> float(floatlab.sum(x, floatlab.Accumulator("fp16")))      # 2048 + 1 == 2048 in fp16
+2048.0
+>>> float(floatlab.sum(x, floatlab.Accumulator("fp16", chunk=256, promote="fp32")))
+4096.0
+
+Every addition is ``floatlab.round`` of the exact sum: the two addends are added in float64 with
+an error-free transformation (TwoSum: s + e == a + b exactly, see floatlab.eft), s is rounded to
+odd in float64 (nudged one float64 ulp toward e when inexact and even), and that value is
+rounded once to the accumulator's format. Round-to-odd at 53 bits followed by any rounding to
+p <= 51 bits equals that rounding of the exact sum (Boldo & Melquiond), in every mode;
+stochastic rounding picks between the same two neighbours with probabilities exact to
+2**(p - 53) (see floatlab.arith).
+A float64 accumulator adds natively (round to nearest even only).
+
+Sequential sums run one vectorised addition per term index across all independent sums;
+single long sums and the native fast paths are in :mod:`floatlab.sequential`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from floatlab.eft import odd_sum
+from floatlab.formats import Format, get_format
+from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import round as _round
+from floatlab.sequential import (
+    _bits,
+    _float16_cast_adds,
+    _float16_products,
+    _native_accumulate,
+    _native_dtype,
+    _speculative_column,
+)
+
+__all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
+
+Order = Literal["sequential", "pairwise", "blocked"]
+ORDERS = ("sequential", "pairwise", "blocked")
+
+
+# --------------------------------------------------------------------------- one addition
+
+def exact_add(
+    a: Any,
+    b: Any,
+    fmt: str | Format,
+    rounding: str = "nearest_even",
+    rng: np.random.Generator | None = None,
+    random_bits: int | None = None,
+) -> np.ndarray:
+    """``round(a + b)`` to ``fmt``: one rounding of the exact sum of two float64 values.
+
+    >>> float(exact_add(1.0, -2.0**-60, "fp32", rounding="down"))  # just below 1 in float32
+    0.9999999403953552
+    """
+    fmt = get_format(fmt)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return _add(a, b, fmt, _resolve_mode(rounding), rng, random_bits)
+
+
+def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fmt.p > 51:  # float64 itself (or p = 52): native addition, round to nearest even
+            return a + b
+        s = odd_sum(a, b)
+    return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
+
+
+# --------------------------------------------------------------------------- the Accumulator
+
+@dataclass(frozen=True)
+class Accumulator:
+    """The adder a reduction runs in.
+
+    Parameters
+    ----------
+    fmt : format of the running sum ("float32", "fp16", "e8m13", a Format ...).
+    rounding : rounding mode of each addition: any floatlab mode, including "toward_zero"
+        (a truncating adder) and "stochastic".
+    order : "sequential" (left to right, one rounding per addition), "pairwise" (a balanced
+        binary tree; NumPy's own sum unrolls 8 ways in blocks of 128, so its order differs) or
+        "blocked" (sequential inside blocks of ``chunk`` terms, then the block sums in order).
+    chunk : terms per block / per promotion interval.
+    promote : every ``chunk`` terms the partial sum is added (round to nearest even) into a
+        running sum of this wider format and restarted from zero (needs ``chunk``).
+    compensated : Kahan summation, every operation rounded in ``fmt`` (sequential order).
+    fused : products enter exactly (an FMA / MAC unit) or rounded first to ``fmt``.
+    rng : generator (or seed) for stochastic rounding.
+    random_bits : stochastic rounding with k random bits (see ``floatlab.round``).
+
+    >>> Accumulator("e8m13", rounding="toward_zero", chunk=128, promote="float32")
+    Accumulator(e8m13, toward_zero, sequential, chunk=128, promote=float32)
+    """
+
+    fmt: Format | str = "float32"
+    rounding: str = "nearest_even"
+    order: Order = "sequential"
+    chunk: int | None = None
+    promote: Format | str | None = None
+    compensated: bool = False
+    fused: bool = True
+    rng: Any = field(default=None, compare=False)
+    random_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "fmt", get_format(self.fmt))
+        set_(self, "rounding", _resolve_mode(self.rounding))
+        if self.order not in ORDERS:
+            raise ValueError(f"unknown order {self.order!r}; use one of {', '.join(ORDERS)}")
+        if self.chunk is not None:
+            if isinstance(self.chunk, bool) or not isinstance(self.chunk, (int, np.integer)):
+                raise TypeError(f"chunk must be a positive int, got {self.chunk!r}")
+            if self.chunk <= 0:
+                raise ValueError(f"chunk={self.chunk} must be a positive number of terms, "
+                                 "e.g. chunk=128")
+            set_(self, "chunk", int(self.chunk))
+        if self.order == "blocked" and self.chunk is None:
+            raise ValueError("order='blocked' needs chunk=<terms per block>, e.g. chunk=128")
+        if self.promote is not None:
+            promote = get_format(self.promote)
+            if self.chunk is None:
+                raise ValueError("promote needs chunk=<terms between promotions>, e.g. "
+                                 "chunk=128 (DeepSeek-V3 promotes every 128)")
+            if not _contains(promote, self.fmt):
+                raise ValueError(f"promote={promote.name} is narrower than the accumulator "
+                                 f"format {self.fmt.name}: promote to a format that holds it "
+                                 "(e.g. 'float32')")
+            set_(self, "promote", promote)
+        for name in ("compensated", "fused"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.compensated and (self.order != "sequential" or self.chunk is not None):
+            raise ValueError("compensated=True is Kahan summation in sequential order: "
+                             "drop order / chunk / promote, or compensated")
+        if self.rounding == "stochastic":
+            rng = self.rng
+            set_(self, "rng", rng if isinstance(rng, np.random.Generator)
+                 else np.random.default_rng(rng))
+        elif self.random_bits is not None:
+            raise ValueError("random_bits applies to rounding='stochastic' only")
+        if self.fmt.p > 51 and self.rounding != "nearest_even":
+            raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "
+                             "rounds to nearest even only; use a narrower format or "
+                             "rounding='nearest_even'")
+
+    def __repr__(self) -> str:
+        parts = [self.fmt.name, self.rounding, self.order]
+        if self.chunk is not None:
+            parts.append(f"chunk={self.chunk}")
+        if self.promote is not None:
+            parts.append(f"promote={self.promote.name}")
+        if self.compensated:
+            parts.append("compensated")
+        if not self.fused:
+            parts.append("unfused")
+        if self.random_bits is not None:
+            parts.append(f"random_bits={self.random_bits}")
+        return f"Accumulator({', '.join(parts)})"
+
+    # ------------------------------------------------------------------ running it
+    def reduce(self, terms: _Terms) -> np.ndarray:
+        """Sum ``terms`` (n terms of m independent sums) into an (m,) float64 array."""
+        if self.chunk is not None:
+            return self._chunked(terms)
+        if self.order == "pairwise":
+            return self._pairwise(terms.block(0, terms.n))
+        if self.compensated:
+            return self._kahan(terms, keep=False)
+        return _sequential(terms, self, keep=False)
+
+    def partials(self, terms: _Terms) -> np.ndarray:
+        """Every running sum, (n, m): the cumulative sum as this adder produces it."""
+        if self.order != "sequential" or self.chunk is not None:
+            raise ValueError("cumsum runs in sequential order; use an Accumulator without "
+                             "order / chunk / promote")
+        if self.compensated:
+            return self._kahan(terms, keep=True)
+        return _sequential(terms, self, keep=True)
+
+    def _add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _add(a, b, self.fmt, self.rounding, self.rng, self.random_bits)
+
+    def _pairwise(self, values: np.ndarray) -> np.ndarray:
+        if values.shape[0] == 0:
+            return np.zeros(values.shape[1:])
+        level = self._add(np.zeros_like(values[:1]), values[:1]) if values.shape[0] == 1 \
+            else values
+        if values.shape[0] == 1:
+            return level[0]
+        while level.shape[0] > 1:
+            half = level.shape[0] // 2
+            summed = self._add(level[: 2 * half : 2], level[1 : 2 * half : 2])
+            level = summed if level.shape[0] % 2 == 0 else np.concatenate([summed, level[-1:]])
+        return level[0]
+
+    def _chunked(self, terms: _Terms) -> np.ndarray:
+        """Sequential (or pairwise) inside blocks of ``chunk`` terms, then the block sums."""
+        n, m, c = terms.n, terms.m, self.chunk
+        blocks = -(-n // c)
+        values = terms.block(0, n)
+        if blocks * c != n:  # pad with zeros after the real terms: acc + 0 == acc exactly
+            values = np.concatenate([values, np.zeros((blocks * c - n, m))])
+        # (blocks, c, m) -> (c, blocks * m): each block is an independent sequential sum.
+        inner = values.reshape(blocks, c, m).transpose(1, 0, 2).reshape(c, blocks * m)
+        inner_acc = Accumulator(self.fmt, self.rounding, "sequential", fused=True,
+                                rng=self.rng, random_bits=self.random_bits)
+        partial = inner_acc.reduce(_ArrayTerms(inner)).reshape(blocks, m)
+        if self.promote is None:
+            outer = inner_acc
+        else:  # CUDA-core FP32 registers: round to nearest even
+            outer = Accumulator(self.promote, "nearest_even")
+        return outer.reduce(_ArrayTerms(partial))
+
+    def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
+        """Kahan summation with every operation rounded to the accumulator format."""
+        n, m = terms.n, terms.m
+        total, comp = np.zeros(m), np.zeros(m)
+        out = np.empty((n, m)) if keep else None
+        for start in range(0, n, _BLOCK):
+            block = terms.block(start, builtins.min(n, start + _BLOCK))
+            for j, x in enumerate(block):
+                y = self._add(x, -comp)
+                t = self._add(total, y)
+                comp = self._add(self._add(t, -total), -y)
+                total = t
+                if keep:
+                    out[start + j] = total
+        return out if keep else total
+
+
+_BLOCK = 1024
+
+
+def _contains(wide: Format, narrow: Format) -> bool:
+    from floatlab.mixed.policy import contains  # torch's promotion rules live there (one copy)
+
+    return contains(wide, narrow)
+
+
+# --------------------------------------------------------------------------- terms
+
+class _Terms:
+    """n terms of m independent sums, produced in blocks of rows (never all at once for matmul).
+    """
+
+    n: int
+    m: int
+    bits: int = 53  # at most this many significant bits in any term
+
+    def block(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _ArrayTerms(_Terms):
+    def __init__(self, values: np.ndarray, fmt: Format | None = None):
+        self.values, self.fmt = values, fmt
+        self.n, self.m = values.shape
+        self.bits = fmt.p if fmt is not None else 53
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        return self.values[start:stop]
+
+
+class _ProductTerms(_Terms):
+    """The rank-1 terms a[:, k] * b[k, :] of a matrix product (exact in float64 when the inputs
+    have at most 26 significant bits), optionally rounded to ``fmt`` first (unfused)."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, round_to: Accumulator | None):
+        self.a, self.b, self.round_to = a, b, round_to
+        self.n = a.shape[1]
+        self.m = a.shape[0] * b.shape[1]
+        self.bits = round_to.fmt.p if round_to is not None else _bits(a) + _bits(b)
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
+        prod = prod.reshape(stop - start, self.m)
+        if self.round_to is not None:
+            acc = self.round_to
+            prod = _round(prod, acc.fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+        return prod
+
+
+# --------------------------------------------------------------------------- sequential
+
+def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) -> np.ndarray:
+    """Left-to-right sums, one rounding per addition; (m,) totals or (n, m) partials."""
+    n, m = terms.n, terms.m
+    if fast and isinstance(terms, _ArrayTerms):
+        native = _native_dtype(acc)
+        if native is not None:
+            known = terms.fmt is not None and _contains(acc.fmt, terms.fmt)
+            summed = _native_accumulate(terms.values, native, keep, known)
+            if summed is not None:
+                return summed
+    if fast and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m and isinstance(terms, _ArrayTerms):
+        columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
+        partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
+        return partial if keep else (partial[-1] if n else np.zeros(m))
+    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
+            and _float16_cast_adds(acc, terms):
+        return _float16_products(terms.a, terms.b).reshape(-1)
+    total = np.zeros(m)
+    add = acc._add
+    if fast and _float16_cast_adds(acc, terms):
+        total = np.zeros(m, dtype=np.float16)
+
+        def add(total, x):
+            return (total + x).astype(np.float16)  # float64 sum, one RNE cast (see below)
+
+    out = np.empty((n, m)) if keep else None
+    for start in range(0, n, _BLOCK):
+        block = terms.block(start, builtins.min(n, start + _BLOCK))
+        for j, x in enumerate(block):
+            total = add(total, x)
+            if keep:
+                out[start + j] = total
+    return out if keep else total.astype(np.float64)
+
+
+_SPECULATIVE_MAX_COLUMNS = 8
+
+
+# --------------------------------------------------------------------------- the functions
+
+def _accumulator(accumulator: Accumulator | str | Format | None, default: Format | None):
+    if isinstance(accumulator, Accumulator):
+        return accumulator
+    if accumulator is None:
+        if default is None:
+            raise TypeError("pass an accumulator: an Accumulator or a format name such as "
+                            "'float32'")
+        return Accumulator(default)
+    return Accumulator(accumulator)
+
+
+def _operand(x: Any, name: str) -> tuple[np.ndarray, Any]:
+    """(exact float64 values, FloatArray or None) of an input."""
+    from floatlab.arith import FloatArray
+
+    if isinstance(x, FloatArray):
+        return x.values, x
+    return np.asarray(as_float_array(x, name=name), dtype=np.float64), None
+
+
+def sum(  # noqa: A001 - floatlab.sum mirrors np.sum
+    x: Any, accumulator: Accumulator | str | Format | None = None, axis: int | None = None
+) -> Any:
+    """Sum ``x`` with ``accumulator`` (an Accumulator or a format name) along ``axis``.
+
+    Plain inputs are taken exactly and the result is the accumulator's value as float64 (a 0-d
+    array for axis=None); a FloatArray defaults to its own accumulator and gives a FloatArray of
+    its format (the accumulator's value rounded once, as torch rounds a float32-accumulated
+    sum back to the tensor's dtype).
+
+    >>> import numpy as np
+    >>> float(sum(np.full(3000, 1.0), "fp16"))
+    2048.0
+    """
+    values, fa = _operand(x, "x")
+    acc = fa.accumulator if (fa is not None and accumulator is None) else _accumulator(
+        accumulator, None)
+    typed = _own_native_array(x, acc)
+    if typed is not None:  # an ndarray of the adder's own dtype: no conversion at all
+        moved, shape = _as_columns(typed, axis)
+        return _native_accumulate(moved, typed.dtype, keep=False, known=True).reshape(shape)
+    moved, shape = _as_columns(values, axis)
+    result = acc.reduce(_ArrayTerms(moved, fa.fmt if fa is not None else None)).reshape(shape)
+    return _wrap(result, fa)
+
+
+def _own_native_array(x: Any, acc: Accumulator) -> np.ndarray | None:
+    """``x`` itself when it is an ndarray whose dtype is the adder (see floatlab.sequential)."""
+    if not isinstance(x, np.ndarray) or acc.order != "sequential" or acc.chunk is not None \
+            or acc.compensated:
+        return None
+    native = _native_dtype(acc)
+    return x if native is not None and x.dtype == native else None
+
+
+def cumsum(
+    x: Any, accumulator: Accumulator | str | Format | None = None, axis: int | None = None
+) -> Any:
+    """Running sums of ``x`` as ``accumulator`` produces them (sequential order).
+
+    >>> cumsum([1.0, 2.0**-11, 2.0**-11], "fp16").tolist()
+    [1.0, 1.0, 1.0]
+    """
+    values, fa = _operand(x, "x")
+    acc = fa.accumulator if (fa is not None and accumulator is None) else _accumulator(
+        accumulator, None)
+    if axis is None:
+        values, axis = values.reshape(-1), 0
+    axis = _check_axis(axis, values.ndim)
+    moved = np.moveaxis(values, axis, 0)
+    terms = _ArrayTerms(moved.reshape(moved.shape[0], _count(moved.shape[1:])),
+                        fa.fmt if fa is not None else None)
+    out = acc.partials(terms).reshape(moved.shape)
+    return _wrap(np.moveaxis(out, 0, axis), fa)
+
+
+def dot(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
+    """Inner product of two vectors (or ``matmul`` for 2-D operands) through ``accumulator``.
+
+    >>> float(dot([1.0, 1.0, 1.0], [2048.0, 1.0, 1.0], "fp16"))
+    2048.0
+    """
+    av, fa = _operand(a, "a")
+    bv, fb = _operand(b, "b")
+    if av.ndim == 1 and bv.ndim == 1:
+        if av.shape != bv.shape:
+            raise ValueError(f"dot: vectors of lengths {av.size} and {bv.size}; they must match")
+        out = matmul(_rewrap(av[None, :], fa), _rewrap(bv[:, None], fb), accumulator)
+        return out[0, 0] if isinstance(out, np.ndarray) else out.reshape(())
+    return matmul(a, b, accumulator)
+
+
+def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
+    """``a @ b`` (2-D, or 1-D vectors as in NumPy) with products summed through ``accumulator``.
+
+    Products are exact in float64 when both inputs have at most 26 significant bits (every
+    format up to float32); ``fused=False`` rounds each to the accumulator format first. All
+    outputs are summed at once: one vectorised addition per inner index.
+
+    >>> import numpy as np
+    >>> matmul(np.ones((1, 4096)), np.ones((4096, 1)), "fp16").tolist()
+    [[2048.0]]
+    """
+    av, fa = _operand(a, "a")
+    bv, fb = _operand(b, "b")
+    if av.ndim == 0 or bv.ndim == 0 or av.ndim > 2 or bv.ndim > 2:
+        raise ValueError(f"matmul: needs 1-D or 2-D operands, got shapes {av.shape} and "
+                         f"{bv.shape}")
+    a2 = av[None, :] if av.ndim == 1 else av
+    b2 = bv[:, None] if bv.ndim == 1 else bv
+    if a2.shape[1] != b2.shape[0]:
+        raise ValueError(f"matmul: shapes {av.shape} and {bv.shape} do not align: the inner "
+                         f"dimensions {a2.shape[1]} and {b2.shape[0]} must be equal")
+    owner = fa if fa is not None else fb
+    if accumulator is None and owner is not None:
+        acc = owner.accumulator
+    else:
+        acc = _accumulator(accumulator, None)
+    terms = _ProductTerms(a2, b2, None if acc.fused else acc)
+    out = acc.reduce(terms).reshape(a2.shape[0], b2.shape[1])
+    if av.ndim == 1:
+        out = out[0]
+    if bv.ndim == 1:
+        out = out[..., 0]
+    if owner is None:
+        return out
+    from floatlab.arith import result_format
+
+    fmt = result_format(*(f for f in (fa, fb) if f is not None))
+    return owner._new(out, fmt)
+
+
+def _rewrap(values: np.ndarray, fa: Any) -> Any:
+    return values if fa is None else fa._new(values, fa.fmt, exact=True)
+
+
+def _wrap(result: np.ndarray, fa: Any) -> Any:
+    return result if fa is None else fa._new(result, fa.fmt)
+
+
+def _check_axis(axis: Any, ndim: int) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an int or None, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimension(s)")
+    return int(axis) % ndim
+
+
+def _as_columns(values: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """(n, m) terms along ``axis`` and the shape of the result."""
+    if axis is None:
+        return values.reshape(-1, 1), ()
+    axis = _check_axis(axis, values.ndim)
+    moved = np.moveaxis(values, axis, 0)
+    return moved.reshape(moved.shape[0], _count(moved.shape[1:])), moved.shape[1:]
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
