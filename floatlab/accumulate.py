@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
 from floatlab.rounding import _resolve_mode, as_float_array
@@ -149,11 +150,10 @@ class Accumulator:
         if self.compensated and (self.order != "sequential" or self.chunk is not None):
             raise ValueError("compensated=True is Kahan summation in sequential order: "
                              "drop order / chunk / promote, or compensated")
-        if self.rounding == "stochastic":
-            rng = self.rng
-            set_(self, "rng", rng if isinstance(rng, np.random.Generator)
-                 else np.random.default_rng(rng))
-        elif self.random_bits is not None:
+        # One Generator for the accumulator's life; a deterministic mode keeps none (and says
+        # so once, here, rather than on every addition).
+        set_(self, "rng", resolve_rng(self.rng, self.rounding == "stochastic", self.rounding))
+        if self.rounding != "stochastic" and self.random_bits is not None:
             raise ValueError("random_bits applies to rounding='stochastic' only")
         if self.fmt.p > 51 and self.rounding != "nearest_even":
             raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "

@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
@@ -393,8 +394,7 @@ def array(
     """
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
-    if mode == "stochastic":
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    rng = resolve_rng(rng, mode == "stochastic", mode)  # once, for every op of the array
     values = x.values if isinstance(x, FloatArray) else as_float_array(x)
     if accumulator is not None and not isinstance(accumulator, Accumulator):
         accumulator = Accumulator(accumulator)

@@ -51,7 +51,8 @@ def qsnr_by_scheme(x: Any, schemes: Sequence[str | Scheme], ax: Axes | None = No
     ax = _axes(ax, (8, 0.5 + 0.55 * len(schemes)))
     labels, rows = [], []
     for s in schemes:
-        q = quantize(x, s, rng=rng)
+        scheme = get_scheme(s) if isinstance(s, str) else s
+        q = quantize(x, scheme, rng=rng if scheme.rounding == "stochastic" else None)
         labels.append(_label(s))
         rows.append((q.stats.qsnr_db, q.bits_per_value, q.stats.clipped_fraction,
                      q.stats.flushed_fraction))

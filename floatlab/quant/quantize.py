@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.formats import Format
 from floatlab.quant.codebook import Codebook, gather
 from floatlab.quant.fixed import FixedPoint
@@ -432,6 +433,7 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         q = b.view / eff
     clipped = _clip_blocks(q, amax.astype(work) / eff, scheme.element, count=want_codes)
+    rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
     elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng)
     elements = elements.astype(work, copy=False)
     extra = 0
