@@ -38,6 +38,7 @@ import numpy as np
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 from floatlab.sequential import (
@@ -139,7 +140,7 @@ class Accumulator:
             if self.chunk is None:
                 raise ValueError("promote needs chunk=<terms between promotions>, e.g. "
                                  "chunk=128 (DeepSeek-V3 promotes every 128)")
-            if not _contains(promote, self.fmt):
+            if not contains(promote, self.fmt):
                 raise ValueError(f"promote={promote.name} is narrower than the accumulator "
                                  f"format {self.fmt.name}: promote to a format that holds it "
                                  "(e.g. 'float32')")
@@ -248,12 +249,6 @@ class Accumulator:
 _BLOCK = 1024
 
 
-def _contains(wide: Format, narrow: Format) -> bool:
-    from floatlab.mixed.policy import contains  # torch's promotion rules live there (one copy)
-
-    return contains(wide, narrow)
-
-
 # --------------------------------------------------------------------------- terms
 
 class _Terms:
@@ -305,7 +300,7 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
     if fast and isinstance(terms, _ArrayTerms):
         native = _native_dtype(acc)
         if native is not None:
-            known = terms.fmt is not None and _contains(acc.fmt, terms.fmt)
+            known = terms.fmt is not None and contains(acc.fmt, terms.fmt)
             summed = _native_accumulate(terms.values, native, keep, known)
             if summed is not None:
                 return summed

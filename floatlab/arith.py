@@ -74,6 +74,7 @@ from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.promotion import widest
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 
@@ -101,8 +102,6 @@ def result_format(*arrays: FloatArray | Format) -> Format:
     >>> result_format(get_format("fp16"), get_format("bf16")).name
     'float32'
     """
-    from floatlab.mixed.policy import widest  # torch's promotion rule (one implementation)
-
     fmts = [a if isinstance(a, Format) else a.fmt for a in arrays]
     return widest(*fmts)
 

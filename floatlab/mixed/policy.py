@@ -45,6 +45,7 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
+from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
 
 __all__ = [
     "Policy",
@@ -115,67 +116,6 @@ def refuse_scaler_for_bf16_mixed(policy: Policy, scaler: Any) -> None:
             f"found {scaler!r}. Pass scaler=None, or build "
             "Policy.mixed('bf16', scaler='dynamic') to experiment."
         )
-
-
-# --------------------------------------------------------------------------- format relations
-
-_CONTAINS: dict[tuple[int, int], tuple[Format, Format, bool]] = {}
-
-
-def contains(wide: Format, narrow: Format) -> bool:
-    """Whether every finite value of ``narrow`` is also a value of ``wide``.
-
-    Used to skip roundings that cannot change anything (fp16 -> fp32 is exact) and to pick the
-    widest input format of an element-wise op.
-
-    >>> from floatlab import get_format
-    >>> fp32, fp16, bf16 = get_format("fp32"), get_format("fp16"), get_format("bf16")
-    >>> contains(fp32, bf16), contains(fp16, bf16)
-    (True, False)
-    """
-    # Memoised by identity (hashing a Format dataclass costs more than the answer); the entry
-    # keeps both formats alive so their ids cannot be reused.
-    hit = _CONTAINS.get((id(wide), id(narrow)))
-    if hit is None:
-        hit = _CONTAINS[id(wide), id(narrow)] = (wide, narrow, _contains(wide, narrow))
-    return hit[2]
-
-
-def _contains(wide: Format, narrow: Format) -> bool:
-    if wide == narrow:
-        return True
-    if (narrow.signed and not wide.signed) or (narrow.has_zero and not wide.has_zero):
-        return False
-    if wide.man_bits < narrow.man_bits or wide.max < narrow.max:
-        return False
-    # The finest quantum narrow uses is 2**(narrow.emin - narrow.man_bits) (at its lowest normal
-    # binade, and across its subnormals); wide must resolve it where narrow's values live.
-    finest = narrow.emin - narrow.man_bits
-    if wide.subnormals:
-        return max(narrow.emin, wide.emin) - wide.man_bits <= finest
-    lowest = finest if narrow.subnormals else narrow.emin  # narrow's smallest positive exponent
-    return wide.emin <= lowest and max(narrow.emin, wide.emin) - wide.man_bits <= finest
-
-
-def widest(*fmts: Format) -> Format:
-    """The format that holds all of ``fmts`` (one of them, else float32, else float64).
-
-    This is torch's type promotion for element-wise ops: fp16 + fp32 -> fp32, and
-    fp16 + bf16 -> fp32 because neither holds the other.
-
-    >>> from floatlab import get_format
-    >>> widest(get_format("fp16"), get_format("bf16")).name
-    'float32'
-    """
-    best = fmts[0]
-    for f in fmts[1:]:
-        if contains(best, f):
-            continue
-        if contains(f, best):
-            best = f
-        else:
-            best = FP32 if contains(FP32, best) and contains(FP32, f) else FP64
-    return best
 
 
 @cache
