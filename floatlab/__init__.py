@@ -8,6 +8,8 @@
 """
 
 from floatlab import mixed
+from floatlab.accumulate import Accumulator, cumsum, dot, matmul, sum
+from floatlab.arith import FloatArray, array, fma
 from floatlab.codec import (
     Fields,
     bfloat16_to_bin,
@@ -24,6 +26,7 @@ from floatlab.codec import (
     to_bin,
     to_hex,
 )
+from floatlab.errors import ErrorProfile, error_profile, significant_digits
 from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
@@ -43,6 +46,17 @@ from floatlab.scaling import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Accumulator",
+    "ErrorProfile",
+    "error_profile",
+    "significant_digits",
+    "FloatArray",
+    "array",
+    "cumsum",
+    "dot",
+    "fma",
+    "matmul",
+    "sum",
     "DelayedScaling",
     "MXTensor",
     "ScaledTensor",

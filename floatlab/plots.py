@@ -1039,3 +1039,6 @@ def underflow_over_time(histories: Any, ax: Axes | None = None) -> Axes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8.5)
     return ax
+
+
+from floatlab.plots_errors import error_profile  # noqa: E402,F401 - arithmetic error plots

@@ -204,6 +204,7 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     subnormals: bool = True,
     rng: np.random.Generator | int | None = None,
     dtype: Any = None,
+    random_bits: int | None = None,
 ) -> np.ndarray:
     """Round ``x`` to the values of ``fmt``; return them as a float64 array (0-d for scalars).
 
@@ -217,6 +218,10 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     subnormals : False flushes results below the smallest normal to zero (FTZ).
     rng : a ``numpy.random.Generator`` or an int seed, for stochastic rounding.
     dtype : output dtype, float64 (default) or float32 (allowed when the format fits in it).
+    random_bits : stochastic rounding with k random bits, as hardware does it (PTX ``cvt.rs``):
+        the probability of rounding up is the distance fraction truncated to a multiple of
+        2**-k, so a remainder below 2**-k of an ulp never rounds up (a bias toward zero).
+        None (default) is exact stochastic rounding.
 
     >>> import floatlab
     >>> floatlab.round([464.0, 465.0], "float8_e4m3fn")
@@ -245,6 +250,11 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     work = arr.astype(layout.dtype, copy=False).reshape(-1)
     if mode == "stochastic":
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        if random_bits is not None:
+            rng = _LimitedRandomBits(rng, _check_random_bits(random_bits))
+    elif random_bits is not None:
+        raise ValueError(f"random_bits={random_bits!r} applies to rounding='stochastic' only; "
+                         f"drop it for rounding={rounding!r}")
     out = np.empty(work.shape, dtype=layout.dtype)
     # Cache-sized chunks: each of the ~20 element-wise passes then works on memory that is
     # already in cache and reused, instead of faulting in a fresh full-size temporary.
@@ -481,7 +491,33 @@ def _round_up_decision(mode, kept, rem, half, inexact, negative, shift, rng, L) 
         return inexact & ~(kept & L.uint.type(1)).astype(bool)
     # stochastic: round up with probability rem / 2**shift (exact in float64 up to 2**-1074)
     fraction = np.ldexp(rem.astype(np.float64), -np.asarray(shift).astype(np.int32))
+    if isinstance(rng, _LimitedRandomBits):  # k random bits: the probability is truncated
+        fraction, rng = rng.truncate(fraction), rng.generator
     return inexact & (rng.random(kept.shape) < fraction)
+
+
+class _LimitedRandomBits:
+    """A generator for stochastic rounding with k random bits (see ``round(random_bits=)``).
+
+    Hardware adds k random bits to the top k discarded bits and rounds up on a carry: the
+    probability of rounding up is floor(fraction * 2**k) / 2**k. Comparing a uniform float64
+    draw (a multiple of 2**-53) with that truncated fraction gives exactly this probability.
+    """
+
+    def __init__(self, generator: np.random.Generator, bits: int):
+        self.generator, self.bits = generator, bits
+
+    def truncate(self, fraction: np.ndarray) -> np.ndarray:
+        return np.ldexp(np.floor(np.ldexp(fraction, self.bits)), -self.bits)
+
+
+def _check_random_bits(bits: Any) -> int:
+    if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)):
+        raise TypeError(f"random_bits must be an int (the number of random bits), got {bits!r}")
+    if not 1 <= bits <= 52:
+        raise ValueError(f"random_bits={bits} is out of range: use 1..52 (or None for exact "
+                         "stochastic rounding)")
+    return int(bits)
 
 
 def _apply_overflow(out, overflow, negative, mode, saturate, fmt) -> None:

@@ -1,0 +1,113 @@
+"""Time emulated arithmetic and accumulation against their floors.
+
+Three tables (targets from the issue):
+
+1. FloatArray element-wise ops on 4M values against ``floatlab.round`` of 4M float64 values
+   alone (one op = the float64 computation + one rounding): target at most 2x.
+2. ``floatlab.sum`` of 1M values, sequential, fp16 / bf16 round to nearest, against ml_dtypes'
+   / NumPy's ``np.add.accumulate`` on that dtype: target at most 3x. The emulated engine
+   (speculative binade blocks) is timed too, on the same values.
+3. Any other format or mode: 1M values summed in at most 2 s (one long sum: the hardest case
+   for a sequential model, which has a single output to vectorise over), and the same 1M values
+   as 1000 independent sums of 1000 terms (vectorised across outputs).
+
+    python benchmarks/bench_arithmetic.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import ml_dtypes
+import numpy as np
+
+import floatlab
+from floatlab.accumulate import _speculative_column
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--repeats", type=int, default=5)
+ARGS = parser.parse_args()
+
+
+def timed(fn, repeats: int = ARGS.repeats) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def row(name: str, seconds: float, floor: float | None = None, target: str = "") -> None:
+    ratio = f"{seconds / floor:6.2f}x" if floor else "       "
+    print(f"  {name:<52} {seconds * 1e3:9.1f} ms {ratio}  {target}")
+
+
+rng = np.random.default_rng(0)
+
+def elementwise(name: str, x: np.ndarray, y: np.ndarray) -> None:
+    a, b, positive = (floatlab.array(v, name) for v in (x, y, np.abs(y)))
+    floor = timed(lambda: floatlab.round(x * y, name))
+    row(f"{name}: floatlab.round alone", floor)
+    for label, fn in (("a + b", lambda: a + b), ("a * b", lambda: a * b),
+                      ("a / b", lambda: a / b), ("sqrt(|b|)", lambda: np.sqrt(positive)),
+                      ("fma(a, b, a)", lambda: floatlab.fma(a, b, a))):
+        row(f"{name}: {label}", timed(fn), floor, "target <= 2x")
+    az, bz = (floatlab.array(v, name, rounding="toward_zero") for v in (x, y))
+    floor_rz = timed(lambda: floatlab.round(x * y, name, "toward_zero"))
+    row(f"{name}: floatlab.round toward_zero alone", floor_rz)
+    row(f"{name}: a + b toward_zero (TwoSum + round to odd)", timed(lambda: az + bz), floor_rz)
+
+
+def native_sums(name: str, dtype, values: np.ndarray) -> None:
+    typed = values.astype(dtype)
+    exact = typed.astype(np.float64)
+    floor = timed(lambda: np.add.accumulate(typed))
+    row(f"{name}: np.add.accumulate on {name}", floor)
+    row(f"{name}: floatlab.sum (fast path)", timed(lambda: floatlab.sum(exact, name)), floor,
+        "target <= 3x")
+    acc = floatlab.Accumulator(name)
+    row(f"{name}: emulated engine (speculative blocks)",
+        timed(lambda: _speculative_column(exact, acc), 1), floor)
+
+
+print("1. element-wise, 4M values (floor: floatlab.round of 4M float64 values)")
+n = 4_000_000
+x, y = rng.standard_normal(n), rng.standard_normal(n) + 3
+for name in ("float16", "bfloat16", "float8_e4m3fn"):
+    elementwise(name, x, y)
+
+print("\n2. sequential sums of 1M values, round to nearest (floor: np.add.accumulate)")
+m = 1_000_000
+values = rng.random(m)
+for name, dtype in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)):
+    native_sums(name, dtype, values)
+
+print("\n3. other formats and modes: 1M values (target <= 2 s)")
+cases = [
+    ("float16 toward_zero", floatlab.Accumulator("fp16", "toward_zero")),
+    ("bfloat16 stochastic", floatlab.Accumulator("bf16", "stochastic", rng=0)),
+    ("bfloat16 stochastic, 4 random bits",
+     floatlab.Accumulator("bf16", "stochastic", rng=0, random_bits=4)),
+    ("float8_e5m2 nearest_even", floatlab.Accumulator("e5m2")),
+    ("e8m13 toward_zero", floatlab.Accumulator("e8m13", "toward_zero")),
+    ("float32 up", floatlab.Accumulator("float32", "up")),
+    ("float16 pairwise", floatlab.Accumulator("fp16", order="pairwise")),
+    ("e8m13 toward_zero, chunk 128 -> float32",
+     floatlab.Accumulator("e8m13", "toward_zero", chunk=128, promote="float32")),
+    ("float16 blocked, chunk 64", floatlab.Accumulator("fp16", order="blocked", chunk=64)),
+]
+for label, acc in cases:
+    one = timed(lambda acc=acc: floatlab.sum(values, acc), 1)
+    many = timed(lambda acc=acc: floatlab.sum(values.reshape(1000, 1000), acc, axis=0), 1)
+    row(f"{label}: one sum of 1M", one, None, "target <= 2 s")
+    row(f"{label}: 1000 sums of 1000", many)
+kahan = floatlab.Accumulator("fp16", compensated=True)
+row("float16 Kahan: 1000 sums of 1000", timed(
+    lambda: floatlab.sum(values.reshape(1000, 1000), kahan, axis=0), 1), None, "target <= 2 s")
+small = values[:20_000]
+t = timed(lambda: floatlab.sum(small, kahan), 1)
+row("float16 Kahan: one sum of 20k (x50 = 1M estimate)", t * 50, None, "per-step loop")

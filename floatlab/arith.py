@@ -1,0 +1,438 @@
+"""FloatArray: NumPy arithmetic in any format, every operation rounded once.
+
+>>> import numpy as np, floatlab
+>>> x = floatlab.array([0.1, 1000.0], "bf16")
+>>> x
+FloatArray(bfloat16, [0.10009765625, 1000.0])
+>>> np.sqrt(x + 1) - np.sqrt(x)          # cancellation: bf16 returns 0 at x = 1000
+FloatArray(bfloat16, [0.0478515625, 0.0])
+>>> x + floatlab.array([1.0, 1.0], "fp16")   # fp16 with bf16 promotes to float32, as in torch
+FloatArray(float32, [1.10009765625, 1001.0])
+
+Semantics
+---------
+* Every ufunc result is rounded once to the format with the array's rounding mode (and rng /
+  random_bits for stochastic rounding). Comparisons and predicates return plain bool arrays.
+* Python and NumPy scalars and plain arrays are *weak*: they are first converted to the
+  array's format (round to nearest even, as NumPy's NEP 50 converts a Python float to an
+  array's float16), then the operation runs. Two FloatArrays of different formats promote to
+  the one that holds the other, else to float32, else float64 (torch's rule: fp16 + bf16 ->
+  float32); the result takes the rounding mode, rng and accumulator of the first FloatArray.
+* Reductions (``sum``, ``mean``, ``cumsum``, ``dot``, ``@``, ``np.linalg.norm``) run through the
+  array's :class:`~floatlab.Accumulator` (default: its own format and rounding, sequential: a
+  naive loop in that format). The result is a FloatArray of the array's format.
+* Other NumPy functions (``np.prod``, ``np.allclose`` ...) see the exact float64 values and
+  return plain arrays; shape functions (reshape, transpose, concatenate, stack ...) and
+  slicing keep the format.
+
+Why float64 intermediates give correctly rounded ``+ - * / sqrt`` for formats of p <= 25 bits
+(and at most 8-or-so exponent bits, so that products and quotients never leave float64's normal
+range; every preset but float64 qualifies, see :func:`correctly_rounded`):
+
+* ``*``: the product of two p-bit significands has at most 2p <= 50 bits: exact in float64,
+  then rounded once.
+* ``/`` and ``sqrt``: the exact result is either a p-bit number (then float64 holds it exactly)
+  or at a distance of at least 2**(e - 2p - 1) from every (p+1)-bit number (a grid point or a
+  midpoint of the p-bit grid): for a / b, |a - g b| is a nonzero multiple of ulp(g) ulp(b), and
+  for sqrt(a), |a - g**2| is a nonzero multiple of ulp(g)**2. For p <= 25 that distance exceeds
+  half a float64 ulp, 2**(e - 53), so float64's round-to-nearest lands strictly on the same side
+  of every grid point and midpoint as the exact result: rounding it in any mode gives the
+  rounding of the exact result.
+* ``+ -``: the float64 sum is exact unless the exponents are far apart; then the small operand
+  lies below half a float64 ulp of the large one, the float64 sum is the large operand itself,
+  and round to nearest still gives it (Figueroa: q = 53 >= 2p + 2). Directed and stochastic
+  modes need the lost sign of the small operand: the sum is computed with TwoSum (exact error)
+  and rounded to odd in float64 before the final rounding.
+* ``fma(a, b, c)``: a*b is exact, but a*b + c can sit arbitrarily close to a midpoint, so one
+  float64 addition is not enough in any mode. TwoSum gives s + e == a*b + c exactly, s is
+  rounded to odd in float64 (one ulp toward e when inexact and even), and round-to-odd at 53
+  >= p + 2 bits followed by one rounding to p bits equals that rounding of the exact value in
+  every mode (Boldo & Melquiond, "When double rounding is odd").
+* Stochastic rounding picks between the same two neighbours as the exact result; its
+  probability of rounding up is computed from the float64 value, which differs from the exact
+  one by less than a float64 ulp: the probability is exact to 2**(p - 53) <= 2**-28.
+
+Transcendentals (exp, log, tanh, sin, power ...) go through float64 libm and one rounding:
+faithful (error below one ulp of the format), correctly rounded except in rare hard cases where
+libm's float64 result falls on the other side of a midpoint; directed modes are not guaranteed
+for them. Formats outside the range above (float64 itself, p > 25, very wide exponents) compute
+in float64 and round once: not guaranteed correctly rounded.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from floatlab.accumulate import Accumulator, round_to_odd, two_sum
+from floatlab.accumulate import cumsum as _cumsum
+from floatlab.accumulate import dot as _dot
+from floatlab.accumulate import matmul as _matmul
+from floatlab.accumulate import sum as _sum
+from floatlab.formats import Format, get_format
+from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import round as _round
+
+__all__ = ["FloatArray", "array", "fma", "correctly_rounded", "result_format"]
+
+_NEAREST = ("nearest_even", "nearest_away")
+# Results that are a plain selection or sign change of an operand: exact, rounding is a no-op
+# (still applied, for -0 in FNUZ formats and uniformity).
+_PREDICATES = frozenset({np.isnan, np.isinf, np.isfinite, np.signbit})
+
+
+def correctly_rounded(fmt: str | Format) -> bool:
+    """Whether ``+ - * / sqrt fma`` on ``fmt`` are correctly rounded in every mode (see above).
+
+    >>> correctly_rounded("float32"), correctly_rounded("float64")
+    (True, False)
+    """
+    fmt = get_format(fmt)
+    return fmt.p <= 25 and fmt.emax <= 500 and fmt.emin - fmt.man_bits >= -500
+
+
+def result_format(*arrays: FloatArray | Format) -> Format:
+    """The format of an operation on FloatArrays of these formats (torch's promotion).
+
+    >>> result_format(get_format("fp16"), get_format("bf16")).name
+    'float32'
+    """
+    from floatlab.mixed.policy import widest  # torch's promotion rule (one implementation)
+
+    fmts = [a if isinstance(a, Format) else a.fmt for a in arrays]
+    return widest(*fmts)
+
+
+class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """An array of values of one format; NumPy operations on it round to that format.
+
+    Build one with :func:`floatlab.array`. ``values`` (or ``np.asarray``) gives the exact values
+    as a read-only float64 array.
+    """
+
+    __array_priority__ = 100
+
+    def __init__(self, values: np.ndarray, fmt: Format, rounding: str, rng: Any,
+                 accumulator: Accumulator | None, random_bits: int | None):
+        values = np.array(values, dtype=np.float64)  # our own copy, frozen
+        values.setflags(write=False)
+        self._values, self.fmt, self.rounding = values, fmt, rounding
+        self.rng, self.random_bits = rng, random_bits
+        self._accumulator = accumulator
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def values(self) -> np.ndarray:
+        """The exact values (read-only float64)."""
+        return self._values
+
+    @property
+    def accumulator(self) -> Accumulator:
+        """The Accumulator reductions run in (default: own format and rounding, sequential)."""
+        if self._accumulator is None:
+            self._accumulator = Accumulator(self.fmt, self.rounding, rng=self.rng,
+                                            random_bits=self.random_bits)
+        return self._accumulator
+
+    shape = property(lambda self: self._values.shape)
+    ndim = property(lambda self: self._values.ndim)
+    size = property(lambda self: self._values.size)
+    T = property(lambda self: self._new(self._values.T, self.fmt, exact=True))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy:
+            return np.array(self._values, dtype=dtype)
+        return self._values if dtype is None else self._values.astype(dtype)
+
+    def __float__(self) -> float:
+        return float(self._values)
+
+    def __repr__(self) -> str:
+        text = np.array2string(self._values, separator=", ", threshold=12, edgeitems=3,
+                               max_line_width=100,
+                               formatter={"float_kind": lambda v: repr(float(v))})
+        mode = "" if self.rounding == "nearest_even" else f"{self.rounding}, "
+        return f"FloatArray({self.fmt.name}, {mode}{text})"
+
+    def __getitem__(self, key: Any) -> FloatArray:
+        return self._new(self._values[key], self.fmt, exact=True)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        values = self._values.copy()
+        values[key] = self._weak(value, self.fmt)
+        values.setflags(write=False)
+        self._values = values
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def _new(self, values: np.ndarray, fmt: Format, exact: bool = False) -> FloatArray:
+        """A FloatArray with this one's settings; ``values`` rounded to ``fmt`` unless exact."""
+        if not exact:
+            values = _round(values, fmt, self.rounding, rng=self.rng,
+                            random_bits=self.random_bits)
+        own = self._accumulator is None or fmt != self.fmt
+        return FloatArray(values, fmt, self.rounding, self.rng,
+                          None if own else self._accumulator, self.random_bits)
+
+    def _weak(self, x: Any, fmt: Format) -> np.ndarray:
+        """A non-FloatArray operand converted to ``fmt`` (round to nearest even, as a cast)."""
+        if isinstance(x, FloatArray):
+            return x._values
+        refused = isinstance(x, (str, bytes)) or (
+            isinstance(x, np.ndarray) and x.dtype.kind in "OUS")
+        if refused or not isinstance(x, (numbers.Real, np.ndarray, list, tuple)):
+            raise TypeError(f"cannot combine a FloatArray with {type(x).__name__} {x!r:.40}: "
+                            "pass numbers, numeric arrays or FloatArrays")
+        return _round(as_float_array(x, name="operand"), fmt)
+
+    # ------------------------------------------------------------------ NumPy protocols
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
+        if kwargs.get("out") is not None:
+            raise TypeError("FloatArray operations do not write into out=: assign the result")
+        if method == "reduce" and ufunc is np.add:
+            return _sum(inputs[0], axis=kwargs.get("axis", 0))
+        if method == "accumulate" and ufunc is np.add:
+            return _cumsum(inputs[0], axis=kwargs.get("axis", 0))
+        if method != "__call__" or kwargs.get("where", True) is not True:
+            raise TypeError(f"np.{ufunc.__name__}.{method} is not emulated for FloatArray; call "
+                            "it on np.asarray(x) to compute on the exact float64 values")
+        if ufunc is np.matmul:
+            return _matmul(*inputs)
+        arrays = [x for x in inputs if isinstance(x, FloatArray)]
+        lead = arrays[0]
+        fmt = result_format(*arrays)
+        args = [lead._weak(x, fmt) for x in inputs]
+        return lead._apply(ufunc, args, fmt)
+
+    def _apply(self, ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> Any:
+        mode = self.rounding
+        if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
+            b = args[1] if ufunc is np.add else -args[1]
+            with np.errstate(invalid="ignore", over="ignore"):
+                exact = round_to_odd(*two_sum(*np.broadcast_arrays(args[0], b)))
+        else:
+            exact = ufunc(*args)
+        if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
+            return tuple(self._wrap_result(part, fmt) for part in exact)
+        return self._wrap_result(exact, fmt)
+
+    def _wrap_result(self, result: np.ndarray, fmt: Format) -> Any:
+        result = np.asarray(result)
+        if result.dtype.kind != "f":  # comparisons, predicates, integer outputs: no rounding
+            return result
+        return self._new(result, fmt)
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = _FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in _SHAPE_FUNCTIONS:
+            return _shape_function(func, args, kwargs)
+        return func(*_plain(args), **_plain(kwargs))
+
+    # ------------------------------------------------------------------ methods
+    def sum(self, axis: int | None = None) -> FloatArray:
+        """Sum through the array's accumulator (a FloatArray of its format)."""
+        return _sum(self, axis=axis)
+
+    def mean(self, axis: int | None = None) -> FloatArray:
+        """The accumulator's sum divided by the count, rounded once (faithful)."""
+        count = self.size if axis is None else self.shape[axis]
+        total = _sum(self, self.accumulator, axis=axis)
+        return self._new(np.asarray(total.values) / count, self.fmt)
+
+    def cumsum(self, axis: int | None = None) -> FloatArray:
+        """Running sums through the array's accumulator."""
+        return _cumsum(self, axis=axis)
+
+    def dot(self, other: Any) -> FloatArray:
+        """Inner / matrix product through the array's accumulator."""
+        return _dot(self, other)
+
+    def reshape(self, *shape: Any) -> FloatArray:
+        return self._new(self._values.reshape(*shape), self.fmt, exact=True)
+
+    def transpose(self, *axes: Any) -> FloatArray:
+        return self._new(self._values.transpose(*axes), self.fmt, exact=True)
+
+    def ravel(self) -> FloatArray:
+        return self._new(self._values.ravel(), self.fmt, exact=True)
+
+    def copy(self) -> FloatArray:
+        return self._new(self._values, self.fmt, exact=True)
+
+    def astype(self, fmt: str | Format) -> FloatArray:
+        """The values rounded to another format (with this array's rounding mode)."""
+        return self._new(self._values, get_format(fmt))
+
+    def tolist(self) -> Any:
+        return self._values.tolist()
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, FloatArray):
+        return obj.values
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _leaves(obj: Any) -> list[FloatArray]:
+    if isinstance(obj, FloatArray):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [leaf for o in obj for leaf in _leaves(o)]
+    return []
+
+
+def _shape_function(func, args, kwargs) -> FloatArray:
+    """Functions that only move or join values: the result keeps the (promoted) format."""
+    arrays = _leaves(args)
+    lead, fmt = arrays[0], result_format(*arrays)
+
+    def convert(obj):
+        if isinstance(obj, FloatArray):
+            return obj.values
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(convert(o) for o in obj)
+        if isinstance(obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool):
+            return lead._weak(obj, fmt) if not isinstance(obj, numbers.Integral) else obj
+        return obj
+
+    first, rest = convert(args[0]), args[1:]
+    out = func(first, *rest, **kwargs)
+    return lead._new(out, fmt, exact=True)
+
+
+_SHAPE_FUNCTIONS = frozenset({
+    np.reshape, np.transpose, np.ravel, np.squeeze, np.expand_dims, np.swapaxes, np.moveaxis,
+    np.flip, np.concatenate, np.stack, np.hstack, np.vstack, np.atleast_1d, np.atleast_2d,
+    np.copy, np.broadcast_to, np.roll, np.sort, np.take,
+})
+
+
+def _np_sum(a, axis=None, **kwargs):
+    _no_extra_kwargs("sum", kwargs)
+    return _sum(a, axis=axis)
+
+
+def _np_mean(a, axis=None, **kwargs):
+    _no_extra_kwargs("mean", kwargs)
+    return a.mean(axis=axis)
+
+
+def _np_cumsum(a, axis=None, **kwargs):
+    _no_extra_kwargs("cumsum", kwargs)
+    return _cumsum(a, axis=axis)
+
+
+def _np_dot(a, b, out=None):
+    if out is not None:
+        raise TypeError("FloatArray operations do not write into out=: assign the result")
+    return _dot(a, b)
+
+
+def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
+    if ord not in (None, 2, "fro") or keepdims:
+        raise TypeError("np.linalg.norm on a FloatArray: only the 2-norm (sqrt of the "
+                        "accumulated sum of squares) is emulated")
+    fa = x if isinstance(x, FloatArray) else None
+    if fa is None:
+        return np.linalg.norm(np.asarray(x), ord=ord, axis=axis)
+    return np.sqrt(_sum(fa * fa, axis=axis))
+
+
+def _no_extra_kwargs(name: str, kwargs: dict) -> None:
+    extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue}
+    if extra:
+        raise TypeError(f"np.{name} on a FloatArray takes axis only, got {sorted(extra)}: the "
+                        "result's format is the array's, its adder the array's accumulator")
+
+
+_FUNCTIONS = {
+    np.sum: _np_sum, np.mean: _np_mean, np.cumsum: _np_cumsum, np.dot: _np_dot,
+    np.linalg.norm: _np_norm,
+}
+
+
+# --------------------------------------------------------------------------- constructors
+
+def array(
+    x: Any,
+    fmt: str | Format,
+    rounding: str = "nearest_even",
+    rng: np.random.Generator | int | None = None,
+    accumulator: Accumulator | str | Format | None = None,
+    random_bits: int | None = None,
+) -> FloatArray:
+    """Round ``x`` to ``fmt`` and return a :class:`FloatArray` (``x`` is never modified).
+
+    Parameters
+    ----------
+    x : numbers, a list, an array, or a FloatArray (re-rounded into ``fmt``).
+    fmt : the format every operation rounds to.
+    rounding : rounding mode of every operation (and of this first conversion).
+    rng : generator or seed for stochastic rounding (one stream, shared by results).
+    accumulator : the adder of reductions (an Accumulator or a format name); default: ``fmt``
+        with this rounding mode, sequential.
+    random_bits : stochastic rounding with k random bits (see ``floatlab.round``).
+
+    >>> array([1.0, 2.0**-11], "fp16").sum()       # 1 + 2**-11 is a tie: stays 1 in fp16
+    FloatArray(float16, 1.0)
+    """
+    fmt = get_format(fmt)
+    mode = _resolve_mode(rounding)
+    if mode == "stochastic":
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    values = x.values if isinstance(x, FloatArray) else as_float_array(x)
+    if accumulator is not None and not isinstance(accumulator, Accumulator):
+        accumulator = Accumulator(accumulator)
+    rounded = _round(values, fmt, mode, rng=rng, random_bits=random_bits)
+    return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits)
+
+
+def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
+        rounding: str = "nearest_even", rng: Any = None) -> Any:
+    """``a * b + c`` rounded once (correctly rounded in every mode; see the module notes).
+
+    With FloatArray operands the result is a FloatArray of their promoted format and the first
+    one's rounding; with plain operands pass ``fmt`` (they are taken exactly) and get float64.
+
+    >>> x = array([1 + 2.0**-10], "fp16")
+    >>> fma(x, x, array([-1.0], "fp16"))       # x*x - 1 = 2**-9 + 2**-20: 2**-9 after rounding
+    FloatArray(float16, [0.001953125])
+    >>> float(fma(1 + 2.0**-10, 1 + 2.0**-10, -1.0, fmt="fp32"))
+    0.0019540786743164062
+    """
+    arrays = [v for v in (a, b, c) if isinstance(v, FloatArray)]
+    if arrays:
+        lead = arrays[0]
+        out_fmt = result_format(*arrays) if fmt is None else get_format(fmt)
+        va, vb, vc = (lead._weak(v, out_fmt) for v in (a, b, c))
+        mode, rng = lead.rounding, lead.rng
+    else:
+        if fmt is None:
+            raise TypeError("fma of plain numbers needs fmt=<format of the result>")
+        out_fmt, mode = get_format(fmt), _resolve_mode(rounding)
+        va, vb, vc = (np.asarray(as_float_array(v, name=n), dtype=np.float64)
+                      for v, n in ((a, "a"), (b, "b"), (c, "c")))
+        for v, n in ((va, "a"), (vb, "b")):
+            if not np.array_equal(_round(v, "float32"), v, equal_nan=True):
+                raise ValueError(f"fma: {n} has more than 24 significant bits; the product "
+                                 "is exact in float64 only for inputs of at most 26 bits "
+                                 "(round them to float32 or to the format first)")
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = va * vb
+        odd = round_to_odd(*two_sum(*np.broadcast_arrays(product, vc)))
+    if arrays:
+        return lead._new(odd, out_fmt)
+    return _round(odd, out_fmt, mode, rng=rng)
