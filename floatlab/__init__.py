@@ -32,8 +32,21 @@ from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
+from floatlab.quant import (
+    Codebook,
+    FixedPoint,
+    QuantizedTensor,
+    Scheme,
+    dequantize,
+    fake_quantize,
+    get_codebook,
+    get_scheme,
+    quantize,
+    scheme_names,
+)
 from floatlab.rounding import ROUNDING_MODES, round
 from floatlab.scaling import (
+    CurrentScaling,
     DelayedScaling,
     MXTensor,
     ScaledTensor,
@@ -57,6 +70,17 @@ __all__ = [
     "fma",
     "matmul",
     "sum",
+    "Codebook",
+    "CurrentScaling",
+    "FixedPoint",
+    "QuantizedTensor",
+    "Scheme",
+    "dequantize",
+    "fake_quantize",
+    "get_codebook",
+    "get_scheme",
+    "quantize",
+    "scheme_names",
     "DelayedScaling",
     "MXTensor",
     "ScaledTensor",

@@ -59,6 +59,8 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     >>> encode([1.0, -2.0, float("nan")], "e4m3fn")
     array([ 56, 192, 127], dtype=uint8)
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.encode(x, **rounding_options)
     fmt = get_format(fmt)
     values = round_to_format(x, fmt, **rounding_options)
     with np.errstate(over="ignore", invalid="ignore"):  # masked-out lanes may overflow
@@ -103,6 +105,8 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     >>> decode(0x80, "float8_e4m3fnuz")   # FNUZ: the negative-zero code is the NaN
     array(nan)
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.decode(codes)
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name

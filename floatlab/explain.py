@@ -173,6 +173,8 @@ def explain(
     >>> explain(-0.0, "e4m3fnuz").bits      # FNUZ has no -0: the code 0x80 is its NaN
     '00000000'
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.explain(x, rounding=rounding, rng=rng)
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
     arr = np.asarray(x)

@@ -244,6 +244,8 @@ def values(fmt: str | Format | Any) -> np.ndarray:
     >>> values("e2m1")[-4:], len(values("e4m3fn")), len(values("fp16"))
     (array([2., 3., 4., 6.]), 253, 63487)
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.values()
     fmt = get_format(fmt)
     if fmt.bits > _MAX_LISTED_BITS:
         raise ValueError(

@@ -231,6 +231,9 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     >>> floatlab.round(2.0**-25, "fp16"), floatlab.round(2.0**-25, "fp16", rounding="up")
     (array(0.), array(5.96046448e-08))
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.round(x, rounding=rounding, saturate=saturate, subnormals=subnormals,
+                         rng=rng, dtype=dtype)
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
     out_dtype = _resolve_out_dtype(dtype, fmt)
