@@ -11,17 +11,20 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 >>> [name for name in result.histories]
 ['32-true', 'bf16-mixed']
 
-Layout: ``policy`` (which format where), ``tensor`` (Tensor, ops, the hook), ``nn`` (layers,
-losses), ``optim`` (SGD, Adam), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
-counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``data``,
-``progress``.
+Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per device),
+``tensor`` (Tensor, ops, the hook), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
+``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
+``telemetry`` (per-step counters), ``history`` (History, Comparison), ``trainer`` (Trainer,
+compare), ``checks`` (argument validation), ``data``, ``progress``.
 """
 
+from floatlab.mixed.autocast import AUTOCAST_LISTS
 from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
 from floatlab.mixed.policy import (
+    LAB_OPS,
     LEGACY_ALIASES,
     MATMUL_PRECISIONS,
     OP_KINDS,
@@ -29,7 +32,7 @@ from floatlab.mixed.policy import (
     Policy,
     get_policy,
 )
-from floatlab.mixed.scaler import GradScaler, StaticScaler
+from floatlab.mixed.scaler import GradScaler, GradScalerError, GradScalerValueError, StaticScaler
 from floatlab.mixed.telemetry import StepStats, log2_histogram
 from floatlab.mixed.tensor import (
     Tensor,
@@ -37,6 +40,7 @@ from floatlab.mixed.tensor import (
     add,
     cast,
     cross_entropy,
+    div,
     exp,
     linear,
     log,
@@ -61,15 +65,17 @@ from floatlab.mixed.trainer import DEFAULT_PRECISIONS, Trainer, bytes_held, comp
 __all__ = [
     # policies
     "Policy", "get_policy", "PRECISIONS", "LEGACY_ALIASES", "MATMUL_PRECISIONS", "OP_KINDS",
+    "LAB_OPS", "AUTOCAST_LISTS",
     # autograd
     "Tensor", "quantize", "use_precision", "no_grad", "recording", "active_policy",
     "prime_copies",
     # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
-    "matmul", "linear", "add", "sub", "mul", "neg", "relu", "tanh", "exp", "log", "mean",
+    "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "mean",
     "softmax", "log_softmax", "cross_entropy", "cast",
     # networks and training
     "Module", "Linear", "MLP", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
+    "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # data
