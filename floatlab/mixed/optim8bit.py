@@ -183,8 +183,7 @@ class StateAdam(Adam):
         return out
 
     def __repr__(self) -> str:
-        specs = ", ".join(f"{k} {_scheme_label(s) if isinstance(s, Scheme) else s.name if s else 'float32'}"
-                          for k, s in self.specs.items())
+        specs = ", ".join(f"{k} {_spec_label(s)}" for k, s in self.specs.items())
         return f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}, {specs})"
 
 
@@ -197,8 +196,8 @@ class Adam8bit(StateAdam):
 
     >>> from floatlab.mixed import parameter
     >>> opt = Adam8bit([parameter(np.zeros(4096, np.float32))], block=None, map="linear")
-    >>> opt.specs["exp_avg"]
-    Scheme('linear8 per tensor': linear8 elements, one scale per tensor, float32 scales (even), 8 bits/value)
+    >>> opt.specs["exp_avg"].name, opt.specs["exp_avg"].block
+    ('linear8 per tensor', 'tensor')
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
@@ -250,6 +249,12 @@ def _holds_float32(fmt: Format) -> bool:
 
 def _scheme_label(spec: Scheme) -> str:
     return spec.name or spec.describe()
+
+
+def _spec_label(spec: Format | Scheme | None) -> str:
+    if isinstance(spec, Scheme):
+        return _scheme_label(spec)
+    return spec.name if spec is not None else "float32"
 
 
 def _scheme_bytes(spec: Scheme, n: int) -> int:

@@ -416,8 +416,8 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none),
     ``accumulator_bits`` (13).
 
-    >>> get_recipe("nvfp4", hadamard=False).note
-    'NVFP4: 16-blocks, E4M3 scales + tensor scale; 16x16 weights, SR gradients, RHT wgrad (without RHT)'
+    >>> get_recipe("nvfp4", hadamard=False).note.endswith("(without RHT)")
+    True
     >>> get_recipe("fp8-current", scale_rounding="rceil")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
