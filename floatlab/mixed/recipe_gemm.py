@@ -18,6 +18,8 @@ this step's amax).
 ...     y = linear(Tensor([[1.0, 0.3]]), w)
 >>> y.data.tolist()     # 0.3 * 448 = 134.4 rounds to E4M3's 128: 128 / 448, then bf16
 [[1.0, 0.28515625]]
+>>> run.end_step()                       # the Trainer closes each step so
+{'clipped': 0.0, 'flushed': 0.0, 'lag_events': 0.0}
 >>> sorted(run.last_step)
 ['linear0.forward.a', 'linear0.forward.b']
 """
