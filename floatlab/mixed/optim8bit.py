@@ -151,6 +151,11 @@ class StateAdam(Adam):
     def _store(self, values: np.ndarray, spec: Format | Scheme) -> np.ndarray:
         if isinstance(spec, Format):
             return self._q(values, spec).astype(np.float32)
+        bad = ~np.isfinite(values)
+        if bad.any():  # a diverged run: keep inf / NaN (the loss shows it), quantise the rest
+            out = self._store(np.where(bad, np.float32(0), values), spec)
+            out[bad] = values[bad]
+            return out
         if self.expand:
             elem = spec.element if isinstance(spec.element, Format) else None
             if elem is None:
