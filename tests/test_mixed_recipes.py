@@ -206,3 +206,40 @@ def test_compare_workers_equal_serial():
             np.testing.assert_array_equal(a[col], b[col])
         assert a.final_test_accuracy == b.final_test_accuracy
         assert a.bytes_held == b.bytes_held
+
+
+def test_msamp_o2_saves_62_5_percent_of_optimizer_memory_and_columns():
+    data = teacher_gaussians(n=512)
+    opts = dict(hidden=(64,), batch_size=64, progress=False)
+    o2 = Trainer("msamp-O2", **opts).fit(data, 2)
+    fp32 = Trainer("bf16-mixed", **opts).fit(data, 2)
+    ratio = sum(o2.bytes_held["optimizer state"].values()) / sum(
+        fp32.bytes_held["optimizer state"].values())
+    assert abs(ratio - 0.375) < 0.01  # 1 + 2 bytes instead of 4 + 4, plus per-tensor scales
+    assert np.isfinite(o2["clipped"]).all() and np.isnan(fp32["clipped"]).all()
+    assert "linear0.weight_grad" in o2.info["operands"]  # FP8 weight gradients
+
+
+def test_recipe_state_formats_and_gw_hp():
+    data = teacher_gaussians(n=256)
+    t = Trainer("deepseek-fp8", hidden=(8,), batch_size=16, progress=False)
+    t.fit(data, 1)
+    assert t.policy.optimizer_state == BF16  # one format for both moments: the policy's
+    assert t.optimizer.state_bytes() == {"bfloat16": 2 * 2 * sum(
+        p.size for p in t.model.parameters())}
+    r = get_recipe("fp8-rowwise-gw-hp")
+    assert r.wgrad.a == BF16 and r.forward.a == get_scheme("fp8_rowwise")
+    t = Trainer("bf16-mixed", optimizer_options={"state": {"exp_avg": "e4m3fn"}}, progress=False)
+    t.fit(data, 1)
+    assert t.optimizer.state_bytes() == {"float8_e4m3fn": 5508, "float32": 4 * 5508}
+
+
+def test_coat_expansion_fills_the_range():
+    from floatlab.mixed.optim8bit import expand_range
+
+    e4m3 = get_format("e4m3fn")
+    x = np.geomspace(1e-6, 1e-3, 128) * np.where(np.arange(128) % 2, 1, -1)
+    y, k = expand_range(x, e4m3)
+    mag = np.abs(y)
+    np.testing.assert_allclose(mag.max() / mag.min(), 448 / 2.0**-6, rtol=1e-9)
+    np.testing.assert_allclose(np.sign(y) * np.abs(y) ** (1 / k[0]), x, rtol=1e-12)

@@ -122,8 +122,10 @@ class Trainer:
     optimizer : "adam", "sgd" or "adam8bit" (bitsandbytes' Adam8bit, see
         :mod:`floatlab.mixed.optim8bit`; ``optimizer_options`` go to it, e.g.
         ``{"min_8bit_size": 0, "block": None}``); ``lr`` defaults to 1e-3 (Adam) or 1e-2 (SGD).
-        A recipe with per-moment state formats (deepseek-fp8, msamp-O2/O3) stores Adam's
-        moments its way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
+        A recipe with per-moment state formats (deepseek-fp8, msamp-O2/O3), or
+        ``optimizer_options={"state": {"exp_avg": ..., "exp_avg_sq": ...}}`` (a format or a
+        Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
+        moments that way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
     scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
         (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one.
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
@@ -250,10 +252,13 @@ class Trainer:
         if self.optimizer_name == "adam8bit":
             return Adam8bit(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
                             seed=self.seed, **self.optimizer_options)
-        if self.optimizer_name == "adam" and recipe is not None and recipe.state and \
-                self.policy.optimizer_state is None:
+        per_moment = "state" in self.optimizer_options or (
+            recipe is not None and recipe.state and self.policy.optimizer_state is None)
+        if self.optimizer_name == "adam" and per_moment:
+            extra = dict(self.optimizer_options)
+            state = extra.pop("state", recipe.state if recipe is not None else None)
             return StateAdam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                             state=recipe.state, seed=self.seed, **self.optimizer_options)
+                             state=state, seed=self.seed, **extra)
         if self.optimizer_options:
             raise ValueError("optimizer_options are for optimizer='adam8bit' (and recipes "
                              "with per-moment state formats)")
