@@ -243,3 +243,20 @@ def test_coat_expansion_fills_the_range():
     mag = np.abs(y)
     np.testing.assert_allclose(mag.max() / mag.min(), 448 / 2.0**-6, rtol=1e-9)
     np.testing.assert_allclose(np.sign(y) * np.abs(y) ** (1 / k[0]), x, rtol=1e-12)
+
+
+def test_recipe_plots():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from floatlab.mixed.recipe_plots import plot_amax_history, plot_operand_qsnr
+
+    h = Trainer("fp8-delayed", hidden=(8,), batch_size=32, progress=False).fit(
+        teacher_gaussians(n=256), 3)
+    ax = plot_operand_qsnr(h, contains="forward")
+    assert len(ax.get_lines()) == 4  # two layers x two forward operands
+    with pytest.raises(KeyError, match="no operand 'linear9"):
+        plot_amax_history(h, "linear9.forward.a")
+    with pytest.raises(TypeError, match="History of a recipe run"):
+        plot_amax_history(Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=256),
+                                                                    1), "linear0.forward.a")

@@ -59,6 +59,7 @@ class OperandStats:
     qsnr_db: float
     lag: bool
     n: int
+    limit: float = math.nan  # the largest amax the scale allows (fmt.max / scale), per-tensor
 
 
 class RecipeRun:
@@ -194,8 +195,9 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     else:  # pragma: no cover - Gemm checks the spec types
         raise TypeError(f"unknown operand spec {spec!r}")
     if run.telemetry:
+        limit = float(spec.fmt.max / scale) if isinstance(spec, TensorScaling) else math.nan
         run.record(key, OperandStats(amax, float(scale), clipped, _flushed(x, q), _qsnr(x, q),
-                                     bool(lag), x.size))
+                                     bool(lag), x.size, limit))
     return q
 
 
