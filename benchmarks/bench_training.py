@@ -51,6 +51,7 @@ from floatlab.mixed import (  # noqa: E402
     MLP,
     Adam,
     GradScaler,
+    RecipeRun,
     StaticScaler,
     StepStats,
     Tensor,
@@ -150,10 +151,11 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
     scaler = (GradScaler() if policy.scaler == "dynamic"
               else StaticScaler(policy.scaler) if policy.scaler else None)
 
-    run = recipe_run(telemetry=telemetry) if policy.recipe else _Null()
+    state = RecipeRun(telemetry=telemetry) if policy.recipe else None
 
     def step() -> None:
         stats = StepStats() if telemetry else None
+        run = recipe_run(run=state) if state is not None else _Null()
         with use_precision(policy), (recording(stats) if stats else _Null()), run:
             opt.zero_grad()
             loss = cross_entropy(model(Tensor(X)), y)
@@ -173,9 +175,6 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
 class _Null:
     def __enter__(self) -> None:
         return None
-
-    def __call__(self) -> _Null:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         return None

@@ -114,9 +114,13 @@ _RUN: ContextVar[RecipeRun | None] = ContextVar("floatlab_recipe_run", default=N
 
 
 @contextmanager
-def recipe_run(seed: int = 0, telemetry: bool = True) -> Iterator[RecipeRun]:
-    """Open a :class:`RecipeRun` for the ops inside the block."""
-    run = RecipeRun(seed, telemetry)
+def recipe_run(seed: int = 0, telemetry: bool = True, *, run: RecipeRun | None = None
+               ) -> Iterator[RecipeRun]:
+    """Open a new :class:`RecipeRun` for the ops inside the block, or resume ``run`` (a user's
+    own training loop enters its run once per step, so histories carry over)."""
+    if run is not None and not isinstance(run, RecipeRun):
+        raise TypeError(f"run must be a RecipeRun, got {type(run).__name__}")
+    run = run if run is not None else RecipeRun(seed, telemetry)
     token = _RUN.set(run)
     try:
         yield run
