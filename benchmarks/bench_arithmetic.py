@@ -11,23 +11,43 @@ Three tables (targets from the issue):
    for a sequential model, which has a single output to vectorise over), and the same 1M values
    as 1000 independent sums of 1000 terms (vectorised across outputs).
 
-    python benchmarks/bench_arithmetic.py [--repeats 5]
+4. The lab: one training step of the reference MLP (16-64-64-4, batch 512, Adam) under
+   16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
+   DeepSeek's truncating e8m13 accumulator promoted to float32 every 128: target at most 10x.
+   BLAS is pinned to one thread (tiny matrices; see bench_training.py).
+
+    python benchmarks/bench_arithmetic.py [--repeats 5] [--lab-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
-import ml_dtypes
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-import floatlab
-from floatlab.accumulate import _speculative_column
+import ml_dtypes  # noqa: E402 - after the BLAS thread setting
+import numpy as np  # noqa: E402
+
+import floatlab  # noqa: E402
+from floatlab.accumulate import _speculative_column  # noqa: E402
+from floatlab.mixed import (  # noqa: E402
+    MLP,
+    Adam,
+    GradScaler,
+    Tensor,
+    cross_entropy,
+    get_policy,
+    teacher_gaussians,
+    use_precision,
+)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--repeats", type=int, default=5)
+parser.add_argument("--lab-only", action="store_true", help="only table 4")
 ARGS = parser.parse_args()
 
 
@@ -67,12 +87,54 @@ def native_sums(name: str, dtype, values: np.ndarray) -> None:
     exact = typed.astype(np.float64)
     floor = timed(lambda: np.add.accumulate(typed))
     row(f"{name}: np.add.accumulate on {name}", floor)
-    row(f"{name}: floatlab.sum (fast path)", timed(lambda: floatlab.sum(exact, name)), floor,
-        "target <= 3x")
+    row(f"{name}: floatlab.sum of the {name} array", timed(lambda: floatlab.sum(typed, name)),
+        floor, "target <= 3x")
+    row(f"{name}: floatlab.sum of the float64 values", timed(lambda: floatlab.sum(exact, name)),
+        floor, "target <= 3x")
     acc = floatlab.Accumulator(name)
     row(f"{name}: emulated engine (speculative blocks)",
         timed(lambda: _speculative_column(exact, acc), 1), floor)
 
+
+def lab_step(accumulate):
+    """One 16-mixed training step (forward, backward, scaler, Adam) as a user would write it."""
+    data = teacher_gaussians()
+    X, y = data.X_train[:512], data.y_train[:512]
+    policy = get_policy("16-mixed", accumulate=accumulate)
+    with use_precision(policy):
+        model = MLP((16, 64, 64, 4), seed=0)
+        opt = Adam(model.parameters(), lr=1e-3)
+    scaler = GradScaler()
+
+    def step() -> None:
+        with use_precision(policy):
+            opt.zero_grad()
+            scaler.scale(cross_entropy(model(Tensor(X)), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+
+    return step
+
+
+def lab() -> None:
+    print("4. the lab: one 16-mixed training step (target: at most 10x the default step)")
+    steps = {
+        "16-mixed (float32 accumulation, BLAS)": lab_step(None),
+        'accumulate=Accumulator("fp16")': lab_step(floatlab.Accumulator("fp16")),
+        'accumulate="fp16"': lab_step("fp16"),
+        "e8m13 toward_zero, chunk 128 -> float32": lab_step(floatlab.Accumulator(
+            "e8m13", "toward_zero", chunk=128, promote="float32")),
+    }
+    base = None
+    for label, fn in steps.items():
+        t = timed(fn, max(ARGS.repeats, 10))
+        base = base or t
+        row(label, t, base, "target <= 10x" if "fp16" in label else "")
+
+
+if ARGS.lab_only:
+    lab()
+    raise SystemExit(0)
 
 print("1. element-wise, 4M values (floor: floatlab.round of 4M float64 values)")
 n = 4_000_000
@@ -111,3 +173,5 @@ row("float16 Kahan: 1000 sums of 1000", timed(
 small = values[:20_000]
 t = timed(lambda: floatlab.sum(small, kahan), 1)
 row("float16 Kahan: one sum of 20k (x50 = 1M estimate)", t * 50, None, "per-step loop")
+print()
+lab()

@@ -15,26 +15,16 @@ values are taken exactly) or on FloatArrays.
 4096.0
 
 Every addition is ``floatlab.round`` of the exact sum: the two addends are added in float64 with
-an error-free transformation (TwoSum: s + e == a + b exactly), s is rounded to odd in float64
-(nudged one float64 ulp toward e when inexact and even), and that value is rounded once to the
-accumulator's format. Round-to-odd at 53 bits followed by any rounding to p <= 51 bits equals
-that rounding of the exact sum (Boldo & Melquiond), in every mode; stochastic rounding picks
-between the same two neighbours with probabilities exact to 2**(p - 53) (see floatlab.arith).
+an error-free transformation (TwoSum: s + e == a + b exactly, see floatlab.eft), s is rounded to
+odd in float64 (nudged one float64 ulp toward e when inexact and even), and that value is
+rounded once to the accumulator's format. Round-to-odd at 53 bits followed by any rounding to
+p <= 51 bits equals that rounding of the exact sum (Boldo & Melquiond), in every mode;
+stochastic rounding picks between the same two neighbours with probabilities exact to
+2**(p - 53) (see floatlab.arith).
 A float64 accumulator adds natively (round to nearest even only).
 
-How the sequential model is fast: a sequential sum is one vectorised pass per term index
-across all independent sums (matmul outputs, rows). A single long sum has one output, so it is
-run speculatively in blocks: while the running sum stays in one binade [2**E, 2**(E+1)) of the
-accumulator, its quantum U is fixed, so each addition adds ``round(c + x) - c`` for a reference
-point c in that binade, independent of the running sum -- except for the ties of
-round-to-nearest-even and round-to-odd, which depend on the parity of the running sum's last
-bit; that parity is a two-state recurrence solved by a prefix scan. The block is checked
-afterwards (every exact partial sum in the binade, nothing overflowing) and cut at the first
-step that leaves it; that step is done on its own. The fast paths for float16 / bfloat16 /
-float32 / float64 round-to-nearest sequential sums of values already in the format use NumPy's
-and ml_dtypes' ``add.accumulate``: they add in float32 (or the type itself) and round once,
-which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
-(Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
+Sequential sums run one vectorised addition per term index across all independent sums;
+single long sums and the native fast paths are in :mod:`floatlab.sequential`.
 """
 
 from __future__ import annotations
@@ -45,50 +35,26 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
+from floatlab.sequential import (
+    _bits,
+    _float16_cast_adds,
+    _float16_products,
+    _native_accumulate,
+    _native_dtype,
+    _speculative_column,
+)
 
 __all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
 
 Order = Literal["sequential", "pairwise", "blocked"]
 ORDERS = ("sequential", "pairwise", "blocked")
-_NEAREST = ("nearest_even", "nearest_away")
 
 
 # --------------------------------------------------------------------------- one addition
-
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact error ``e``, ``s + e == a + b``.
-
-    >>> s, e = two_sum(np.array([1.0]), np.array([2.0**-60]))
-    >>> float(s[0]), float(e[0])
-    (1.0, 8.673617379884035e-19)
-    """
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The float64 round-to-odd of ``s + e`` (``s = fl(s + e)``, ``e`` its exact error).
-
-    Where e != 0 and the last bit of s is even, step one float64 ulp toward e. The result then
-    lies strictly between the same two p-bit neighbours as the exact value for any p <= 51, so
-    one more rounding to p bits in any mode equals that rounding of the exact value.
-
-    >>> float(round_to_odd(np.array([1.0]), np.array([-1e-30]))[0]) == 1 - 2.0**-53
-    True
-    """
-    with np.errstate(invalid="ignore"):
-        fix = (e != 0) & ((s.view(np.int64) & 1) == 0)
-    if not fix.any():
-        return s
-    s, e = np.array(s, dtype=np.float64), np.asarray(e)  # a copy (0-d arrays too)
-    s[fix] = np.nextafter(s[fix], np.where(e[fix] > 0, np.inf, -np.inf))
-    return s
-
 
 def exact_add(
     a: Any,
@@ -112,7 +78,7 @@ def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt.p > 51:  # float64 itself (or p = 52): native addition, round to nearest even
             return a + b
-        s = round_to_odd(*two_sum(a, b))
+        s = odd_sum(a, b)
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 
@@ -301,9 +267,6 @@ class _Terms:
     def block(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def in_format(self, fmt: Format) -> bool:
-        return False
-
 
 class _ArrayTerms(_Terms):
     def __init__(self, values: np.ndarray, fmt: Format | None = None):
@@ -313,13 +276,6 @@ class _ArrayTerms(_Terms):
 
     def block(self, start: int, stop: int) -> np.ndarray:
         return self.values[start:stop]
-
-    def in_format(self, fmt: Format) -> bool:
-        """Whether every term is a value of ``fmt`` (known, or checked by a round trip)."""
-        if self.fmt is not None and _contains(fmt, self.fmt):
-            return True
-        with np.errstate(invalid="ignore"):
-            return bool(np.array_equal(_round(self.values, fmt), self.values, equal_nan=True))
 
 
 class _ProductTerms(_Terms):
@@ -341,17 +297,6 @@ class _ProductTerms(_Terms):
         return prod
 
 
-def _bits(values: np.ndarray) -> int:
-    """An upper bound on the significant bits of the values: 11 if they are all float16 values,
-    24 if float32 values, else 53 (a value equal to its cast is representable, whatever the cast's
-    rounding; so the check is exact)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        for dtype, bits in ((np.float16, 11), (np.float32, 24)):
-            if np.array_equal(values.astype(dtype), values, equal_nan=True):
-                return bits
-    return 53
-
-
 # --------------------------------------------------------------------------- sequential
 
 def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) -> np.ndarray:
@@ -359,12 +304,18 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
     n, m = terms.n, terms.m
     if fast and isinstance(terms, _ArrayTerms):
         native = _native_dtype(acc)
-        if native is not None and terms.in_format(acc.fmt):
-            return _native_accumulate(terms.values, native, keep)
+        if native is not None:
+            known = terms.fmt is not None and _contains(acc.fmt, terms.fmt)
+            summed = _native_accumulate(terms.values, native, keep, known)
+            if summed is not None:
+                return summed
     if fast and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m and isinstance(terms, _ArrayTerms):
         columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
         return partial if keep else (partial[-1] if n else np.zeros(m))
+    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
+            and _float16_cast_adds(acc, terms):
+        return _float16_products(terms.a, terms.b).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):
@@ -383,138 +334,7 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
     return out if keep else total.astype(np.float64)
 
 
-def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
-    """Whether ``float16(float64(acc + term))`` is this adder: a fast path for fp16 RN.
-
-    NumPy's float64 -> float16 cast rounds once to nearest even (subnormals and overflow to inf
-    included). The float64 sum x of an fp16 running sum and a term of t <= 40 significant bits
-    is rounded once more, but never across or onto a midpoint m of the fp16 grid: x - m, when
-    nonzero, is a multiple of the smaller of the two addends' last bits. If the term is the
-    smaller addend and inexact in float64, it lies below 2**(e - 53 + t) <= 2**(e - 13), far
-    from any midpoint distance (>= 2**(e - 12)) an fp16 sum has. If the sum is the smaller one,
-    its last bit is >= 2**-24 and the term's >= 2**(e - t); both exceed half a float64 ulp
-    2**(e - 54) for every e below fp16's overflow (e <= 16). So the double rounding is
-    innocuous; tests check this path equal to the emulated one.
-    """
-    return (acc.rounding == "nearest_even" and acc.fmt.name == "float16"
-            and not acc.compensated and terms.bits <= 40)
-
-
 _SPECULATIVE_MAX_COLUMNS = 8
-
-
-def _native_dtype(acc: Accumulator) -> np.dtype | None:
-    """The NumPy / ml_dtypes type whose add.accumulate *is* this adder, if any (see module doc).
-
-    Round to nearest even only; float16 / bfloat16 add in float32 and round once (correct for
-    p <= 11 by Figueroa's theorem), float32 / float64 are native IEEE additions.
-    """
-    if acc.rounding != "nearest_even":
-        return None
-    name = acc.fmt.name
-    if name in ("float16", "float32", "float64"):
-        return np.dtype(name)
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return None
-
-
-def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool) -> np.ndarray:
-    with np.errstate(over="ignore", invalid="ignore"):
-        typed = values.astype(dtype)
-        if keep:
-            return np.add.accumulate(typed, axis=0).astype(np.float64)
-        if typed.shape[0] == 0:
-            return np.zeros(typed.shape[1:])
-        # reduce() would be pairwise: take the last running sum of the sequential scan.
-        return np.add.accumulate(typed, axis=0)[-1].astype(np.float64)
-
-
-def _speculative_column(x: np.ndarray, acc: Accumulator) -> np.ndarray:
-    """All running sums of one sequential sum, computed a binade at a time (see module doc)."""
-    n = x.shape[0]
-    out = np.empty(n)
-    fmt, mode = acc.fmt, acc.rounding
-    parity_matters = mode in ("nearest_even", "odd")
-    total = np.zeros(1)
-    i, size = 0, 256
-    while i < n:
-        a = float(total[0])
-        binade = _binade(a, fmt)
-        if binade is None:  # zero, a subnormal, inf / NaN, or a 1-2 bit format: one exact step
-            total = acc._add(total, x[i : i + 1])
-            out[i] = total[0]
-            i += 1
-            continue
-        e, quantum = binade
-        sign = 1.0 if a > 0 else -1.0
-        lower, upper = 2.0**e, 2.0**(e + 1)
-        block = x[i : i + size]
-        # Reference points with even and odd last bits, 1.5 and 1.5 + quantum (<= 1.75) times
-        # 2**E: c + x stays inside the binade for |x| < 2**E / 4.
-        c_even = sign * 1.5 * lower
-        r_even = acc._add(np.full(block.shape, c_even), block) - c_even
-        if parity_matters:
-            c_odd = c_even + sign * quantum
-            r_odd = acc._add(np.full(block.shape, c_odd), block) - c_odd
-            steps = _choose_by_parity(r_even, r_odd, quantum, int(abs(a) / quantum) & 1)
-        else:
-            steps = r_even
-        with np.errstate(invalid="ignore", over="ignore"):
-            sums = a + np.cumsum(steps)
-            before = np.concatenate([[a], sums[:-1]])
-            exact = (before + block) * sign  # within 2**-53 relative of the exact running sum
-            ok = ((np.abs(block) < 0.25 * lower) & (exact >= lower * (1 + 2.0**-50))
-                  & (exact <= upper * (1 - 2.0**-50)) & (np.abs(sums) <= fmt.max))
-        bad = np.flatnonzero(~ok)
-        good = bad[0] if bad.size else block.size
-        out[i : i + good] = sums[:good]
-        if good:
-            total = sums[good - 1 : good].copy()
-        i += good
-        size = builtins.min(size * 2, 1 << 16) if good == block.size else builtins.max(
-            64, 2 * good)
-        if good < block.size:  # the step that leaves the binade, on its own
-            total = acc._add(total, x[i : i + 1])
-            out[i] = total[0]
-            i += 1
-    return out
-
-
-def _binade(a: float, fmt: Format) -> tuple[int, float] | None:
-    """(E, quantum) of the normal binade [2**E, 2**(E+1)) that holds |a|, if any."""
-    if fmt.man_bits < 2 or a == 0 or not np.isfinite(a):
-        return None
-    _, exp = np.frexp(abs(a))
-    e = int(exp) - 1
-    if e < fmt.emin or e >= fmt.emax:  # the top binade is cut short by max: exact steps there
-        return None
-    return e, 2.0 ** (e - fmt.man_bits)
-
-
-def _choose_by_parity(r_even, r_odd, quantum, parity0: int) -> np.ndarray:
-    """Steps chosen by the running parity: a two-state recurrence solved by a prefix scan.
-
-    Step j adds r_even[j] when the running sum's last bit is even, r_odd[j] when odd; the new
-    parity is old XOR (step / quantum odd). Where both choices give the same new parity the
-    state resets; elsewhere it flips or not independently of the state.
-    """
-    d_even = (np.rint(r_even / quantum).astype(np.int64) & 1).astype(bool)
-    d_odd = (np.rint(r_odd / quantum).astype(np.int64) & 1).astype(bool)
-    next_if_even, next_if_odd = d_even, ~d_odd
-    reset = next_if_even == next_if_odd
-    n = r_even.size
-    # parity after step j = value at the last reset r <= j (or parity0), XOR flips in (r, j].
-    flips = np.cumsum(~reset & d_even)
-    index = np.where(reset, np.arange(n), -1)
-    last = np.maximum.accumulate(index) if n else index
-    base = np.where(last >= 0, next_if_even[np.maximum(last, 0)], parity0).astype(np.int64)
-    flips_before = np.where(last >= 0, flips[np.maximum(last, 0)], 0)
-    after = (base + flips - flips_before) & 1
-    before = np.concatenate([[parity0], after[:-1]]).astype(bool)
-    return np.where(before, r_odd, r_even)
 
 
 # --------------------------------------------------------------------------- the functions
@@ -556,9 +376,22 @@ def sum(  # noqa: A001 - floatlab.sum mirrors np.sum
     values, fa = _operand(x, "x")
     acc = fa.accumulator if (fa is not None and accumulator is None) else _accumulator(
         accumulator, None)
+    typed = _own_native_array(x, acc)
+    if typed is not None:  # an ndarray of the adder's own dtype: no conversion at all
+        moved, shape = _as_columns(typed, axis)
+        return _native_accumulate(moved, typed.dtype, keep=False, known=True).reshape(shape)
     moved, shape = _as_columns(values, axis)
     result = acc.reduce(_ArrayTerms(moved, fa.fmt if fa is not None else None)).reshape(shape)
     return _wrap(result, fa)
+
+
+def _own_native_array(x: Any, acc: Accumulator) -> np.ndarray | None:
+    """``x`` itself when it is an ndarray whose dtype is the adder (see floatlab.sequential)."""
+    if not isinstance(x, np.ndarray) or acc.order != "sequential" or acc.chunk is not None \
+            or acc.compensated:
+        return None
+    native = _native_dtype(acc)
+    return x if native is not None and x.dtype == native else None
 
 
 def cumsum(

@@ -5,7 +5,7 @@
 >>> x
 FloatArray(bfloat16, [0.10009765625, 1000.0])
 >>> np.sqrt(x + 1) - np.sqrt(x)          # cancellation: bf16 returns 0 at x = 1000
-FloatArray(bfloat16, [0.0478515625, 0.0])
+FloatArray(bfloat16, [0.73046875, 0.0])
 >>> x + floatlab.array([1.0, 1.0], "fp16")   # fp16 with bf16 promotes to float32, as in torch
 FloatArray(float32, [1.10009765625, 1001.0])
 
@@ -66,11 +66,12 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.accumulate import Accumulator, round_to_odd, two_sum
+from floatlab.accumulate import Accumulator
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
+from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
@@ -115,9 +116,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     __array_priority__ = 100
 
     def __init__(self, values: np.ndarray, fmt: Format, rounding: str, rng: Any,
-                 accumulator: Accumulator | None, random_bits: int | None):
-        values = np.array(values, dtype=np.float64)  # our own copy, frozen
-        values.setflags(write=False)
+                 accumulator: Accumulator | None, random_bits: int | None,
+                 owned: bool = False):
+        if not (owned and values.dtype == np.float64):
+            values = np.array(values, dtype=np.float64)  # our own copy
+        values.setflags(write=False)  # (arrays we made, or read-only views of them)
         self._values, self.fmt, self.rounding = values, fmt, rounding
         self.rng, self.random_bits = rng, random_bits
         self._accumulator = accumulator
@@ -178,8 +181,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             values = _round(values, fmt, self.rounding, rng=self.rng,
                             random_bits=self.random_bits)
         own = self._accumulator is None or fmt != self.fmt
-        return FloatArray(values, fmt, self.rounding, self.rng,
-                          None if own else self._accumulator, self.random_bits)
+        return FloatArray(np.asarray(values), fmt, self.rounding, self.rng,
+                          None if own else self._accumulator, self.random_bits, owned=True)
 
     def _weak(self, x: Any, fmt: Format) -> np.ndarray:
         """A non-FloatArray operand converted to ``fmt`` (round to nearest even, as a cast)."""
@@ -215,8 +218,7 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         mode = self.rounding
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
-            with np.errstate(invalid="ignore", over="ignore"):
-                exact = round_to_odd(*two_sum(*np.broadcast_arrays(args[0], b)))
+            exact = odd_sum(args[0], b)
         else:
             exact = ufunc(*args)
         if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
@@ -397,7 +399,7 @@ def array(
     if accumulator is not None and not isinstance(accumulator, Accumulator):
         accumulator = Accumulator(accumulator)
     rounded = _round(values, fmt, mode, rng=rng, random_bits=random_bits)
-    return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits)
+    return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits, owned=True)
 
 
 def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
@@ -432,7 +434,7 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                                  "(round them to float32 or to the format first)")
     with np.errstate(invalid="ignore", over="ignore"):
         product = va * vb
-        odd = round_to_odd(*two_sum(*np.broadcast_arrays(product, vc)))
+    odd = odd_sum(product, vc)
     if arrays:
         return lead._new(odd, out_fmt)
     return _round(odd, out_fmt, mode, rng=rng)

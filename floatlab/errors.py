@@ -16,6 +16,16 @@ precision means nothing is right).
 >>> floatlab.error_profile(rewritten, [1000.0], ["bf16"]).bits["bfloat16"].tolist()  # 1 ulp
 [1.0]
 
+The classic examples (notebooks/06_sums_and_accumulation.ipynb draws them):
+
+* ``sqrt(x + 1) - sqrt(x)`` against ``1 / (sqrt(x + 1) + sqrt(x))``: bf16 returns 0 at x = 1000.
+* ``(1 - cos(x)) / x**2`` against ``2 * sin(x / 2)**2 / x**2``: 0 instead of 1/2 at x = 0.01 in
+  fp16 and bf16.
+* naive softmax ``exp(x) / sum(exp(x))`` against the max-subtracted one: fp16 overflows for
+  x above ln(65504) = 11.09 and returns NaN.
+* naive variance ``E[x**2] - E[x]**2`` against Welford's update: with mean 100 and variance 1,
+  bf16 returns a negative variance (why layer norm keeps float32 statistics).
+
 :func:`significant_digits` is the statistical companion (the Monte Carlo arithmetic of
 Verificarlo and CADNA): run the function n times with stochastic rounding and read the number of
 correct decimal digits from the spread, s = -log10(sigma / |mu|).

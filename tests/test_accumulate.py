@@ -253,3 +253,34 @@ def test_float16_cast_path_equals_the_emulated_path():
     emulated = _sequential(terms, acc, keep=True, fast=False)
     np.testing.assert_array_equal(fast, emulated)
     assert np.any(np.abs(emulated) < 2.0**-14) and np.any(np.abs(emulated) > 100)
+
+
+def test_float16_matmul_loop_equals_the_emulated_path_and_the_lab_uses_it():
+    from floatlab.mixed import Tensor, use_precision
+
+    rng = np.random.default_rng(13)
+    a = floatlab.round(rng.standard_normal((7, 300)) * rng.choice([1, 2.0**-10], (7, 300)),
+                       "fp16")
+    b = floatlab.round(rng.standard_normal((300, 5)) * 8, "fp16")
+    acc = floatlab.Accumulator("fp16")
+    fast = floatlab.matmul(a, b, acc)
+    emulated = _sequential(floatlab.accumulate._ProductTerms(a, b, None), acc, keep=False,
+                           fast=False).reshape(7, 5)
+    np.testing.assert_array_equal(fast, emulated)
+    for spec in (acc, "fp16", floatlab.Accumulator("e8m13", "toward_zero", chunk=64,
+                                                    promote="float32")):
+        with use_precision("16-mixed", accumulate=spec):
+            got = (Tensor(a) @ Tensor(b)).data.astype(np.float64)
+        expected = floatlab.round(floatlab.matmul(a, b, spec), "fp16")
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_arrays_of_the_adders_own_dtype_are_summed_directly():
+    x = _data(2000, 14).astype(ml_dtypes.bfloat16)
+    direct = floatlab.sum(x, "bf16")
+    emulated = _sequential(_ArrayTerms(x.astype(np.float64)[:, None]), floatlab.Accumulator(
+        "bf16"), keep=False, fast=False)[0]
+    assert float(direct) == emulated == float(np.add.accumulate(x)[-1])
+    m = x.reshape(40, 50)
+    np.testing.assert_array_equal(floatlab.sum(m, "bf16", axis=1),
+                                  floatlab.sum(m.astype(np.float64), "bf16", axis=1))

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
@@ -227,8 +228,9 @@ class Policy:
     matmul_inputs : format matmul / linear inputs are rounded to before the product (``compute``
         unless a float32 matmul precision of "high" / "medium" asks for TF32 / bf16 inputs).
     accumulate : format the matmul partial sums are kept in (float32 by default; a 16-bit format
-        here shows why nobody does that: 2048 + 1 is 2048 in fp16, so long sums stall). A
-        narrow accumulator is emulated one inner-dimension step at a time, so it is slow.
+        here shows why nobody does that: 2048 + 1 is 2048 in fp16, so long sums stall), or a
+        :class:`floatlab.Accumulator` (rounding, chunked promotion, ...). A narrow accumulator
+        runs through ``floatlab.matmul``: one vectorised addition per inner index.
     safe : format of exp, log, softmax, reductions and losses (float32 in mixed modes).
     inputs : format the data enters in (the low format in true modes and Apex O2).
     optimizer_state : format of momentum / Adam moments (None: the weights' format).
@@ -252,7 +254,7 @@ class Policy:
     weights: Format
     compute: Format
     matmul_inputs: Format
-    accumulate: Format
+    accumulate: Format | Accumulator
     safe: Format
     inputs: Format
     optimizer_state: Format | None = None
@@ -382,7 +384,7 @@ class Policy:
             ("weights updated by the optimizer", self.weights.name),
             ("weight copy read by matmuls", self.compute.name if self.master_weights else "-"),
             ("matmul / linear inputs", self.matmul_inputs.name),
-            ("matmul accumulation", self.accumulate.name),
+            ("matmul accumulation", accumulate_label(self.accumulate)),
             ("matmul / linear results", self.compute.name),
             (safe_ops, self.safe.name),
             (promote_ops, "widest input"),
@@ -507,7 +509,7 @@ def get_policy(
     precision: Any = "32-true",
     *,
     matmul_precision: str | None = None,
-    accumulate: str | Format | None = None,
+    accumulate: str | Format | Accumulator | None = None,
     scaler: Any = "auto",
     optimizer_state: str | Format | None = None,
     rounding: str | None = None,
@@ -523,7 +525,9 @@ def get_policy(
         "<format>-true", or a Policy.
     matmul_precision : "highest" / "high" / "medium", as ``torch.set_float32_matmul_precision``:
         float32 matmuls get float32 / TF32 / bf16 inputs. No effect on 16-bit or float64 matmuls.
-    accumulate : format of matmul partial sums (e.g. "fp16" to see why nobody accumulates there).
+    accumulate : format of matmul partial sums (e.g. "fp16" to see why nobody accumulates there)
+        or an Accumulator, e.g. ``Accumulator("e8m13", "toward_zero", chunk=128,
+        promote="float32")``.
     scaler : "auto" keeps the policy's choice; None, "dynamic" or a static factor override it.
         "bf16-mixed" refuses a scaler, as Lightning does.
     optimizer_state : format of the optimizer state (default: the weights' format).
@@ -568,8 +572,10 @@ def get_policy(
             policy = replace(policy, matmul_inputs=MATMUL_PRECISIONS[matmul_precision])
             suffix.append(f"matmul {matmul_precision}")
     if accumulate is not None:
-        policy = replace(policy, accumulate=get_format(accumulate))
-        suffix.append(f"accumulate {policy.accumulate.name}")
+        if not isinstance(accumulate, Accumulator):
+            accumulate = get_format(accumulate)
+        policy = replace(policy, accumulate=accumulate)
+        suffix.append(f"accumulate {accumulate_label(accumulate)}")
     if scaler != "auto":
         refuse_scaler_for_bf16_mixed(policy, scaler)
         spec = _scaler_spec(scaler)
@@ -594,6 +600,13 @@ def get_policy(
     if suffix:
         policy = replace(policy, name=f"{policy.name} ({', '.join(suffix)})")
     return policy
+
+
+def accumulate_label(accumulate: Format | Accumulator) -> str:
+    """The accumulation format's name, or the Accumulator's settings."""
+    if isinstance(accumulate, Accumulator):
+        return repr(accumulate).removeprefix("Accumulator(").removesuffix(")")
+    return accumulate.name
 
 
 def _scaler_spec(scaler: Any) -> ScalerSpec:

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.accumulate import Accumulator
+from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format, get_format
 from floatlab.mixed.policy import (
     FP32,
@@ -836,23 +838,23 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
 
 
 def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
-    """``a @ b`` with the policy's accumulation format.
+    """``a @ b`` with the policy's accumulation format or Accumulator.
 
     float32 accumulation is BLAS sgemm (products of 16-bit inputs are exact in float32, sums
-    round in float32): the tensor-core behaviour. A narrower accumulator is emulated by adding
-    one rank-1 term per step and rounding the running sum each time, which is what makes
-    low-precision accumulation lose small terms ("swamping").
+    round in float32): the tensor-core behaviour. A narrower accumulator, or any Accumulator,
+    runs through ``floatlab.matmul`` -- the same code a user calls -- which adds one rank-1
+    term per inner index to all outputs at once and rounds the running sums each time: what
+    makes low-precision accumulation lose small terms ("swamping").
     """
     acc = policy.accumulate
-    if contains(acc, FP64):
-        return a.astype(np.float64) @ b.astype(np.float64)
-    if contains(acc, FP32):
-        return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    total = np.zeros((a.shape[0], b.shape[1]))
-    for k in range(a.shape[1]):  # a loop over the inner dimension, vectorised over the output
-        total = quantize(total + a64[:, k : k + 1] * b64[k : k + 1, :], acc, what="partial")
-    return total
+    if not isinstance(acc, Accumulator):
+        if contains(acc, FP64):
+            return a.astype(np.float64) @ b.astype(np.float64)
+        if contains(acc, FP32):
+            return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
+        rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
+        acc = Accumulator(acc, policy.rounding, rng=rng)
+    return accumulate_matmul(a.astype(np.float64), b.astype(np.float64), acc)
 
 
 def matmul(a: Any, b: Any) -> Tensor:

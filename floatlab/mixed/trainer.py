@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.data import Dataset, teacher_gaussians
@@ -175,7 +176,7 @@ class Trainer:
         telemetry: bool = True,
         eval_every: int = 50,
         matmul_precision: str | None = None,
-        accumulate: str | Format | None = None,
+        accumulate: str | Format | Accumulator | None = None,
         optimizer_state: str | Format | None = None,
         rounding: str | None = None,
         update_rounding: str = "nearest_even",

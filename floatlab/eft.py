@@ -1,0 +1,91 @@
+"""Error-free transformations: the exact error of a float64 addition, and rounding to odd.
+
+Every emulated addition in floatlab (FloatArray ``+ -``, ``fma``, each step of an Accumulator)
+is one rounding of an exact sum of two float64 values. TwoSum gives ``s + e == a + b`` exactly
+(Knuth); rounding s to odd in float64 (one ulp toward e when e != 0 and s is even) keeps the
+information a later rounding needs: round-to-odd at 53 bits followed by any rounding to
+p <= 51 bits equals that rounding of the exact value (Boldo & Melquiond, "When double rounding
+is odd"). The rounding itself is always ``floatlab.round``.
+
+>>> float(odd_sum(1.0, -2.0**-60)) == 1 - 2.0**-53
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["two_sum", "round_to_odd", "odd_sum"]
+
+
+def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact error ``e``, ``s + e == a + b``.
+
+    >>> s, e = two_sum(np.array([1.0]), np.array([2.0**-60]))
+    >>> float(s[0]), float(e[0])
+    (1.0, 8.673617379884035e-19)
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    s, e, tmp = np.empty(shape), np.empty(shape), np.empty(shape)  # 0-d arrays too
+    _two_sum_into(a, b, s, e, tmp)
+    return s, e
+
+
+def _two_sum_into(a, b, s, e, tmp) -> None:
+    """TwoSum written into s and e (tmp: scratch), six passes, no allocation."""
+    np.add(a, b, out=s)
+    np.subtract(s, a, out=tmp)       # the part of b that made it into s
+    np.subtract(s, tmp, out=e)       # the part of a that made it into s
+    np.subtract(a, e, out=e)         # a's lost part
+    np.subtract(b, tmp, out=tmp)     # b's lost part
+    e += tmp
+
+
+def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The float64 round-to-odd of ``s + e`` (``s = fl(s + e)``, ``e`` its exact error).
+
+    Where e != 0 and the last bit of s is even, step one float64 ulp toward e. The result then
+    lies strictly between the same two p-bit neighbours as the exact value for any p <= 51, so
+    one more rounding to p bits in any mode equals that rounding of the exact value.
+
+    >>> float(round_to_odd(np.array([1.0]), np.array([-1e-30]))[0]) == 1 - 2.0**-53
+    True
+    """
+    s = np.array(s, dtype=np.float64)  # a copy (0-d arrays too)
+    _nudge_to_odd(s.reshape(-1), np.asarray(e).reshape(-1))
+    return s
+
+
+def _nudge_to_odd(s: np.ndarray, e: np.ndarray) -> None:
+    """In place on 1-D s: where e != 0 and s is even, one float64 ulp toward e."""
+    with np.errstate(invalid="ignore"):
+        inexact = np.flatnonzero(e)  # usually few: only these need the parity test
+    if inexact.size:
+        inexact = inexact[(s[inexact].view(np.int64) & 1) == 0]
+        s[inexact] = np.nextafter(s[inexact], np.where(e[inexact] > 0, np.inf, -np.inf))
+
+
+def odd_sum(a: Any, b: Any) -> np.ndarray:
+    """``round_to_odd(*two_sum(a, b))``, in cache-sized pieces (float64, broadcast shape).
+
+    >>> float(odd_sum(1.0, -2.0**-60)) == 1 - 2.0**-53
+    True
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    shape = a.shape
+    a, b = a.reshape(-1), b.reshape(-1)
+    out = np.empty(a.size)
+    e, tmp = np.empty(min(a.size, _PIECE)), np.empty(min(a.size, _PIECE))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, a.size, _PIECE):
+            piece = slice(start, start + _PIECE)
+            k = out[piece].size
+            _two_sum_into(a[piece], b[piece], out[piece], e[:k], tmp[:k])
+            _nudge_to_odd(out[piece], e[:k])
+    return out.reshape(shape)
+
+
+_PIECE = 1 << 16
