@@ -241,19 +241,21 @@ def test_fused_adam_does_not_go_nan_in_pure_fp16():
 
 @pytest.mark.parametrize("precision, fmt", [("32-true", "float32"), ("16-true", "float16"),
                                             ("bf16-true", "bfloat16")])
-@pytest.mark.parametrize("wd", [0.0, 0.01])
-def test_fused_adam_matches_an_exact_model_of_torchs_kernel(precision, fmt, wd):
+@pytest.mark.parametrize("wd, lr, betas, eps", [(0.0, 1e-3, (0.9, 0.999), 1e-8),
+                                               (0.01, 1e-3, (0.9, 0.999), 1e-8),
+                                               (0.01, 0.03, (0.8, 0.99), 1e-6)])
+def test_fused_adam_matches_an_exact_model_of_torchs_kernel(precision, fmt, wd, lr, betas, eps):
     """Weights and both moments after five steps equal the exact model of torch's fused CPU
     kernel (tests/torch_models.py; it matched torch 2.13 element for element)."""
     rng = np.random.default_rng(3)
-    w0 = [round_binary(v, fmt) for v in rng.standard_normal(64)]
+    w0 = [round_binary(v, fmt) for v in rng.standard_normal(64) * rng.choice([1, 10], 64)]
     grads = [[round_binary(v, fmt) for v in
-              rng.standard_normal(64) * rng.choice([1e-4, 1e-2, 1], 64)] for _ in range(5)]
+              rng.standard_normal(64) * rng.choice([1e-5, 1e-2, 1, 30], 64)] for _ in range(5)]
     with use_precision(precision):
         w = parameter(w0)
-        opt = Adam([w], lr=1e-3, weight_decay=wd, fused=True)
+        opt = Adam([w], lr=lr, betas=betas, eps=eps, weight_decay=wd, fused=True)
         _drive(opt, [w], [[np.array(g)] for g in grads])
-    ew, em, ev = fused_adam(w0, grads, fmt, weight_decay=wd)
+    ew, em, ev = fused_adam(w0, grads, fmt, lr, betas, eps, wd)
     state = opt.groups[0].state
     assert w.data.astype(np.float64).tolist() == ew
     assert state["exp_avg"].astype(np.float64).tolist() == em
@@ -277,3 +279,17 @@ def test_fused_adam_refuses_kahan_and_shows_in_repr():
 def test_non_numbers_and_non_finite_hyperparameters_are_refused(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make()
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16", "fp16"])
+def test_axpy_fast_path_equals_the_fma_path(fmt):
+    from floatlab.mixed.opmath import axpy
+
+    rng = np.random.default_rng(5)
+    f = floatlab.get_format(fmt)
+    x = floatlab.round(rng.standard_normal(4096) * rng.choice([1, 1e-3, 1e3], 4096), f,
+                       dtype=np.float32)
+    y = (rng.standard_normal(4096) * rng.choice([1, 1e-6, 1e4], 4096)).astype(np.float32)
+    fast = axpy(x, 1.0, y, f)                       # float32 + float32
+    general = axpy(x.astype(np.float64), 1.0, y.astype(np.float64), f)  # the FMA path
+    np.testing.assert_array_equal(fast, general)

@@ -259,6 +259,7 @@ def test_policy_device_routes_the_lab_ops():
     assert fm.OP_KINDS["cpu"]["softmax"] == "promote" and fm.OP_KINDS["cuda"]["softmax"] == "safe"
     assert get_policy("bf16-true", device="cpu").name == "bf16-true"  # no lists in a true run
     assert "torch's CPU lists" in cpu.describe() and "torch's CUDA lists" in cuda.describe()
+    assert "only the losses in float32" in cpu.note and "CPU" not in cuda.note
     safe_row = next(line for line in cpu.describe().splitlines() if "cross_entropy" in line)
     assert "exp" not in safe_row and safe_row.rstrip().endswith("float32")
 

@@ -336,6 +336,8 @@ def test_compare_keeps_runs_whose_names_coincide():
     ({"loss_multiplier": "a"}, TypeError, "loss_multiplier must be a number such as 2\\*\\*-16"),
     ({"batch_size": "a"}, TypeError, r"batch_size must be a whole number \(int\) >= 1, got 'a'"),
     ({"batch_size": 2.5}, TypeError, r"batch_size must be a whole number.*round it with int"),
+    ({"momentum": "0.9", "optimizer": "sgd"}, TypeError, "momentum must be a number such as 0.9"),
+    ({"eps": -1.0}, ValueError, "eps must be >= 0"),
     ({"hidden": 64}, TypeError, r"hidden must be a sequence .* write hidden=\(64,\)"),
     ({"hidden": (64, "a")}, TypeError, r"hidden\[1\] must be a whole number"),
     ({"activation": "gelu"}, ValueError, "'relu' or 'tanh'"),

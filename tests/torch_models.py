@@ -117,7 +117,7 @@ def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1
             v = f(f(v_s * cb2) + f(c2 * g) * g)
             m_s, v_s = Fraction(round_binary(m, fmt)), Fraction(round_binary(v, fmt))
             step_size, bc2_sqrt = f(lr / (1 - b1**t)), f(math.sqrt(1 - b2**t))
-            denom = f(f(round_binary(math.sqrt(v), "float32")) / bc2_sqrt + ceps)
+            denom = f(f(Fraction(round_binary(math.sqrt(v), "float32")) / bc2_sqrt) + ceps)
             p = Fraction(round_binary(f(p - f(f(step_size * m) / denom)), fmt))
         out_w.append(float(p))
         out_m.append(float(m_s))

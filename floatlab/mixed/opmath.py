@@ -66,7 +66,13 @@ def axpy(x: np.ndarray, alpha: float, y: np.ndarray, fmt: Format, *, what: str =
     """
     a = _to(alpha, fmt)
     op = opmath_format(fmt)
-    if op is FP64:  # float64 tensors: numpy has no FMA; the product rounds separately here
+    x, y = np.asarray(x), np.asarray(y)
+    if a == 1.0 and x.dtype == y.dtype == np.float32:
+        # Fast path (Adam's write): an IEEE float32 addition is the exact sum rounded once to
+        # float32, which is what the FMA computes when alpha is 1. Tested equal to the
+        # general path in tests/test_mixed_optim.py.
+        wide = x + y
+    elif op is FP64:  # float64 tensors: numpy has no FMA; the product rounds separately here
         wide = np.asarray(x, np.float64) + a * np.asarray(y, np.float64)
     else:  # a * y is exact in float64 (24 + 24 bits); the sum is rounded to odd, then to fp32
         summed = round_to_odd_sum(np.asarray(x, np.float64), a * np.asarray(y, np.float64))
@@ -104,6 +110,14 @@ def _nearest(values: np.ndarray, fmt: Format) -> np.ndarray:
     return quantize(values, fmt, what="partial", rounding="nearest_even")
 
 
+_SCALARS: dict[tuple[float, int], tuple[Format, float]] = {}
+
+
 def _to(number: float, fmt: Format) -> float:
-    """A Python number converted to ``fmt`` (C++'s conversion of a scalar argument)."""
-    return float(_nearest(np.array([number], np.float64), fmt)[0])
+    """A Python number converted to ``fmt`` (C++'s conversion of a scalar argument); memoised,
+    as an optimizer converts the same few hyperparameters every step."""
+    key = (float(number), id(fmt))
+    hit = _SCALARS.get(key)
+    if hit is None or hit[0] is not fmt:
+        hit = _SCALARS[key] = (fmt, float(_nearest(np.array([number], np.float64), fmt)[0]))
+    return hit[1]

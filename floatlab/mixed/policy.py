@@ -597,6 +597,10 @@ def get_policy(
         policy = replace(policy, device=device)
         if policy.autocasts:
             suffix.append(f"{device} autocast")
+            if device == "cpu":  # the notes describe the CUDA lists
+                policy = replace(policy, note=f"{policy.note}; torch's CPU lists: only the "
+                                              "losses in float32, softmax / exp / log / sums in "
+                                              "their input's format")
     if suffix:
         policy = replace(policy, name=f"{policy.name} ({', '.join(suffix)})")
     return policy

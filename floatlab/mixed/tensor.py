@@ -528,7 +528,8 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
 
 
 def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda v: quantize(np.asarray(v), fmt, what="grads")
+    """Rounds an intermediate of a gradient formula (transient: not counted by telemetry)."""
+    return lambda v: quantize(np.asarray(v), fmt, what="partial")
 
 
 def add(a: Any, b: Any) -> Tensor:

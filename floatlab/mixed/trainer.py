@@ -209,6 +209,9 @@ class Trainer:
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
         seed = whole("seed", seed, minimum=0)
+        momentum = number("momentum", momentum, nonnegative=True)
+        weight_decay = number("weight_decay", weight_decay, nonnegative=True)
+        eps = number("eps", eps, nonnegative=True)
         self.hidden = _widths(hidden)
         if activation not in ("relu", "tanh"):
             raise ValueError(f"activation={activation!r}: use 'relu' or 'tanh'")
