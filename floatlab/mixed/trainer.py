@@ -91,19 +91,28 @@ def bytes_held(
             add("master weights", p.fmt, p.size)
         else:
             add("weights", p.fmt, p.size)
-        if p.grad is not None:
+        grad_spec = policy.recipe.weight_grad if policy.recipe is not None else None
+        if p.grad is not None and grad_spec is not None and p.ndim == 2:  # MS-AMP FP8 grads
+            label, n = _operand_bytes(grad_spec, p.size, p.fmt)
+            held["gradients"][label] = held["gradients"].get(label, 0) + n
+        elif p.grad is not None:
             add("gradients", p.fmt, p.size)
     return held
 
 
 def _operand_bytes(spec: Any, n: int, compute: Format) -> tuple[str, int]:
-    """(label, bytes) of ``n`` values stored under a recipe operand spec."""
+    """(label, bytes) of ``n`` values stored under a recipe operand spec (row / column scales
+    of rowwise schemes are not counted: the spec alone does not know the shape)."""
+    from floatlab.mixed.recipe import TensorScaling
     from floatlab.quant.scheme import Scheme
 
-    if isinstance(spec, Scheme):
-        bits = spec.bits_per_value
-        return spec.name or spec.element.name, -(-int(math.ceil(n * bits)) // 8)
-    fmt = getattr(spec, "fmt", spec) or compute
+    if isinstance(spec, Scheme):  # bits_per_value counts block scales; add a tensor scale
+        extra = 4 if spec.block == "tensor" else 0
+        return spec.name or spec.element.name, -(-int(math.ceil(n * spec.bits_per_value)) // 8) \
+            + extra
+    if isinstance(spec, TensorScaling):  # the values plus one float32 scale
+        return spec.fmt.name, nbytes(spec.fmt, n) + 4
+    fmt = spec or compute
     return fmt.name, nbytes(fmt, n)
 
 
