@@ -10,6 +10,12 @@ steps) is timed.
 
 Targets (from the issue): a mixed step at most 3x the floor; compare() under 30 s.
 
+Training recipes (issue 11; --no-recipes skips them): the full step of each recipe against the
+same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8 emulates a
+14-bit truncating accumulator one inner index at a time and is timed with few repeats), and
+compare() of bf16-mixed + 5 recipes x 500 steps serially and with workers=2 (targets: under
+30 s serially, about half with two workers on two free cores).
+
     python benchmarks/bench_training.py                 # everything
     python benchmarks/bench_training.py --repeats 50 --no-compare
 
@@ -31,6 +37,8 @@ import time
 _parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 _parser.add_argument("--repeats", type=int, default=200, help="timed steps per row")
 _parser.add_argument("--no-compare", action="store_true", help="skip timing compare()")
+_parser.add_argument("--no-recipes", action="store_true", help="skip the training recipes")
+_parser.add_argument("--recipe-repeats", type=int, default=30, help="timed steps per recipe")
 _parser.add_argument("--blas-threads", default="1", help="BLAS threads ('auto': leave as is)")
 ARGS = _parser.parse_args() if __name__ == "__main__" else _parser.parse_args([])
 if ARGS.blas_threads != "auto":
@@ -44,12 +52,14 @@ from floatlab.mixed import (  # noqa: E402
     MLP,
     Adam,
     GradScaler,
+    RecipeRun,
     StaticScaler,
     StepStats,
     Tensor,
     compare,
     cross_entropy,
     get_policy,
+    recipe_run,
     recording,
     teacher_gaussians,
     use_precision,
@@ -58,6 +68,9 @@ from floatlab.mixed import (  # noqa: E402
 SIZES = (16, 64, 64, 4)
 BATCH = 512
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+RECIPES = {"fp8-delayed": 6, "fp8-current": 6, "fp8-rowwise": 6, "msamp-O2": 6, "mxfp8": 8,
+           "mxfp4": 8, "nvfp4": 8, "deepseek-fp8": 6}  # name: target ratio to the floor
+COMPARE_RECIPES = ("bf16-mixed", "fp8-delayed", "fp8-current", "mxfp8", "mxfp4", "nvfp4")
 
 
 def timed(fn, repeats: int, warmup: int = 10) -> float:
@@ -139,9 +152,12 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
     scaler = (GradScaler() if policy.scaler == "dynamic"
               else StaticScaler(policy.scaler) if policy.scaler else None)
 
+    state = RecipeRun(telemetry=telemetry) if policy.recipe else None
+
     def step() -> None:
         stats = StepStats() if telemetry else None
-        with use_precision(policy), (recording(stats) if stats else _Null()):
+        run = recipe_run(run=state) if state is not None else _Null()
+        with use_precision(policy), (recording(stats) if stats else _Null()), run:
             opt.zero_grad()
             loss = cross_entropy(model(Tensor(X)), y)
             if scaler is not None:
@@ -210,7 +226,40 @@ def main() -> int:
         print(result)
         print(f"\ncompare() of {len(PRECISIONS)} precisions x 500 steps (telemetry on): "
               f"{total:.1f} s (target < 30 s)")
+    if not ARGS.no_recipes:
+        recipes(data, X, y)
     return 0
+
+
+def recipes(data, X: np.ndarray, y: np.ndarray) -> None:
+    """Recipe step times against the floor, and the recipes' compare() serial vs workers=2."""
+    n = ARGS.recipe_repeats
+    floor = timed(numpy_floor(np.array(X), y, full=True), 200)
+    print(f"\ntraining recipes: full step (fwd + bwd + Adam, no telemetry), median of {n} "
+          f"calls (deepseek-fp8: {max(n // 10, 3)}); floor {floor * 1e3:.2f} ms")
+    head = ("recipe", "step ms", "x floor", "target")
+    rows = []
+    for name, target in RECIPES.items():
+        reps = max(n // 10, 3) if name == "deepseek-fp8" else n
+        st = timed(emulated(name, X, y, full=True, telemetry=False), reps, warmup=2)
+        ok = "ok" if st / floor <= target else "MISSED"
+        rows.append((name, f"{st * 1e3:.2f}", f"{st / floor:.2f}x", f"<= {target}x {ok}"))
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    if ARGS.no_compare:
+        return
+    times = {}
+    for workers in (1, 2):
+        start = time.perf_counter()
+        result = compare(COMPARE_RECIPES, steps=500, progress=False, data=data, workers=workers)
+        times[workers] = time.perf_counter() - start
+    print()
+    print(result)
+    print(f"\ncompare() of {', '.join(COMPARE_RECIPES)} x 500 steps (telemetry on): serial "
+          f"{times[1]:.1f} s (target < 30 s), workers=2 {times[2]:.1f} s "
+          f"({times[1] / times[2]:.2f}x faster)")
 
 
 if __name__ == "__main__":

@@ -221,7 +221,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
               "the gradients down as a deep network would (see the README)")
     data = teacher_gaussians(n=args.rows, seed=args.seed)
     result = compare(precisions, steps=args.steps, progress=not args.quiet, data=data,
-                     loss_multiplier=lam, seed=args.seed, optimizer=args.optimizer, lr=lr)
+                     loss_multiplier=lam, seed=args.seed, optimizer=args.optimizer, lr=lr,
+                     workers=args.workers)
     print(result)
     if args.plot:
         _save_training_plot(result, args.plot)
@@ -396,14 +397,18 @@ def _add_compare_parser(sub) -> None:
     p.add_argument("precisions", nargs="*", metavar="PRECISION",
                    default=["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"],
                    help="Lightning-style precision strings (default: 32-true 16-mixed "
-                   "bf16-mixed 16-true bf16-true), Apex O0..O3, or a format name + '-mixed'")
+                   "bf16-mixed 16-true bf16-true), Apex O0..O3, a format name + '-mixed', or a "
+                   "training recipe: fp8-delayed, fp8-current, mxfp8, mxfp4, nvfp4, "
+                   "deepseek-fp8, msamp-O1..O3, ...")
     p.add_argument("--steps", type=positive_int, default=500,
                    help="training steps (default 500)")
     p.add_argument("--loss-multiplier", "--lambda", default="1", metavar="LAMBDA",
                    help="multiply the loss by LAMBDA, e.g. 2**-16, to push gradients down "
                    "toward fp16's underflow as a deep network does (default 1)")
-    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
-                   help="adam or sgd (default adam)")
+    p.add_argument("--optimizer", choices=["adam", "sgd", "adam8bit"], default="adam",
+                   help="adam, sgd or adam8bit (bitsandbytes' 8-bit Adam; default adam)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="run the precisions in this many processes (same results; default 1)")
     p.add_argument("--lr", default=None,
                    help="learning rate, e.g. 1e-3 or 2**-10 (default: the optimizer's)")
     p.add_argument("--rows", type=positive_int, default=8192,

@@ -88,7 +88,7 @@ def test_unknown_format_in_a_custom_precision_names_the_format():
     (None, "must be a string"),
     (3.5, "must be a string"),
     ("01", "letter O"),
-    ("transformer-engine", "not emulated"),
+    ("transformer-engin", "Did you mean .transformer-engine"),
 ])
 def test_other_bad_precisions(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -14,8 +14,11 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per device),
 ``tensor`` (Tensor, ops, the hook), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
 ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
-``telemetry`` (per-step counters), ``history`` (History, Comparison), ``trainer`` (Trainer,
-compare), ``checks`` (argument validation), ``data``, ``progress``.
+``telemetry`` (per-step counters), ``recipe`` (FP8 / MX / NVFP4 training recipes: per-GEMM
+operand schemes and accumulators), ``recipe_gemm`` (running them, per-operand telemetry),
+``optim8bit`` (Adam with quantised moments, bitsandbytes' Adam8bit), ``history`` (History,
+Comparison), ``trainer`` (Trainer, compare), ``checks`` (argument validation), ``data``,
+``progress``.
 """
 
 from floatlab.mixed.autocast import AUTOCAST_LISTS
@@ -23,6 +26,7 @@ from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
+from floatlab.mixed.optim8bit import Adam8bit, StateAdam
 from floatlab.mixed.policy import (
     LAB_OPS,
     LEGACY_ALIASES,
@@ -32,6 +36,8 @@ from floatlab.mixed.policy import (
     Policy,
     get_policy,
 )
+from floatlab.mixed.recipe import RECIPES, Gemm, Recipe, TensorScaling, get_recipe, recipe_names
+from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.scaler import GradScaler, GradScalerError, GradScalerValueError, StaticScaler
 from floatlab.mixed.telemetry import StepStats, log2_histogram
 from floatlab.mixed.tensor import (
@@ -78,6 +84,9 @@ __all__ = [
     "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
+    # training recipes (FP8, MX, NVFP4, DeepSeek, MS-AMP) and 8-bit optimizer states
+    "Recipe", "Gemm", "TensorScaling", "get_recipe", "recipe_names", "RECIPES", "RecipeRun",
+    "recipe_run", "Adam8bit", "StateAdam",
     # data
     "Dataset", "teacher_gaussians", "spirals",
 ]

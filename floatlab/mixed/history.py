@@ -33,6 +33,9 @@ COLUMNS: dict[str, str] = {
     "subnormal": "fraction of the values the rounding hook produced that lie in their format's "
                  "subnormal range",
     "lost_updates": "fraction of non-zero gradient entries whose weight did not change",
+    "clipped": "recipes: fraction of GEMM operand values clipped (saturated) by quantisation",
+    "flushed": "recipes: fraction of non-zero GEMM operand values quantised to zero",
+    "lag_events": "recipes: operands whose delayed scale was too large for this step's amax",
 }
 
 BYTE_CATEGORIES = ("weights", "master weights", "gradients", "optimizer state", "activations")
@@ -137,6 +140,8 @@ class History:
             "underflow": self.mean("underflow"),
             "subnormal": self.mean("subnormal"),
             "lost_updates": self.mean("lost_updates"),
+            "clipped": self.mean("clipped"),
+            "flushed": self.mean("flushed"),
             "overflow": int(np.nansum(self["overflow"])),
             "went_nan": self.went_nan,
             "first_nonfinite_step": self.first_nonfinite_step,
@@ -201,13 +206,15 @@ class Comparison:
         return [h.summary() for h in self.histories.values()]
 
     def __str__(self) -> str:
+        recipes = any(np.isfinite(h.mean("clipped")) for h in self.histories.values())
         head = ("precision", "train acc", "test acc", "time", "bytes held", "skipped",
-                "underflow", "lost upd", "NaN")
+                "underflow", "lost upd", "NaN") + (("clipped", "flushed") if recipes else ())
         body = [
             (h.precision, _pct(h.final_train_accuracy), _pct(h.final_test_accuracy),
              f"{h.wall_time:.2f} s", format_bytes(h.total_bytes), str(h.skipped_steps),
              _pct(h.mean("underflow")), _pct(h.mean("lost_updates")),
              f"yes (step {h.first_nonfinite_step})" if h.went_nan else "no")
+            + ((_pct(h.mean("clipped"), 3), _pct(h.mean("flushed"), 2)) if recipes else ())
             for h in self.histories.values()
         ]
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]

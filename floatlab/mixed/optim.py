@@ -387,12 +387,20 @@ class Adam(Optimizer):
         m, v = m_all[where].astype(dt), v_all[where].astype(dt)
         m = fma(c(1 - b1), g - m, m).astype(dt)  # lerp with weight 1 - beta1 < 0.5
         v = fma(c(1 - b2) * g, g, v * c(b2)).astype(dt)
-        m_all[where], v_all[where] = self._q(m, sf), self._q(v, sf)
+        self._store_moments(group, where, active, m, v)
         step_size, bc2_sqrt = self._corrections(group, active)
         denom = np.sqrt(v) / np.asarray(bc2_sqrt).astype(dt) + c(self.eps)
         new = p - np.asarray(step_size).astype(dt) * m / denom
         rounding = None if self.update_rounding == "nearest_even" else "stochastic"
         return quantize(new, fmt, what="optimizer", rounding=rounding, rng=self._rng)
+
+    def _store_moments(self, group: _Group, where: np.ndarray | slice, active: list[int],
+                       m: np.ndarray, v: np.ndarray) -> None:
+        """Store the fused update's moments (rounded to the state format; subclasses quantise
+        them another way, see :mod:`floatlab.mixed.optim8bit`)."""
+        sf = group.state_fmt
+        group.state["exp_avg"][where] = self._q(m, sf)
+        group.state["exp_avg_sq"][where] = self._q(v, sf)
 
     def _update(self, group, where, grad, weights, active):
         b1, b2 = self.betas

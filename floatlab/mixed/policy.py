@@ -45,6 +45,7 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
+from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
 
 __all__ = [
@@ -110,6 +111,12 @@ _APEX_MAX_SCALE = 2.0**24
 
 def refuse_scaler_for_bf16_mixed(policy: Policy, scaler: Any) -> None:
     """Lightning's rule: "bf16-mixed" takes no loss scaler (bfloat16 has float32's range)."""
+    if scaler is not None and scaler is not False and policy.recipe is not None and \
+            policy.compute == BF16:
+        raise ValueError(f"recipe {policy.name!r} keeps bf16 outside its GEMMs and scales its "
+                         f"low-precision tensors itself: it takes no loss scaler, found "
+                         f"{scaler!r}. Pass scaler=None (or use 'transformer-engine-float16' "
+                         "for fp16 with a GradScaler)")
     if scaler is not None and scaler is not False and policy.name == "bf16-mixed":
         raise ValueError(
             f"precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), "
@@ -174,6 +181,9 @@ class Policy:
     note : one line for tables and reprs.
     device : whose autocast op lists route the ops: "cuda" (default) or "cpu" (they differ:
         on CPU, exp / log / softmax / sum run in their input's format).
+    recipe : a low-precision training :class:`~floatlab.mixed.recipe.Recipe` (FP8, MX, NVFP4,
+        ...): it decides the quantisation of the Linear layers' three GEMMs; every other op
+        follows the fields above (see :meth:`from_recipe`).
 
     >>> p = Policy.mixed("float8_e5m2")
     >>> p.name, p.master_weights, p.scaler
@@ -194,6 +204,7 @@ class Policy:
     saturate: bool = False
     note: str = ""
     device: str = "cuda"
+    recipe: Recipe | None = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -237,6 +248,25 @@ class Policy:
             accumulate=widest(FP32, f), safe=widest(FP32, m), inputs=widest(FP32, m),
             scaler=scaler, note=f"{m.name} masters, {f.name} matmuls, float32 safe list",
         )
+
+    @classmethod
+    def from_recipe(cls, recipe: str | Recipe, **options: Any) -> Policy:
+        """The mixed policy a recipe runs in: its compute format (bf16 / fp16) for non-GEMM
+        results, float32 safe ops, its master and optimizer-state formats, its scaler.
+
+        >>> p = Policy.from_recipe("mxfp8")
+        >>> p.name, p.compute.name, p.weights.name, p.recipe.forward.a.name
+        ('mxfp8', 'bfloat16', 'float32', 'mxfp8 floor')
+        """
+        r = get_recipe(recipe, **options)
+        base = cls.mixed(r.compute, master=r.master, scaler=r.scaler, name=r.name)
+        state = r.state or {}
+        moments = set(state.values())
+        # A single Format for both moments is the policy's optimizer_state; per-moment formats
+        # and Schemes are the optimizer's business (floatlab.mixed.optim8bit.StateAdam).
+        single = next(iter(moments)) if len(moments) == 1 and isinstance(
+            next(iter(moments)), Format) else None
+        return replace(base, recipe=r, optimizer_state=single, note=r.note)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -305,6 +335,8 @@ class Policy:
         width = max(len(r[0]) for r in rows)
         lines = [f"policy {self.name}: {self.note}"]
         lines += [f"  {k:<{width}}  {v}" for k, v in rows]
+        if self.recipe is not None:  # the GEMMs' operands and accumulators
+            lines += self.recipe.describe().splitlines()[2:]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -344,18 +376,26 @@ def _builtin(name: str) -> Policy:
     raise AssertionError(name)
 
 
+_RECIPE_KEYS = {name.lower(): name for name in RECIPES}
+
+
 def _valid_list() -> str:
     legacy = ", ".join(repr(k) for k in LEGACY_ALIASES)
     return (
         f"use one of {', '.join(repr(k) for k in PRECISIONS)}; the legacy aliases {legacy}; "
         "or '<format>-mixed' / '<format>-true' with any floatlab format "
-        "(e.g. 'float8_e5m2-mixed'), or a floatlab.mixed.Policy"
+        "(e.g. 'float8_e5m2-mixed'); a training recipe (" + ", ".join(map(repr, RECIPES)) + "); "
+        "or a floatlab.mixed.Policy"
     )
 
 
 def _resolve_name(precision: Any) -> Policy:
     if isinstance(precision, Policy):
         return precision
+    if isinstance(precision, Recipe):
+        return Policy.from_recipe(precision)
+    if isinstance(precision, str) and precision.strip().lower() in _RECIPE_KEYS:
+        return Policy.from_recipe(_RECIPE_KEYS[precision.strip().lower()])
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
         raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
                         f"got {precision!r}; {_valid_list()}")
@@ -377,10 +417,6 @@ def _resolve_name(precision: Any) -> Policy:
     if key in ("00", "01", "02", "03"):
         raise ValueError(f"precision={precision!r}: Apex opt levels start with the letter O "
                          f"('O{key[1]}'), not zero")
-    if key.startswith("transformer-engine"):
-        raise ValueError(f"precision={precision!r} (Transformer Engine FP8 with delayed "
-                         f"scaling) is not emulated; try 'float8_e4m3fn-mixed' or "
-                         f"'float8_e5m2-mixed'. {_valid_list()}")
     for suffix, build in (("-mixed", Policy.mixed), ("-true", Policy.true)):
         if key.endswith(suffix):
             try:
@@ -404,7 +440,7 @@ def _resolve_name(precision: Any) -> Policy:
             options = f"'{fmt.name}-mixed' or '{fmt.name}-true'"
         raise ValueError(f"precision={precision!r} names a format, not a precision: use "
                          f"{options}")
-    close = difflib.get_close_matches(key, list(PRECISIONS), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(key, [*PRECISIONS, *RECIPES], n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown precision {precision!r}.{hint} Valid: {_valid_list()}")
 
@@ -418,6 +454,7 @@ def get_policy(
     optimizer_state: str | Format | None = None,
     rounding: str | None = None,
     device: str | None = None,
+    recipe_options: dict[str, Any] | None = None,
 ) -> Policy:
     """Resolve a precision name (or Policy) and optional overrides to a :class:`Policy`.
 
@@ -437,6 +474,9 @@ def get_policy(
     rounding : rounding mode of every op result ("nearest_even" or "stochastic").
     device : "cuda" or "cpu": whose autocast op lists route the ops (None keeps the policy's,
         "cuda" for the named precisions). The name of a mixed policy says "cpu autocast".
+    recipe_options : options of a training recipe (see
+        :func:`floatlab.mixed.recipe.get_recipe`), e.g. ``{"scale_rounding": "rceil"}`` with
+        "mxfp8"; the policy's name lists them.
 
     >>> get_policy("16-mixed", scaler=None).name
     '16-mixed (no scaler)'
@@ -447,7 +487,19 @@ def get_policy(
     ...
     ValueError: precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), ...
     """
-    policy = _resolve_name(precision)
+    if recipe_options:
+        if not isinstance(recipe_options, dict):
+            raise TypeError(f"recipe_options must be a dict such as {{'scale_rounding': "
+                            f"'rceil'}}, got {recipe_options!r}")
+        name = precision.strip() if isinstance(precision, str) else None
+        if name is None or name.lower() not in _RECIPE_KEYS:
+            raise ValueError(f"recipe_options={recipe_options!r} need a recipe name as the "
+                             f"precision ({', '.join(map(repr, RECIPES))}), got {precision!r}")
+        policy = Policy.from_recipe(_RECIPE_KEYS[name.lower()], **recipe_options)
+        shown = ", ".join(f"{k}={v}" for k, v in recipe_options.items())
+        policy = replace(policy, name=f"{policy.name} ({shown})")
+    else:
+        policy = _resolve_name(precision)
     base = policy.name
     suffix: list[str] = []
     if matmul_precision is not None:

@@ -899,6 +899,10 @@ def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def _linear_op(op: str, x: Tensor, w: Tensor, bias: Tensor | None, transpose_w: bool) -> Tensor:
     policy = active_policy()
+    if policy.recipe is not None:  # FP8 / MX / NVFP4: the recipe quantises the three GEMMs
+        from floatlab.mixed.recipe_gemm import recipe_linear
+
+        return recipe_linear(x, w, bias, transpose_w, policy)
     fin, fmt = policy.matmul_inputs, policy.compute
     xi, wi = _matmul_input(x, fin), _matmul_input(w, fin)
     wm = wi.T if transpose_w else wi

@@ -32,6 +32,7 @@ from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
 from floatlab.mixed.nn import MLP, Module, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
+from floatlab.mixed.optim8bit import Adam8bit, StateAdam
 from floatlab.mixed.policy import (
     FP16,
     Policy,
@@ -40,6 +41,7 @@ from floatlab.mixed.policy import (
     refuse_scaler_for_bf16_mixed,
 )
 from floatlab.mixed.progress import Progress
+from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.tensor import Tensor, cross_entropy, no_grad, quantize, recording, use_precision
@@ -78,15 +80,40 @@ def bytes_held(
     def add(cat: str, fmt: Format, n: int) -> None:
         held[cat][fmt.name] = held[cat].get(fmt.name, 0) + nbytes(fmt, n)
 
+    gemm_weights = policy.recipe.forward.b if policy.recipe is not None else None
     for p in model.parameters():
-        if policy.master_weights:
+        if gemm_weights is not None and p.ndim == 2:  # the recipe's quantised weight copy
+            label, n = _operand_bytes(gemm_weights, p.size, policy.compute)
+            held["weights"][label] = held["weights"].get(label, 0) + n
+            add("master weights", p.fmt, p.size)
+        elif policy.master_weights:
             add("weights", policy.compute, p.size)
             add("master weights", p.fmt, p.size)
         else:
             add("weights", p.fmt, p.size)
-        if p.grad is not None:
+        grad_spec = policy.recipe.weight_grad if policy.recipe is not None else None
+        if p.grad is not None and grad_spec is not None and p.ndim == 2:  # MS-AMP FP8 grads
+            label, n = _operand_bytes(grad_spec, p.size, p.fmt)
+            held["gradients"][label] = held["gradients"].get(label, 0) + n
+        elif p.grad is not None:
             add("gradients", p.fmt, p.size)
     return held
+
+
+def _operand_bytes(spec: Any, n: int, compute: Format) -> tuple[str, int]:
+    """(label, bytes) of ``n`` values stored under a recipe operand spec (row / column scales
+    of rowwise schemes are not counted: the spec alone does not know the shape)."""
+    from floatlab.mixed.recipe import TensorScaling
+    from floatlab.quant.scheme import Scheme
+
+    if isinstance(spec, Scheme):  # bits_per_value counts block scales; add a tensor scale
+        extra = 4 if spec.block == "tensor" else 0
+        return spec.name or spec.element.name, -(-int(math.ceil(n * spec.bits_per_value)) // 8) \
+            + extra
+    if isinstance(spec, TensorScaling):  # the values plus one float32 scale
+        return spec.fmt.name, nbytes(spec.fmt, n) + 4
+    fmt = spec or compute
+    return fmt.name, nbytes(fmt, n)
 
 
 def _pow2(x: float) -> str:
@@ -102,7 +129,13 @@ class Trainer:
     precision : a precision string ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
         "64-true", Apex "O0".."O3", "<format>-mixed" / "<format>-true", legacy 16 / 32 / 64 /
         "bf16") or a :class:`~floatlab.mixed.Policy`.
-    optimizer : "adam" or "sgd"; ``lr`` defaults to 1e-3 (Adam) or 1e-2 (SGD).
+    optimizer : "adam", "sgd" or "adam8bit" (bitsandbytes' Adam8bit, see
+        :mod:`floatlab.mixed.optim8bit`; ``optimizer_options`` go to it, e.g.
+        ``{"min_8bit_size": 0, "block": None}``); ``lr`` defaults to 1e-3 (Adam) or 1e-2 (SGD).
+        A recipe with per-moment state formats (deepseek-fp8, msamp-O2/O3), or
+        ``optimizer_options={"state": {"exp_avg": ..., "exp_avg_sq": ...}}`` (a format or a
+        Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
+        moments that way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
     scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
         (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one.
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
@@ -159,6 +192,8 @@ class Trainer:
         kahan: bool = False,
         device: str | None = None,
         fused: bool = False,
+        recipe_options: dict[str, Any] | None = None,
+        optimizer_options: dict[str, Any] | None = None,
     ) -> None:
         scaler_object = scaler if isinstance(scaler, _LossScaler) else None
         spec = "auto" if scaler_object is not None else scaler
@@ -167,15 +202,18 @@ class Trainer:
         self.policy = get_policy(precision, matmul_precision=matmul_precision,
                                  accumulate=accumulate, scaler=spec,
                                  optimizer_state=optimizer_state, rounding=rounding,
-                                 device=device)
+                                 device=device, recipe_options=recipe_options)
         if scaler_object is not None:
             refuse_scaler_for_bf16_mixed(self.policy, scaler_object)
             if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16:
                 raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
                                  "weights are float16 and torch refuses with 'Attempting to "
                                  "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
-        if optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer={optimizer!r}: use 'adam' or 'sgd'")
+        if optimizer not in ("adam", "sgd", "adam8bit"):
+            raise ValueError(f"optimizer={optimizer!r}: use 'adam', 'sgd' or 'adam8bit'")
+        if optimizer_options is not None and not isinstance(optimizer_options, dict):
+            raise TypeError(f"optimizer_options must be a dict, got {optimizer_options!r}")
+        self.optimizer_options = dict(optimizer_options or {})
         lr = None if lr is None else number("lr", lr, positive=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
@@ -196,7 +234,7 @@ class Trainer:
         progress, telemetry = flag("progress", progress), flag("telemetry", telemetry)
         kahan = flag("kahan", kahan)
         self.optimizer_name = optimizer
-        self.lr = lr if lr is not None else (1e-3 if optimizer == "adam" else 1e-2)
+        self.lr = lr if lr is not None else (1e-2 if optimizer == "sgd" else 1e-3)
         self.momentum, self.weight_decay, self.betas, self.eps = momentum, weight_decay, betas, eps
         self._scaler_object = scaler_object
         self.loss_multiplier = float(loss_multiplier)
@@ -208,6 +246,7 @@ class Trainer:
         self.optimizer: Optimizer | None = None
         self.scaler: _LossScaler | None = None
         self.history: History | None = None
+        self.recipe_run = None  # the RecipeRun of the last fit (recipes only)
 
     # ------------------------------------------------------------------ building
     def _build_model(self, data: Dataset) -> Module:
@@ -222,6 +261,20 @@ class Trainer:
 
     def _build_optimizer(self, model: Module) -> Optimizer:
         options = dict(update_rounding=self.update_rounding, kahan=self.kahan, seed=self.seed)
+        recipe = self.policy.recipe
+        if self.optimizer_name == "adam8bit":
+            return Adam8bit(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
+                            seed=self.seed, **self.optimizer_options)
+        per_moment = "state" in self.optimizer_options or (
+            recipe is not None and recipe.state and self.policy.optimizer_state is None)
+        if self.optimizer_name == "adam" and per_moment:
+            extra = dict(self.optimizer_options)
+            state = extra.pop("state", recipe.state if recipe is not None else None)
+            return StateAdam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
+                             state=state, seed=self.seed, **extra)
+        if self.optimizer_options:
+            raise ValueError("optimizer_options are for optimizer='adam8bit' (and recipes "
+                             "with per-moment state formats)")
         if self.optimizer_name == "adam":
             return Adam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
                         weight_decay=self.weight_decay, fused=self.fused, **options)
@@ -240,7 +293,8 @@ class Trainer:
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
         """One line describing the experiment (used as the compare() table's header)."""
-        name = "SGD" if self.optimizer_name == "sgd" else "Adam (fused)" if self.fused else "Adam"
+        name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
+            self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
         opt = f"{name} lr {self.lr:g}"
         net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
                            + ((data.classes,) if data else ())))
@@ -285,7 +339,9 @@ class Trainer:
                                              "experiment": self.describe(data, steps)})
         bar = Progress(steps, desc=self.policy.name, enabled=self.progress)
         start = time.perf_counter()
-        with use_precision(self.policy, rng=self.seed):
+        run_context = recipe_run(self.seed, self.telemetry) if self.policy.recipe else nullcontext()
+        with use_precision(self.policy, rng=self.seed), run_context as run:
+            self.recipe_run = run
             self.model = model = self._build_model(data)
             self.optimizer = opt = self._build_optimizer(model)
             self.scaler = scaler = self._build_scaler()
@@ -294,11 +350,15 @@ class Trainer:
                 idx = next(batches)
                 stats = StepStats() if self.telemetry else None
                 row = self._step(model, opt, scaler, data.X_train[idx], data.y_train[idx], stats)
+                if run is not None:
+                    row.update(run.end_step())
                 if (step + 1) % self.eval_every == 0 or step == steps - 1:
                     row["test_accuracy"] = self._accuracy(data.X_test, data.y_test)
                 held = bytes_held(model, opt, self.policy, stats) if stats else None
                 history._append(step=step, bytes_held=held, **row)
                 bar.update(loss=row["loss"], scale=row["scale"])
+            if run is not None:  # per-operand telemetry: {"linear0.forward.a": [stats...]}
+                history.info["operands"] = run.history
             history.final_train_accuracy = self._accuracy(data.X_train, data.y_train)
             history.final_test_accuracy = history["test_accuracy"][-1]
         bar.close()
@@ -364,11 +424,18 @@ def _entries(precisions: Any) -> list[Any]:
     return entries
 
 
+def _run_one(options: dict[str, Any], data: Dataset, steps: int) -> tuple[History, str]:
+    """One compare() run (module level, so worker processes can pickle it)."""
+    trainer = Trainer(**options)
+    return trainer.fit(data, steps), trainer.describe(data, steps)
+
+
 def compare(
     precisions: Sequence[Any] = DEFAULT_PRECISIONS,
     steps: int = 500,
     progress: bool = True,
     data: Dataset | None = None,
+    workers: int | None = None,
     **trainer_options: Any,
 ) -> Comparison:
     """Run the same experiment under several precisions; ``str(result)`` is the table.
@@ -378,6 +445,8 @@ def compare(
     ``compare("16-mixed")``) is one run. Example of a dict entry:
     ``{"precision": "16-mixed", "scaler": None, "label": "fp16 mixed, no scaler"}``.
     ``trainer_options`` go to every :class:`Trainer` (e.g. ``loss_multiplier=2**-16``).
+    ``workers=N`` runs the entries in N processes (concurrent.futures); every run is seeded
+    and single-threaded, so the results equal the serial run's (only wall times differ).
 
     >>> from floatlab.mixed import teacher_gaussians
     >>> r = compare(["32-true", "16-true"], steps=5, progress=False,
@@ -393,7 +462,8 @@ def compare(
         warnings.simplefilter("ignore")
         for entry in entries:
             get_policy(entry.get("precision", "32-true") if isinstance(entry, dict) else entry)
-    histories, header = [], ""
+    workers = 1 if workers is None else whole("workers", workers)
+    jobs = []
     for entry in entries:
         options = dict(trainer_options)
         label = None
@@ -403,10 +473,18 @@ def compare(
             options.update(entry)
         else:
             options["precision"] = entry
-        options.setdefault("progress", progress)
-        trainer = Trainer(**options)
-        header = header or trainer.describe(data, steps)
-        history = trainer.fit(data, steps)
+        options.setdefault("progress", progress and workers == 1)
+        jobs.append((options, label))
+    if workers > 1 and len(jobs) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            results = list(pool.map(_run_one, [o for o, _ in jobs], [data] * len(jobs),
+                                    [steps] * len(jobs)))
+    else:
+        results = [_run_one(o, data, steps) for o, _ in jobs]
+    histories, header = [], results[0][1]
+    for (history, _), (_, label) in zip(results, jobs, strict=True):
         if label:
             history.precision = label
         # Two entries may resolve to the same name (e.g. 16 and "16-mixed"): keep both rows.

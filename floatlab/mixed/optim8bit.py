@@ -1,0 +1,271 @@
+"""Adam with quantised moments: per-moment state formats, bitsandbytes' 8-bit Adam, COAT.
+
+:class:`StateAdam` is Adam (torch's fused arithmetic: the update uses the new moments in float32)
+whose two moments are *stored* per parameter tensor in a format or a block-scaled
+:class:`floatlab.Scheme` -- the stored (dequantised) values are what the next step reads.
+:class:`Adam8bit` is bitsandbytes' ``bnb.optim.Adam8bit``: both moments block-wise quantised
+with the dynamic maps (signed ``dynamic8`` for the first moment, unsigned ``udynamic8`` for
+the second), one float32 absmax per block of 256, nearest map entry; parameter tensors with
+fewer than ``min_8bit_size = 4096`` values keep float32 moments, as bitsandbytes does. The lab's
+layers are small: most of a default MLP's parameters sit in tensors below 4096 values, so pass
+``min_8bit_size=0`` to quantise them all (the lab's experiments do, and say so).
+
+Ablations (Dettmers et al., 2021): ``block=None`` (one absmax per tensor) and
+``map="linear"`` (256 evenly spaced codes instead of the dynamic map).
+
+COAT's dynamic range expansion (``expand=True`` on an FP8 Scheme): each group stores
+``sign(x)·|x|**k`` with ``k`` chosen so the group's ratio max/min fills the format's range, and
+reads back ``sign(y)·|y|**(1/k)``.
+
+>>> import numpy as np
+>>> from floatlab.mixed import parameter
+>>> w = parameter(np.ones(5000, np.float32))
+>>> opt = Adam8bit([w], lr=1e-3, betas=(0.9, 0.995))
+>>> w.grad = np.linspace(-1, 1, 5000).astype(np.float32); _ = opt.step()
+>>> opt.state_bytes()          # 5000 codes + 20 float32 absmax values, per moment
+{'dynamic8': 5080, 'udynamic8': 5080}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.mixed.optim import Adam
+from floatlab.mixed.policy import FP32, nbytes
+from floatlab.mixed.tensor import Tensor
+from floatlab.quant.codebook import Codebook
+from floatlab.quant.quantize import fake_quantize
+from floatlab.quant.scheme import Scheme, get_scheme
+
+__all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
+
+MOMENTS = ("exp_avg", "exp_avg_sq")
+BNB_BLOCK = 256
+BNB_MIN_8BIT_SIZE = 4096
+
+
+def linear_codebook(signed: bool) -> Codebook:
+    """The linear-map ablation: 256 evenly spaced values on [-1, 1] (signed) or [0, 1].
+
+    >>> linear_codebook(True).values_array[[0, 255]].tolist()
+    [-1.0, 1.0]
+    """
+    lo = -1.0 if signed else 0.0
+    return Codebook("linear8" if signed else "ulinear8",
+                    np.linspace(lo, 1.0, 256).astype(np.float32))
+
+
+def expand_range(x: np.ndarray, fmt: Format, group: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """COAT's dynamic range expansion: per group of ``group`` values, ``k`` such that the
+    group's max / min ratio becomes the format's max / min-normal ratio; returns
+    ``(sign(x)·|x|**k, k)``. Groups with one distinct magnitude get ``k = 1``.
+
+    >>> y, k = expand_range(np.array([1e-3, 1e-2]), get_format("e4m3fn"), group=2)
+    >>> round(float(k[0]), 3)                 # log(448 / 2**-6) / log(10)
+    4.457
+    """
+    flat = np.asarray(x, np.float64).reshape(-1)
+    pad = (-flat.size) % group
+    g = np.concatenate([flat, np.zeros(pad)]).reshape(-1, group)
+    mag = np.abs(g)
+    hi = mag.max(axis=1)
+    lo = np.where(mag > 0, mag, np.inf).min(axis=1)
+    ratio = np.where((hi > 0) & np.isfinite(lo) & (hi > lo), hi / np.where(np.isfinite(lo), lo,
+                                                                          1), 1.0)
+    target = math.log(float(fmt.max) / 2.0**fmt.emin)
+    k = np.where(ratio > 1, target / np.log(np.maximum(ratio, 1 + 1e-12)), 1.0)
+    y = np.sign(g) * mag ** k[:, None]
+    return y.reshape(-1)[: flat.size].reshape(np.shape(x)), k
+
+
+class StateAdam(Adam):
+    """Adam whose moments are stored per parameter in a Format or a Scheme each.
+
+    Parameters (besides Adam's lr, betas, eps)
+    ------------------------------------------
+    state : ``{"exp_avg": spec, "exp_avg_sq": spec}``; a spec is a Format (name or object),
+        a :class:`floatlab.Scheme` (name or object) or None (float32).
+    min_8bit_size : parameter tensors with fewer values keep float32 moments.
+    expand : COAT's dynamic range expansion before a Scheme's quantisation (group 128).
+
+    The update is Adam's fused float32 arithmetic (``Adam(fused=True)``); only the storage of
+    the moments differs. ``weight_decay`` and the low-precision remedies are not offered.
+
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter(np.zeros(3, np.float32))
+    >>> opt = StateAdam([w], state={"exp_avg": "e4m3fn", "exp_avg_sq": "fp16"})
+    >>> w.grad = np.array([1e-3, 2e-3, 3e-3], np.float32); _ = opt.step()
+    >>> opt.state_bytes()
+    {'float8_e4m3fn': 3, 'float16': 6}
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *,
+                 state: dict[str, Any] | None = None, min_8bit_size: int = 0,
+                 expand: bool = False, seed: int = 0) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, fused=True, seed=seed,
+                         low_copies="auto")
+        state = {} if state is None else state
+        if not isinstance(state, dict) or set(state) - set(MOMENTS):
+            raise ValueError(f"state must be a dict with keys among {MOMENTS}, e.g. "
+                             f"{{'exp_avg': 'e4m3fn', 'exp_avg_sq': 'fp16'}}, got {state!r}")
+        self.specs = {k: _spec(state.get(k), k) for k in MOMENTS}
+        if isinstance(min_8bit_size, bool) or not isinstance(min_8bit_size, int) or \
+                min_8bit_size < 0:
+            raise ValueError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
+        self.min_8bit_size = min_8bit_size
+        if not isinstance(expand, bool):
+            raise TypeError(f"expand must be True or False, got {expand!r}")
+        self.expand = expand
+        for group in self.groups:
+            if group.state_fmt != group.fmt or not _holds_float32(group.fmt):
+                raise ValueError(f"{type(self).__name__} keeps float32 master weights and "
+                                 f"chooses its moment storage itself; got weights in "
+                                 f"{group.fmt.name} (use a mixed precision such as "
+                                 "'bf16-mixed')")
+
+    def _quantized(self, param: Tensor) -> bool:
+        return param.size >= self.min_8bit_size
+
+    def _store_moments(self, group, where, active, m, v) -> None:
+        stored = {}
+        for key, values in (("exp_avg", m), ("exp_avg_sq", v)):
+            spec = self.specs[key]
+            out = np.empty_like(values, dtype=np.float32)
+            start = 0
+            for i in active:  # bitsandbytes quantises each parameter tensor on its own
+                p = group.params[i]
+                part = values[start : start + p.size]
+                out[start : start + p.size] = self._store(part, spec) if (
+                    spec is not None and self._quantized(p)) else part
+                start += p.size
+            stored[key] = out
+        group.state["exp_avg"][where] = stored["exp_avg"]
+        group.state["exp_avg_sq"][where] = stored["exp_avg_sq"]
+
+    def _store(self, values: np.ndarray, spec: Format | Scheme) -> np.ndarray:
+        if isinstance(spec, Format):
+            return self._q(values, spec).astype(np.float32)
+        bad = ~np.isfinite(values)
+        if bad.any():  # a diverged run: keep inf / NaN (the loss shows it), quantise the rest
+            out = self._store(np.where(bad, np.float32(0), values), spec)
+            out[bad] = values[bad]
+            return out
+        if self.expand:
+            elem = spec.element if isinstance(spec.element, Format) else None
+            if elem is None:
+                raise ValueError("expand=True (COAT) needs a float element format such as "
+                                 "'e4m3fn'")
+            y, k = expand_range(values, elem)
+            yq = fake_quantize(y, spec).astype(np.float64)
+            pad = (-values.size) % 128
+            kk = np.repeat(k, 128)[: values.size + pad][: values.size]
+            return (np.sign(yq) * np.abs(yq) ** (1 / kk)).astype(np.float32)
+        return fake_quantize(values.astype(np.float32), spec).astype(np.float32)
+
+    def state_bytes(self) -> dict[str, int]:
+        """Real storage: per moment and parameter, the codes plus the block scales (a Scheme),
+        the format's bytes (a Format), or float32 (unquantised)."""
+        out: dict[str, int] = {}
+        for group in self.groups:
+            if "exp_avg" not in group.state:
+                continue
+            for p in group.params:
+                for key in MOMENTS:
+                    spec = self.specs[key]
+                    if spec is None or not self._quantized(p):
+                        label, n = FP32.name, nbytes(FP32, p.size)
+                    elif isinstance(spec, Format):
+                        label, n = spec.name, nbytes(spec, p.size)
+                    else:
+                        label, n = _scheme_label(spec), _scheme_bytes(spec, p.size)
+                    out[label] = out.get(label, 0) + n
+        return out
+
+    def __repr__(self) -> str:
+        specs = ", ".join(f"{k} {_spec_label(s)}" for k, s in self.specs.items())
+        return f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}, {specs})"
+
+
+class Adam8bit(StateAdam):
+    """bitsandbytes' 8-bit Adam (``bnb.optim.Adam8bit``): block-wise dynamic quantisation.
+
+    ``block`` (256) values share a float32 absmax; ``block=None`` uses one per tensor.
+    ``map="dynamic"`` (bitsandbytes) or ``"linear"`` (the ablation). ``min_8bit_size`` (4096,
+    bitsandbytes' default): smaller tensors keep float32 moments.
+
+    >>> from floatlab.mixed import parameter
+    >>> opt = Adam8bit([parameter(np.zeros(4096, np.float32))], block=None, map="linear")
+    >>> opt.specs["exp_avg"].name, opt.specs["exp_avg"].block
+    ('linear8 per tensor', 'tensor')
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *,
+                 block: int | None = BNB_BLOCK, map: str = "dynamic",  # noqa: A002 - bnb's word
+                 min_8bit_size: int = BNB_MIN_8BIT_SIZE, seed: int = 0) -> None:
+        if map not in ("dynamic", "linear"):
+            raise ValueError(f"map={map!r}: use 'dynamic' (bitsandbytes) or 'linear' (the "
+                             "ablation)")
+        if block is not None and (isinstance(block, bool) or not isinstance(block, int)
+                                  or block < 1):
+            raise ValueError(f"block must be a positive int (256) or None (one absmax per "
+                             f"tensor), got {block!r}")
+        self.block, self.map = block, map
+        state = {k: _moment_scheme(signed, block, map)
+                 for k, signed in (("exp_avg", True), ("exp_avg_sq", False))}
+        super().__init__(params, lr=lr, betas=betas, eps=eps, state=state,
+                         min_8bit_size=min_8bit_size, seed=seed)
+
+
+def _moment_scheme(signed: bool, block: int | None, map_: str) -> Scheme:
+    base = get_scheme("dynamic8" if signed else "udynamic8")
+    element = base.element if map_ == "dynamic" else linear_codebook(signed)
+    where = "tensor" if block is None else block
+    name = f"{element.name}" + (" per tensor" if block is None else
+                                "" if block == BNB_BLOCK else f" block {block}")
+    return base.replace(element=element, block=where, name=name)
+
+
+def _spec(spec: Any, key: str) -> Format | Scheme | None:
+    if spec is None or isinstance(spec, (Format, Scheme)):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return get_format(spec)
+        except Exception:
+            try:
+                return get_scheme(spec)
+            except ValueError:
+                raise ValueError(f"state[{key!r}]={spec!r} is neither a floatlab format nor a "
+                                 "scheme name (e.g. 'e4m3fn', 'bf16', 'fp8_tensorwise', "
+                                 "'dynamic8')") from None
+    raise TypeError(f"state[{key!r}] must be a Format, a Scheme, a name or None, got {spec!r}")
+
+
+def _holds_float32(fmt: Format) -> bool:
+    return fmt == FP32
+
+
+def _scheme_label(spec: Scheme) -> str:
+    return spec.name or spec.describe()
+
+
+def _spec_label(spec: Format | Scheme | None) -> str:
+    if isinstance(spec, Scheme):
+        return _scheme_label(spec)
+    return spec.name if spec is not None else "float32"
+
+
+def _scheme_bytes(spec: Scheme, n: int) -> int:
+    codes = -(-n * spec.element.bits // 8)
+    if spec.block_size:
+        blocks = -(-n // spec.block_size)
+    else:
+        blocks = 1  # one scale per tensor (the lab's moments are flat vectors)
+    return codes + blocks * (spec.scale_bits // 8)

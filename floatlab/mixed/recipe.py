@@ -1,0 +1,454 @@
+"""Low-precision training recipes: the precision of each operand of each GEMM.
+
+A Linear layer makes three matrix products per step: forward ``y = x·Wᵀ``, the input gradient
+(dgrad) ``dx = g·W`` and the weight gradient (wgrad) ``dW = gᵀ·x``. A :class:`Recipe` gives each
+product a :class:`Gemm`: how its two operands are quantised (an :class:`Operand` spec) and
+which :class:`floatlab.Accumulator` sums the products. Everything else -- activations between
+layers, softmax and the loss, the master weights, the optimizer -- stays in the policy's
+formats (bf16 results, float32 masters and safe ops), so a recipe is composed into a
+:class:`~floatlab.mixed.Policy` (``policy.recipe``) and the 16-bit modes keep their own path.
+
+Operand specs (the ``a`` / ``b`` fields of a :class:`Gemm`):
+
+* a :class:`floatlab.Scheme` -- block scaling (MX, NVFP4, rowwise, DeepSeek tiles), applied with
+  :func:`floatlab.fake_quantize` to the operand laid out with the *inner* (reduced) dimension
+  last, so blocks run along K as the kernels need;
+* :class:`TensorScaling` -- Transformer Engine's per-tensor FP8 scaling, current or delayed
+  (amax history, margin, amax_compute_algo), from :mod:`floatlab.quant.delayed`;
+* a :class:`floatlab.Format` -- a plain cast without any scale (how "E4M3 gradients without
+  scaling" fail);
+* None -- the operand as it is (the policy's compute copy: high precision).
+
+Gradients flow through quantised operands as straight-through estimators: backward uses the
+quantised operands of the forward product as if quantisation were the identity, as every FP8
+/ FP4 training recipe does.
+
+>>> from floatlab.mixed.recipe import get_recipe, recipe_names
+>>> r = get_recipe("fp8-delayed")
+>>> r.forward.a
+TensorScaling(float8_e4m3fn, delayed, history 16, margin 0, max)
+>>> r.dgrad.a.fmt.name                                   # HYBRID: E5M2 gradients
+'float8_e5m2'
+>>> get_recipe("mxfp8", scale_rounding="rceil").forward.a.scale_rounding
+'rceil'
+>>> get_recipe("fp8-delayd")                             # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: unknown recipe 'fp8-delayd'. Did you mean 'fp8-delayed'...
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+from floatlab.accumulate import Accumulator
+from floatlab.formats import Format, get_format
+from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
+from floatlab.quant.scheme import Scheme, get_scheme
+
+__all__ = ["Recipe", "Gemm", "TensorScaling", "Operand", "get_recipe", "recipe_names",
+           "RECIPES", "is_tensorwise"]
+
+FP32 = get_format("float32")
+FP16 = get_format("float16")
+BF16 = get_format("bfloat16")
+E4M3 = get_format("float8_e4m3fn")
+E5M2 = get_format("float8_e5m2")
+
+
+@dataclass(frozen=True)
+class TensorScaling:
+    """Per-tensor FP8 scaling, Transformer Engine's convention (``round(x * scale)``).
+
+    fmt : the FP8 format (E4M3 or E5M2).
+    delayed : False -- current scaling (the tensor's own amax, TE's Float8CurrentScaling);
+        True -- delayed scaling from the last ``history_len`` amaxes (TE's DelayedScaling; TE's
+        default history is 1024, the lab's 16 so a spike's effect fits in a short run).
+    margin : the scale is divided by ``2**margin`` (headroom).
+    amax_compute_algo : "max" or "most_recent" (delayed only).
+
+    >>> TensorScaling("e5m2")
+    TensorScaling(float8_e5m2, current, margin 0)
+    """
+
+    fmt: Any
+    delayed: bool = False
+    history_len: int = 16
+    margin: int = 0
+    amax_compute_algo: str = "max"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fmt", get_format(self.fmt))
+        if self.amax_compute_algo not in AMAX_COMPUTE_ALGOS:
+            raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS}, got "
+                             f"{self.amax_compute_algo!r}")
+        for name in ("history_len", "margin"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (name ==
+                                                                                  "history_len"):
+                raise ValueError(f"{name} must be an int >= {int(name == 'history_len')}, got "
+                                 f"{value!r}")
+
+    def __repr__(self) -> str:
+        if self.delayed:
+            return (f"TensorScaling({self.fmt.name}, delayed, history {self.history_len}, "
+                    f"margin {self.margin}, {self.amax_compute_algo})")
+        return f"TensorScaling({self.fmt.name}, current, margin {self.margin})"
+
+
+#: How one GEMM operand is quantised (see the module docstring).
+Operand = Union[Scheme, TensorScaling, Format, None]  # noqa: UP007 - a runtime alias
+
+
+def is_tensorwise(spec: Operand) -> bool:
+    """Whether ``spec`` quantises element-wise with one scale for the whole tensor, so the
+    quantised values of a tensor and of its transpose are the same (TE reuses the forward's
+    FP8 copy of x for wgrad and of W for dgrad; block schemes quantise the transpose anew).
+
+    >>> is_tensorwise(TensorScaling("e4m3fn")), is_tensorwise(get_scheme("mxfp8"))
+    (True, False)
+    """
+    if spec is None or isinstance(spec, (TensorScaling, Format)):
+        return True
+    return isinstance(spec, Scheme) and spec.block == "tensor" and not spec.hadamard
+
+
+def _check_operand(spec: Any, where: str) -> Operand:
+    if spec is None or isinstance(spec, (Scheme, TensorScaling, Format)):
+        return spec
+    raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a Format or "
+                    f"None (high precision), got {spec!r}")
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One matrix product ``A·Bᵀ``: how A and B are quantised (each laid out with the inner
+    dimension last) and the Accumulator of the sums (None: float32, as tensor cores do).
+
+    >>> Gemm(TensorScaling("e4m3fn"), TensorScaling("e4m3fn")).accumulate is None
+    True
+    """
+
+    a: Operand = None
+    b: Operand = None
+    accumulate: Accumulator | None = None
+
+    def __post_init__(self) -> None:
+        _check_operand(self.a, "Gemm.a")
+        _check_operand(self.b, "Gemm.b")
+        if self.accumulate is not None and not isinstance(self.accumulate, Accumulator):
+            raise TypeError(f"Gemm.accumulate must be a floatlab.Accumulator or None, got "
+                            f"{self.accumulate!r}")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A training recipe: the three GEMMs of every Linear layer and what stays high.
+
+    Parameters
+    ----------
+    name : the name users type ("fp8-delayed", "mxfp8", ...).
+    forward, dgrad, wgrad : the :class:`Gemm` of ``x·Wᵀ`` (a = x, b = W), ``g·W`` (a = g,
+        b = Wᵀ) and ``gᵀ·x`` (a = gᵀ, b = xᵀ).
+    compute : format of every non-GEMM result (activations, their gradients): bf16 / fp16.
+    master : format of the weights the optimizer updates.
+    scaler : the loss scaler the recipe needs ("dynamic" for fp16 compute, else None).
+    state : optimizer moment formats, ``{"exp_avg": ..., "exp_avg_sq": ...}`` (a Format or a
+        Scheme each); None keeps the master format.
+    weight_grad : how weight gradients are stored after wgrad (MS-AMP's FP8 gradients); None:
+        the master format.
+    weights : how the weights themselves are held between steps (MS-AMP O3's FP8 weights);
+        None: the master format.
+    options : the switches this recipe accepts in :func:`get_recipe` (documented per recipe).
+    note : one line for tables.
+    """
+
+    name: str
+    forward: Gemm
+    dgrad: Gemm
+    wgrad: Gemm
+    compute: Format = BF16
+    master: Format = FP32
+    scaler: str | None = None
+    state: dict[str, Format | Scheme] | None = None
+    weight_grad: Operand = None
+    weights: Operand = None
+    options: dict[str, Any] = field(default_factory=dict, compare=False)
+    note: str = ""
+
+    @property
+    def gemms(self) -> dict[str, Gemm]:
+        return {"forward": self.forward, "dgrad": self.dgrad, "wgrad": self.wgrad}
+
+    def describe(self) -> str:
+        """One line per GEMM operand.
+
+        >>> print(get_recipe("fp8-rowwise-gw-hp").describe().splitlines()[4])
+          wgrad    a=bfloat16 (cast)  b=bfloat16 (cast)  accumulate float32
+        """
+        lines = [f"recipe {self.name}: {self.note}",
+                 f"  compute {self.compute.name}, master weights {self.master.name}"]
+        for label, gemm in self.gemms.items():
+            acc = "float32" if gemm.accumulate is None else repr(gemm.accumulate)
+            lines.append(f"  {label:<8} a={_label(gemm.a)}  b={_label(gemm.b)}  accumulate {acc}")
+        if self.state:
+            lines.append("  optimizer state " + ", ".join(f"{k} {_label(v)}"
+                                                         for k, v in self.state.items()))
+        if self.weight_grad is not None:
+            lines.append(f"  weight gradients {_label(self.weight_grad)}")
+        if self.weights is not None:
+            lines.append(f"  weights held as {_label(self.weights)}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Recipe({self.name!r}: {self.note})"
+
+
+def _label(spec: Any) -> str:
+    if spec is None:
+        return "high"
+    if isinstance(spec, Format):
+        return f"{spec.name} (cast)"
+    if isinstance(spec, Scheme):
+        return spec.name or spec.describe()
+    return repr(spec)
+
+
+# --------------------------------------------------------------------------- the recipes
+
+def _hybrid(delayed: bool, forward_fmt: Format, backward_fmt: Format, history_len: int = 16,
+            margin: int = 0, amax_compute_algo: str = "max") -> dict[str, Gemm]:
+    f = TensorScaling(forward_fmt, delayed, history_len, margin, amax_compute_algo)
+    b = TensorScaling(backward_fmt, delayed, history_len, margin, amax_compute_algo)
+    return {"forward": Gemm(f, f), "dgrad": Gemm(b, f), "wgrad": Gemm(b, f)}
+
+
+def _te(name: str, *, delayed: bool, fp8_format: str = "HYBRID", history_len: int = 16,
+        margin: int = 0, amax_compute_algo: str = "max", compute: Format = BF16,
+        note: str = "") -> Recipe:
+    if fp8_format not in ("HYBRID", "E4M3"):
+        raise ValueError(f"fp8_format={fp8_format!r}: use 'HYBRID' (E4M3 forward, E5M2 "
+                         "gradients) or 'E4M3' (E4M3 everywhere), Transformer Engine's Format")
+    backward = E5M2 if fp8_format == "HYBRID" else E4M3
+    gemms = _hybrid(delayed, E4M3, backward, history_len, margin, amax_compute_algo)
+    return Recipe(name, **gemms, compute=compute,
+                  scaler="dynamic" if compute == FP16 else None,
+                  options=dict(fp8_format=fp8_format, history_len=history_len, margin=margin,
+                               amax_compute_algo=amax_compute_algo), note=note)
+
+
+def _fp8_delayed(*, fp8_format: str = "HYBRID", history_len: int = 16, margin: int = 0,
+                 amax_compute_algo: str = "max") -> Recipe:
+    return _te("fp8-delayed", delayed=True, fp8_format=fp8_format, history_len=history_len,
+               margin=margin, amax_compute_algo=amax_compute_algo,
+               note="TE DelayedScaling: E4M3 forward / E5M2 gradients, per-tensor scales from "
+                    "an amax history")
+
+
+def _fp8_current(*, fp8_format: str = "HYBRID", margin: int = 0) -> Recipe:
+    return _te("fp8-current", delayed=False, fp8_format=fp8_format, margin=margin,
+               note="TE Float8CurrentScaling: E4M3 forward / E5M2 gradients, each tensor's own "
+                    "amax")
+
+
+def _fp8_e4m3(*, fp8_format: str = "E4M3", history_len: int = 16, margin: int = 0,
+              amax_compute_algo: str = "max") -> Recipe:
+    return _te("fp8-e4m3", delayed=True, fp8_format=fp8_format, history_len=history_len,
+               margin=margin, amax_compute_algo=amax_compute_algo,
+               note="TE DelayedScaling with Format.E4M3: E4M3 for gradients too")
+
+
+def _transformer_engine(*, fp8_format: str = "HYBRID", history_len: int = 16, margin: int = 0,
+                        amax_compute_algo: str = "max") -> Recipe:
+    r = _fp8_delayed(fp8_format=fp8_format, history_len=history_len, margin=margin,
+                     amax_compute_algo=amax_compute_algo)
+    return replace(r, name="transformer-engine",
+                   note="Lightning's 'transformer-engine': fp8-delayed, bf16 elsewhere")
+
+
+def _transformer_engine_fp16(*, fp8_format: str = "HYBRID", history_len: int = 16,
+                             margin: int = 0, amax_compute_algo: str = "max") -> Recipe:
+    return _te("transformer-engine-float16", delayed=True, compute=FP16, fp8_format=fp8_format,
+               history_len=history_len, margin=margin, amax_compute_algo=amax_compute_algo,
+               note="Lightning's 'transformer-engine-float16': fp8-delayed, fp16 elsewhere, "
+                    "GradScaler")
+
+
+def _rowwise(gw_hp: bool = False) -> Callable[..., Recipe]:
+    def build() -> Recipe:
+        row = get_scheme("fp8_rowwise")
+        gemm = Gemm(row, row)
+        wgrad = Gemm(BF16, BF16) if gw_hp else gemm
+        name = "fp8-rowwise-gw-hp" if gw_hp else "fp8-rowwise"
+        note = ("torchao rowwise_with_gw_hp: axiswise E4M3, weight gradient GEMM in bf16"
+                if gw_hp else "torchao rowwise: E4M3 with one float32 scale per row / column "
+                "along the inner dimension")
+        return Recipe(name, gemm, gemm, wgrad, note=note)
+    return build
+
+
+def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int = 13) -> Recipe:
+    acts = get_scheme("fp8_1x128")
+    weights = get_scheme("fp8_128x128")
+    # H800's FP8 tensor cores keep about 14 bits (e8m13, truncating) in the accumulator;
+    # DeepSeek-V3 copies the partial sums to float32 CUDA cores every 128 products.
+    fmt = f"e8m{accumulator_bits}"
+    acc = Accumulator(fmt, "toward_zero") if promote_every is None else \
+        Accumulator(fmt, "toward_zero", chunk=promote_every, promote="float32")
+    state = {"exp_avg": BF16, "exp_avg_sq": BF16}
+    note = ("DeepSeek-V3: E4M3, 1x128 activation / 128x128 weight tiles, "
+            + ("no promotion" if promote_every is None else f"promoted to float32 every "
+               f"{promote_every}") + ", bf16 moments")
+    return Recipe("deepseek-fp8", Gemm(acts, weights, acc), Gemm(acts, weights, acc),
+                  Gemm(acts, acts, acc), state=state,
+                  options=dict(promote_every=promote_every, accumulator_bits=accumulator_bits),
+                  note=note)
+
+
+def _mxfp8(*, scale_rounding: str = "floor") -> Recipe:
+    s = get_scheme("mxfp8").replace(scale_rounding=scale_rounding, name=f"mxfp8 {scale_rounding}")
+    g = Gemm(s, s)
+    return Recipe("mxfp8", g, g, g, options=dict(scale_rounding=scale_rounding),
+                  note=f"MXFP8 E4M3, blocks of 32 along K, E8M0 scales ({scale_rounding})")
+
+
+def _mxfp4(*, backward: str = "mxfp8", scale_rounding: str = "floor") -> Recipe:
+    if backward not in ("mxfp8", "bf16"):
+        raise ValueError(f"backward={backward!r}: MXFP4 training runs its backward in 'mxfp8' "
+                         "or 'bf16'")
+    fwd = get_scheme("mxfp4").replace(scale_rounding=scale_rounding, name="mxfp4")
+    back: Operand = BF16 if backward == "bf16" else get_scheme("mxfp8").replace(
+        scale_rounding=scale_rounding, name="mxfp8")
+    return Recipe("mxfp4", Gemm(fwd, fwd), Gemm(back, back), Gemm(back, back),
+                  options=dict(backward=backward, scale_rounding=scale_rounding),
+                  note=f"MXFP4 forward, {backward} backward")
+
+
+def _nvfp4(*, stochastic_rounding: bool = True, hadamard: bool = True,
+           two_d_weights: bool = True) -> Recipe:
+    base = get_scheme("nvfp4")
+    acts = base.replace(name="nvfp4 1x16")
+    weights = base.replace(block=(16, 16), name="nvfp4 16x16") if two_d_weights else acts
+    grads = base.replace(rounding="stochastic", name="nvfp4 SR") if stochastic_rounding \
+        else acts
+    # The random Hadamard transform (16-point, fixed seed) goes on both wgrad operands, along
+    # the reduced (batch) dimension -- where outliers of activations and gradients meet.
+    wg_a = grads.replace(hadamard=16, name=grads.name + " RHT") if hadamard else grads
+    wg_b = acts.replace(hadamard=16, name="nvfp4 RHT") if hadamard else acts
+    off = [n for n, on in (("SR", stochastic_rounding), ("RHT", hadamard),
+                           ("2D", two_d_weights)) if not on]
+    note = "NVFP4: 16-blocks, E4M3 scales + tensor scale; 16x16 weights, SR gradients, RHT wgrad"
+    if off:
+        note += f" (without {', '.join(off)})"
+    return Recipe("nvfp4", Gemm(acts, weights), Gemm(grads, weights), Gemm(wg_a, wg_b),
+                  options=dict(stochastic_rounding=stochastic_rounding, hadamard=hadamard,
+                               two_d_weights=two_d_weights), note=note)
+
+
+def _msamp(level: int) -> Callable[..., Recipe]:
+    def build() -> Recipe:
+        gemms = _hybrid(False, E4M3, E4M3)
+        tensor_e4m3 = get_scheme("fp8_tensorwise")
+        state = None
+        if level >= 2:
+            state = {"exp_avg": tensor_e4m3, "exp_avg_sq": FP16}
+        notes = {1: "MS-AMP O1: FP8 GEMMs and FP8 weight gradients",
+                 2: "MS-AMP O2: O1 + FP8 first moment, FP16 second moment",
+                 3: "MS-AMP O3: O2 + FP8 weights with FP16 masters"}
+        return Recipe(f"msamp-O{level}", **gemms, master=FP16 if level == 3 else FP32,
+                      scaler=None, state=state, weight_grad=tensor_e4m3,
+                      weights=tensor_e4m3 if level == 3 else None, note=notes[level])
+    return build
+
+
+#: Recipe names and their builders (keyword options per recipe: see each builder).
+RECIPES: dict[str, Callable[..., Recipe]] = {
+    "fp8-delayed": _fp8_delayed,
+    "fp8-current": _fp8_current,
+    "fp8-e4m3": _fp8_e4m3,
+    "transformer-engine": _transformer_engine,
+    "transformer-engine-float16": _transformer_engine_fp16,
+    "fp8-rowwise": _rowwise(False),
+    "fp8-rowwise-gw-hp": _rowwise(True),
+    "deepseek-fp8": _deepseek,
+    "mxfp8": _mxfp8,
+    "mxfp4": _mxfp4,
+    "nvfp4": _nvfp4,
+    "msamp-O1": _msamp(1),
+    "msamp-O2": _msamp(2),
+    "msamp-O3": _msamp(3),
+}
+
+_OPTION_HELP = {
+    "scale_rounding": "an option of the MX recipes ('mxfp8', 'mxfp4'), whose E8M0 block scales "
+                      "are rounded; per-tensor FP8 scales are float32",
+    "stochastic_rounding": "an NVFP4 switch ('nvfp4')",
+    "hadamard": "an NVFP4 switch ('nvfp4')",
+    "two_d_weights": "an NVFP4 switch ('nvfp4')",
+    "history_len": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
+                   "'transformer-engine')",
+    "amax_compute_algo": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
+                         "'transformer-engine')",
+    "promote_every": "an option of 'deepseek-fp8'",
+}
+
+
+def recipe_names() -> list[str]:
+    """The recipe names, as users type them.
+
+    >>> recipe_names()[:3]
+    ['fp8-delayed', 'fp8-current', 'fp8-e4m3']
+    """
+    return list(RECIPES)
+
+
+def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
+    """The recipe called ``name`` with its options (a Recipe passes through unchanged).
+
+    Options: "fp8-delayed" / "fp8-e4m3" / "transformer-engine*": ``history_len`` (16),
+    ``margin`` (0), ``amax_compute_algo`` ("max" / "most_recent"), ``fp8_format`` ("HYBRID" /
+    "E4M3"); "fp8-current": ``margin``, ``fp8_format``; "mxfp8": ``scale_rounding`` ("floor",
+    OCP's and torchao's default, or "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" /
+    "bf16"), ``scale_rounding``; "nvfp4": ``stochastic_rounding``, ``hadamard``,
+    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none),
+    ``accumulator_bits`` (13).
+
+    >>> get_recipe("nvfp4", hadamard=False).note.endswith("(without RHT)")
+    True
+    >>> get_recipe("fp8-current", scale_rounding="rceil")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: scale_rounding does not apply to recipe 'fp8-current': it is an option of the MX...
+    """
+    if isinstance(name, Recipe):
+        if options:
+            raise ValueError("options go with a recipe name, e.g. get_recipe('mxfp8', "
+                             "scale_rounding='rceil'); this Recipe is already built")
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"recipe must be a name such as 'fp8-delayed' or a Recipe, got {name!r}")
+    key = name.strip()
+    builder = RECIPES.get(key)
+    if builder is None:
+        lowered = {k.lower(): k for k in RECIPES}
+        builder = RECIPES.get(lowered.get(key.lower(), ""))
+    if builder is None:
+        close = difflib.get_close_matches(key, list(RECIPES), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"unknown recipe {name!r}.{hint} Recipes: {', '.join(RECIPES)}")
+    import inspect
+
+    accepted = set(inspect.signature(builder).parameters)
+    for option in options:
+        if option not in accepted:
+            why = _OPTION_HELP.get(option, "not an option of any recipe")
+            takes = ", ".join(sorted(accepted)) or "no options"
+            raise ValueError(f"{option} does not apply to recipe {key!r}: it is {why}. "
+                             f"{key!r} takes {takes}")
+    try:
+        return builder(**options)
+    except TypeError as err:
+        raise ValueError(f"recipe {key!r}: {err}") from None

@@ -1,0 +1,272 @@
+"""Running a recipe's GEMMs in the lab: quantised operands, accumulators, per-operand telemetry.
+
+:func:`recipe_linear` is what :func:`floatlab.mixed.linear` calls when the active policy carries
+a :class:`~floatlab.mixed.recipe.Recipe`. State that lives across steps -- delayed-scaling amax
+histories per layer and operand, the generator of stochastic rounding, the telemetry -- sits in
+a :class:`RecipeRun`; the Trainer opens one per run (:func:`recipe_run`), code outside a Trainer
+gets a fresh one per policy block.
+
+Each operand's record per step (:class:`OperandStats`): amax, the scale used, the fractions of
+values clipped (saturated) and flushed to zero, the QSNR, and for delayed scaling whether the
+scale lagged (``amax * scale`` beyond the format's max: the history's scale was too large for
+this step's amax).
+
+>>> import numpy as np
+>>> from floatlab.mixed import Tensor, parameter, linear, use_precision
+>>> with use_precision("fp8-current"), recipe_run() as run:
+...     w = parameter(np.eye(2, dtype=np.float32))
+...     y = linear(Tensor([[1.0, 0.3]]), w)
+>>> y.data.tolist()     # 0.3 * 448 = 134.4 rounds to E4M3's 128: 128 / 448, then bf16
+[[1.0, 0.28515625]]
+>>> run.end_step()                       # the Trainer closes each step so
+{'clipped': 0.0, 'flushed': 0.0, 'lag_events': 0.0}
+>>> sorted(run.last_step)
+['linear0.forward.a', 'linear0.forward.b']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from floatlab.accumulate import Accumulator
+from floatlab.accumulate import matmul as accumulate_matmul
+from floatlab.formats import Format
+from floatlab.mixed.recipe import Operand, Recipe, TensorScaling, is_tensorwise
+from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+from floatlab.quant.quantize import fake_quantize
+from floatlab.quant.scheme import Scheme
+from floatlab.rounding import round as round_to_format
+
+__all__ = ["RecipeRun", "OperandStats", "recipe_run", "current_run", "recipe_linear",
+           "quantize_operand", "gemm"]
+
+
+@dataclass(frozen=True)
+class OperandStats:
+    """What quantising one GEMM operand did in one step (see the module docstring)."""
+
+    amax: float
+    scale: float
+    clipped: float
+    flushed: float
+    qsnr_db: float
+    lag: bool
+    n: int
+    limit: float = math.nan  # the largest amax the scale allows (fmt.max / scale), per-tensor
+
+
+class RecipeRun:
+    """Per-run state of a recipe: scaling histories, the rng, telemetry.
+
+    ``history[key]`` lists the :class:`OperandStats` of operand ``key`` ("linear0.forward.a")
+    per recorded step; :meth:`end_step` closes a step and returns its summary.
+    """
+
+    def __init__(self, seed: int = 0, telemetry: bool = True) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.telemetry = telemetry
+        self.layers: dict[int, tuple[Any, str]] = {}  # id(weight) -> (weight, name)
+        self.scalers: dict[str, CurrentScaling | DelayedScaling] = {}
+        self.history: dict[str, list[OperandStats]] = {}
+        self.last_step: dict[str, OperandStats] = {}
+        self._pending: dict[str, OperandStats] = {}
+
+    def layer(self, weight: Any) -> str:
+        hit = self.layers.get(id(weight))
+        if hit is None or hit[0] is not weight:
+            hit = self.layers[id(weight)] = (weight, f"linear{len(self.layers)}")
+        return hit[1]
+
+    def record(self, key: str, stats: OperandStats) -> None:
+        if self.telemetry:
+            self._pending[key] = stats
+
+    def end_step(self) -> dict[str, float]:
+        """Close the step: append its records to ``history``; return the mean clipped and
+        flushed fractions over the step's operands (weighted by size) and the lag events."""
+        step, self._pending = self._pending, {}
+        self.last_step = step
+        for key, s in step.items():
+            self.history.setdefault(key, []).append(s)
+        n = sum(s.n for s in step.values())
+        if not n:
+            return {}
+        return {"clipped": sum(s.clipped * s.n for s in step.values()) / n,
+                "flushed": sum(s.flushed * s.n for s in step.values()) / n,
+                "lag_events": float(sum(s.lag for s in step.values()))}
+
+    def series(self, key: str, field: str) -> np.ndarray:
+        """One field of one operand over the recorded steps, e.g. ``series("linear0.dgrad.a",
+        "qsnr_db")``."""
+        if key not in self.history:
+            raise KeyError(f"no operand {key!r}; recorded: {', '.join(self.history)}")
+        return np.array([getattr(s, field) for s in self.history[key]])
+
+
+_RUN: ContextVar[RecipeRun | None] = ContextVar("floatlab_recipe_run", default=None)
+
+
+@contextmanager
+def recipe_run(seed: int = 0, telemetry: bool = True, *, run: RecipeRun | None = None
+               ) -> Iterator[RecipeRun]:
+    """Open a new :class:`RecipeRun` for the ops inside the block, or resume ``run`` (a user's
+    own training loop enters its run once per step, so histories carry over)."""
+    if run is not None and not isinstance(run, RecipeRun):
+        raise TypeError(f"run must be a RecipeRun, got {type(run).__name__}")
+    run = run if run is not None else RecipeRun(seed, telemetry)
+    token = _RUN.set(run)
+    try:
+        yield run
+    finally:
+        _RUN.reset(token)
+
+
+_FALLBACK: dict[int, RecipeRun] = {}
+
+
+def current_run(recipe: Recipe) -> RecipeRun:
+    """The open run, else one per recipe object (kept for the process: outside a Trainer the
+    delayed-scaling histories carry over between blocks using the same recipe)."""
+    run = _RUN.get()
+    if run is None:
+        run = _FALLBACK.get(id(recipe))
+        if run is None:
+            run = _FALLBACK[id(recipe)] = RecipeRun()
+            run._recipe = recipe  # keeps id(recipe) from being reused
+    return run
+
+
+# --------------------------------------------------------------------------- operands
+
+def _qsnr(x: np.ndarray, q: np.ndarray) -> float:
+    err = float(np.sum((x - q) ** 2))
+    sig = float(np.sum(x * x))
+    return math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
+
+
+def _flushed(x: np.ndarray, q: np.ndarray) -> float:
+    nonzero = x != 0
+    n = int(np.count_nonzero(nonzero))
+    return int(np.count_nonzero(nonzero & (q == 0))) / n if n else 0.0
+
+
+def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str) -> np.ndarray:
+    """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
+    values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
+
+    >>> run = RecipeRun()
+    >>> quantize_operand(np.array([[0.3, -2.0]]), TensorScaling("e4m3fn"), run, "x").tolist()
+    [[0.2857142857142857, -2.0]]
+    >>> run._pending["x"].scale, run._pending["x"].clipped
+    (224.0, 0.0)
+    """
+    if spec is None:
+        return values
+    x = np.asarray(values)
+    amax = float(np.max(np.abs(x))) if x.size else 0.0
+    lag = False
+    if isinstance(spec, Format):
+        q = round_to_format(x, spec, dtype=np.float64)
+        scale = 1.0
+        clipped = float(np.count_nonzero(~np.isfinite(q) | (np.abs(x) > spec.max))) / x.size
+        q = np.where(np.isfinite(q), q, np.sign(x) * spec.max) if clipped else q
+    elif isinstance(spec, TensorScaling):
+        scaler = run.scalers.get(key)
+        if scaler is None:
+            scaler = run.scalers[key] = (
+                DelayedScaling(spec.fmt, spec.history_len, spec.margin,
+                               amax_compute_algo=spec.amax_compute_algo)
+                if spec.delayed else CurrentScaling(spec.fmt, spec.margin))
+        st = scaler.quantize(x)
+        q, scale = st.dequantize(), st.scale
+        clipped = st.n_saturated / x.size
+        lag = spec.delayed and amax * scale > spec.fmt.max
+    elif isinstance(spec, Scheme):
+        rng = run.rng if spec.rounding == "stochastic" else None
+        if not run.telemetry:
+            return fake_quantize(x, spec, rng)
+        q, st = fake_quantize(x, spec, rng, stats=True)
+        run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
+                                     st.qsnr_db, False, x.size))
+        return q
+    else:  # pragma: no cover - Gemm checks the spec types
+        raise TypeError(f"unknown operand spec {spec!r}")
+    if run.telemetry:
+        limit = float(spec.fmt.max / scale) if isinstance(spec, TensorScaling) else math.nan
+        run.record(key, OperandStats(amax, float(scale), clipped, _flushed(x, q), _qsnr(x, q),
+                                     bool(lag), x.size, limit))
+    return q
+
+
+def gemm(a: np.ndarray, b_rows: np.ndarray, accumulate: Accumulator | None) -> np.ndarray:
+    """``a @ b_rows.T`` of dequantised operands: float32 BLAS (a tensor core's float32
+    accumulator) when ``accumulate`` is None, else :func:`floatlab.matmul` with that Accumulator
+    (exact float64 products, each sum rounded by the accumulator).
+
+    Deliberate simplification: the kernels multiply the element codes and apply the scales to
+    the sums; the lab multiplies dequantised values. Both agree exactly for power-of-two
+    scales (MX, E8M0) on the float64 path; with float32 scales (per-tensor, rowwise, DeepSeek
+    tiles, NVFP4) the float32 path adds one float32 rounding (2**-24 relative) per operand
+    value, far below the 8- and 4-bit elements' own error."""
+    if accumulate is None:
+        return a.astype(np.float32, copy=False) @ b_rows.T.astype(np.float32, copy=False)
+    return accumulate_matmul(np.asarray(a, np.float64), np.asarray(b_rows, np.float64).T,
+                             accumulate)
+
+
+# --------------------------------------------------------------------------- the layer
+
+def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> Any:
+    """``x·Wᵀ + bias`` (``transpose_w``; else ``x·W``) under ``policy.recipe``: the three
+    GEMMs of the recipe, results rounded to the policy's compute format, gradients as
+    straight-through estimators (backward reads the quantised operands)."""
+    from floatlab.mixed.tensor import _result, _send, quantize
+
+    recipe: Recipe = policy.recipe
+    run = current_run(recipe)
+    layer = run.layer(w)
+    fwd, dgr, wgr = recipe.forward, recipe.dgrad, recipe.wgrad
+    fmt = policy.compute
+    xv = x.data
+    w_rows = w.data if transpose_w else w.data.T            # (N, K): inner dimension last
+    xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a")
+    wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b")
+    values = gemm(xq, wq, fwd.accumulate)
+    if bias is not None:
+        values = values + bias.data
+    out = quantize(values, fmt)
+    parents = (x, w) if bias is None else (x, w, bias)
+    grad_fmt = policy.weights
+
+    def backward(g: np.ndarray) -> None:
+        gq = quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a")
+        if x.requires_grad:
+            wt = wq.T if _same(fwd.b, dgr.b) else quantize_operand(
+                w_rows.T, dgr.b, run, f"{layer}.dgrad.b")
+            _send(x, gemm(gq, wt, dgr.accumulate), fmt)
+        if w.requires_grad:
+            gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
+                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a")
+            xt = xq.T if _same(fwd.a, wgr.b) else quantize_operand(
+                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b")
+            dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
+            if recipe.weight_grad is not None:
+                dw = quantize_operand(dw, recipe.weight_grad, run, f"{layer}.weight_grad")
+            _send(w, dw if transpose_w else dw.T, grad_fmt)
+        if bias is not None and bias.requires_grad:
+            _send(bias, g.sum(axis=0), grad_fmt)
+
+    return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
+
+
+def _same(first: Operand, second: Operand) -> bool:
+    """The second product reads the same quantised tensor (transposed) as the first."""
+    return first == second and is_tensorwise(first)
+

@@ -1,0 +1,264 @@
+"""Training recipes: each GEMM against a reference assembled from floatlab.quantize and the
+exact accumulators, names and errors, Adam8bit's storage against an exact reference of the
+dynamic map, compare(workers=N) equal to the serial run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from floatlab import Accumulator, get_format, get_scheme
+from floatlab.accumulate import matmul as acc_matmul
+from floatlab.mixed import Adam, Tensor, Trainer, compare, get_policy, parameter, teacher_gaussians
+from floatlab.mixed.nn import linear
+from floatlab.mixed.optim8bit import Adam8bit, StateAdam
+from floatlab.mixed.recipe import get_recipe, recipe_names
+from floatlab.mixed.recipe_gemm import recipe_run
+from floatlab.mixed.tensor import use_precision
+from floatlab.quant.codebook import dynamic_map
+from floatlab.quant.quantize import fake_quantize
+from floatlab.rounding import round as fl_round
+
+BF16 = get_format("bf16")
+
+
+def _layer(seed: int, batch: int = 32, k: int = 64, n: int = 48):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, k)).astype(np.float32)
+    w = (rng.standard_normal((n, k)) / 8).astype(np.float32)
+    g = (rng.standard_normal((batch, n)) * 1e-3)
+    return x, w, fl_round(g, BF16).astype(np.float32)
+
+
+def _run(precision, x, w, g, **opts):
+    with use_precision(get_policy(precision, recipe_options=opts or None)), recipe_run():
+        xt = Tensor(x, requires_grad=True)
+        wt = parameter(w)
+        y = linear(xt, wt)
+        y.backward(g)
+    return y.data, xt.grad, wt.grad
+
+
+def _fq(values, scheme):
+    return fake_quantize(np.ascontiguousarray(values), scheme).astype(np.float64)
+
+
+def _ref(a, b_rows, acc=None):
+    """The slow reference: exact products summed by the accumulator (float32 by default)."""
+    if acc is None:
+        return a.astype(np.float32) @ b_rows.T.astype(np.float32)
+    return acc_matmul(a.astype(np.float64), b_rows.T.astype(np.float64), acc)
+
+
+@pytest.mark.parametrize("name,opts", [("mxfp8", {}), ("mxfp8", {"scale_rounding": "rceil"}),
+                                       ("fp8-rowwise", {}), ("mxfp4", {}),
+                                       ("nvfp4", {"stochastic_rounding": False})])
+def test_block_recipes_match_reference(name, opts):
+    x, w, g = _layer(1)
+    recipe = get_recipe(name, **opts)
+    y, dx, dw = _run(name, x, w, g, **opts)
+    f, d, wg = recipe.forward, recipe.dgrad, recipe.wgrad
+    y_ref = fl_round(_ref(_fq(x, f.a), _fq(w, f.b)), BF16)
+    np.testing.assert_array_equal(y, y_ref)
+    dx_ref = fl_round(_ref(_fq(g, d.a), _fq(w.T, d.b)), BF16)
+    np.testing.assert_array_equal(dx, dx_ref.astype(np.float32))
+    dw_ref = _ref(_fq(g.T, wg.a), _fq(x.T, wg.b))
+    np.testing.assert_array_equal(dw, dw_ref.astype(np.float32))
+
+
+def test_deepseek_accumulator_matches_reference():
+    x, w, g = _layer(2, batch=8, k=256, n=16)
+    recipe = get_recipe("deepseek-fp8")
+    y, _, _ = _run("deepseek-fp8", x, w, g)
+    acc = Accumulator("e8m13", "toward_zero", chunk=128, promote="float32")
+    ref = _ref(_fq(x, get_scheme("fp8_1x128")), _fq(w, get_scheme("fp8_128x128")), acc)
+    np.testing.assert_array_equal(y, fl_round(ref, BF16))
+    assert recipe.forward.accumulate == acc
+
+
+def test_fp8_current_is_te_per_tensor_scaling():
+    """Reference from the definition: scale = 448 / amax (E4M3) or 57344 / amax (E5M2),
+    values round(x * scale) / scale, the GEMM in float32; straight-through gradients."""
+    x, w, g = _layer(3)
+    y, dx, dw = _run("fp8-current", x, w, g)
+
+    def te(v, fmt):
+        s = get_format(fmt).max / np.max(np.abs(v))
+        return fl_round(v.astype(np.float64) * s, get_format(fmt), saturate=True) / s
+
+    xq, wq, gq = te(x, "e4m3fn"), te(w, "e4m3fn"), te(g, "e5m2")
+    np.testing.assert_array_equal(y, fl_round(_ref(xq, wq), BF16))
+    np.testing.assert_array_equal(dx, fl_round(_ref(gq, wq.T), BF16))  # W's FP8 copy reused
+    _close_to_exact(dw, gq.T, xq.T)                                     # x's FP8 copy reused
+
+
+def _close_to_exact(actual, a, b_rows):
+    """float32 BLAS sums (their order depends on the memory layout): within the float32
+    summation bound K * 2**-24 * sum |a_k b_k| of the exact float64 product."""
+    exact = a.astype(np.float64) @ b_rows.T.astype(np.float64)
+    bound = a.shape[1] * 2.0**-24 * (np.abs(a) @ np.abs(b_rows).T)
+    assert np.all(np.abs(actual - exact) <= bound)
+
+
+def test_delayed_scaling_spike_clips_then_lags_current_does_not():
+    """A 64x jump of amax: delayed scaling (history 4) clips at the spike and flags the lag;
+    the spike then dominates the history for 4 steps (small values flush); current scaling
+    never clips."""
+    base = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    w = parameter(np.eye(8, dtype=np.float32))
+    records = {}
+    for name in ("fp8-delayed", "fp8-current"):
+        opts = {"history_len": 4} if name == "fp8-delayed" else None
+        with use_precision(get_policy(name, recipe_options=opts)), recipe_run() as run:
+            clipped = []
+            for step in range(10):
+                x = base * np.float32(64 if step == 3 else 1)
+                linear(Tensor(x), w)
+                clipped.append(run.end_step()["clipped"])
+            records[name] = (clipped, run.series("linear0.forward.a", "lag"),
+                             run.series("linear0.forward.a", "scale"))
+    clipped, lag, scale = records["fp8-delayed"]
+    assert clipped[3] > 0.3 and lag[3] and not lag[:3].any()
+    assert np.all(scale[4:8] < scale[2] / 16) and scale[8] > scale[2] / 4  # recovers after 4
+    assert max(records["fp8-current"][0]) == 0
+
+
+def test_names_and_errors():
+    assert "nvfp4" in recipe_names() and "msamp-O2" in recipe_names()
+    with pytest.raises(ValueError, match="Did you mean 'mxfp8'"):
+        get_policy("mxfp9")
+    with pytest.raises(ValueError, match="scale_rounding does not apply to recipe 'fp8-delayed'"):
+        get_policy("fp8-delayed", recipe_options={"scale_rounding": "rceil"})
+    with pytest.raises(ValueError, match="takes no loss scaler"):
+        Trainer("mxfp8", scaler="dynamic")
+    with pytest.raises(ValueError, match="need a recipe name"):
+        get_policy("bf16-mixed", recipe_options={"scale_rounding": "rceil"})
+    with pytest.raises(ValueError, match="unknown scale_rounding"):
+        get_recipe("mxfp8", scale_rounding="up")
+    assert get_policy("transformer-engine-float16").scaler == "dynamic"
+    assert get_policy("Transformer-Engine").recipe.name == "transformer-engine"
+
+
+def _dynamic_reference(values: np.ndarray, signed: bool, block: int = 256) -> np.ndarray:
+    """bitsandbytes' blockwise quantisation from its definition: per block absmax (float32),
+    the nearest entry of the dynamic map to value / absmax, times absmax."""
+    table = dynamic_map(signed).astype(np.float64)
+    out = np.empty_like(values, dtype=np.float64)
+    for start in range(0, values.size, block):
+        part = values[start : start + block].astype(np.float32)
+        absmax = np.float32(np.max(np.abs(part)))
+        normed = (part / absmax).astype(np.float64)
+        idx = np.argmin(np.abs(normed[:, None] - table[None, :]), axis=1)
+        out[start : start + block] = (table[idx].astype(np.float32) * absmax)
+    return out
+
+
+def test_adam8bit_states_match_dynamic_map_reference_and_bytes():
+    rng = np.random.default_rng(5)
+    w = parameter(np.zeros(5000, np.float32))
+    opt = Adam8bit([w], betas=(0.9, 0.995))
+    g = (rng.standard_normal(5000) * 1e-3).astype(np.float32)
+    w.grad = g
+    opt.step()
+    state = opt.groups[0].state
+    m_exact = (np.float32(0.1) * g).astype(np.float32)  # fused lerp from zero: (1 - b1) * g
+    np.testing.assert_allclose(state["exp_avg"], _dynamic_reference(m_exact, True),
+                               rtol=0, atol=0)
+    v_exact = (np.float32(1 - 0.995) * g * g).astype(np.float32)
+    np.testing.assert_array_equal(state["exp_avg_sq"], _dynamic_reference(v_exact, False))
+    per_moment = 5000 + 4 * 20  # 8-bit codes + a float32 absmax per block of 256
+    assert opt.state_bytes() == {"dynamic8": per_moment, "udynamic8": per_moment}
+    small = Adam8bit([parameter(np.zeros(100, np.float32))])  # below min_8bit_size: float32
+    small.params[0].grad = g[:100]
+    small.step()
+    assert small.state_bytes() == {"float32": 800}
+
+
+def test_state_adam_with_float32_storage_is_fused_adam():
+    rng = np.random.default_rng(6)
+    a, b = parameter(np.ones(300, np.float32)), parameter(np.ones(300, np.float32))
+    oa, ob = StateAdam([a]), Adam([b], fused=True)
+    for _ in range(3):
+        a.grad = b.grad = rng.standard_normal(300).astype(np.float32)
+        oa.step()
+        ob.step()
+    np.testing.assert_array_equal(a.data, b.data)
+
+
+def test_adam8bit_rejects_bad_options():
+    p = parameter(np.zeros(10, np.float32))
+    with pytest.raises(ValueError, match="map='log'"):
+        Adam8bit([p], map="log")
+    with pytest.raises(ValueError, match="block must be a positive int"):
+        Adam8bit([p], block=0)
+    with pytest.raises(ValueError, match="state must be a dict"):
+        StateAdam([p], state={"momentum": "fp16"})
+
+
+def test_compare_workers_equal_serial():
+    data = teacher_gaussians(n=1024)
+    names = ["bf16-mixed", "fp8-delayed", "mxfp8"]
+    serial = compare(names, steps=8, progress=False, data=data)
+    parallel = compare(names, steps=8, progress=False, data=data, workers=2)
+    for a, b in zip(serial, parallel, strict=True):
+        assert a.precision == b.precision
+        for col in ("loss", "accuracy", "clipped", "flushed"):
+            np.testing.assert_array_equal(a[col], b[col])
+        assert a.final_test_accuracy == b.final_test_accuracy
+        assert a.bytes_held == b.bytes_held
+
+
+def test_msamp_o2_saves_62_5_percent_of_optimizer_memory_and_columns():
+    data = teacher_gaussians(n=512)
+    opts = dict(hidden=(64,), batch_size=64, progress=False)
+    o2 = Trainer("msamp-O2", **opts).fit(data, 2)
+    fp32 = Trainer("bf16-mixed", **opts).fit(data, 2)
+    ratio = sum(o2.bytes_held["optimizer state"].values()) / sum(
+        fp32.bytes_held["optimizer state"].values())
+    assert abs(ratio - 0.375) < 0.01  # 1 + 2 bytes instead of 4 + 4, plus per-tensor scales
+    assert np.isfinite(o2["clipped"]).all() and np.isnan(fp32["clipped"]).all()
+    assert "linear0.weight_grad" in o2.info["operands"]  # FP8 weight gradients
+    assert o2.bytes_held["gradients"] == {"fp8_tensorwise": 16 * 64 + 64 * 4 + 2 * 4,
+                                          "float32": 4 * (64 + 4)}  # biases stay float32
+
+
+def test_recipe_state_formats_and_gw_hp():
+    data = teacher_gaussians(n=256)
+    t = Trainer("deepseek-fp8", hidden=(8,), batch_size=16, progress=False)
+    t.fit(data, 1)
+    assert t.policy.optimizer_state == BF16  # one format for both moments: the policy's
+    assert t.optimizer.state_bytes() == {"bfloat16": 2 * 2 * sum(
+        p.size for p in t.model.parameters())}
+    r = get_recipe("fp8-rowwise-gw-hp")
+    assert r.wgrad.a == BF16 and r.forward.a == get_scheme("fp8_rowwise")
+    t = Trainer("bf16-mixed", optimizer_options={"state": {"exp_avg": "e4m3fn"}}, progress=False)
+    t.fit(data, 1)
+    assert t.optimizer.state_bytes() == {"float8_e4m3fn": 5508, "float32": 4 * 5508}
+
+
+def test_coat_expansion_fills_the_range():
+    from floatlab.mixed.optim8bit import expand_range
+
+    e4m3 = get_format("e4m3fn")
+    x = np.geomspace(1e-6, 1e-3, 128) * np.where(np.arange(128) % 2, 1, -1)
+    y, k = expand_range(x, e4m3)
+    mag = np.abs(y)
+    np.testing.assert_allclose(mag.max() / mag.min(), 448 / 2.0**-6, rtol=1e-9)
+    np.testing.assert_allclose(np.sign(y) * np.abs(y) ** (1 / k[0]), x, rtol=1e-12)
+
+
+def test_recipe_plots():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from floatlab.mixed.recipe_plots import plot_amax_history, plot_operand_qsnr
+
+    h = Trainer("fp8-delayed", hidden=(8,), batch_size=32, progress=False).fit(
+        teacher_gaussians(n=256), 3)
+    ax = plot_operand_qsnr(h, contains="forward")
+    assert len(ax.get_lines()) == 4  # two layers x two forward operands
+    with pytest.raises(KeyError, match="no operand 'linear9"):
+        plot_amax_history(h, "linear9.forward.a")
+    with pytest.raises(TypeError, match="History of a recipe run"):
+        plot_amax_history(Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=256),
+                                                                    1), "linear0.forward.a")
