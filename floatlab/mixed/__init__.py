@@ -19,6 +19,18 @@ counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``
 
 from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
+from floatlab.mixed.layers import (
+    AUTOCAST_LISTS,
+    autocast_device,
+    bmm,
+    dropout,
+    embedding,
+    gelu,
+    layer_norm,
+    scaled_dot_product_attention,
+    sequence_loss,
+)
+from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
 from floatlab.mixed.policy import (
@@ -67,8 +79,11 @@ __all__ = [
     # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
     "matmul", "linear", "add", "sub", "mul", "neg", "relu", "tanh", "exp", "log", "mean",
     "softmax", "log_softmax", "cross_entropy", "cast",
+    # transformer ops (floatlab.mixed.layers.softmax adds subtract_max= and per-device lists)
+    "embedding", "layer_norm", "gelu", "bmm", "scaled_dot_product_attention", "dropout",
+    "sequence_loss", "AUTOCAST_LISTS", "autocast_device",
     # networks and training
-    "Module", "Linear", "MLP", "parameter", "mse_loss", "accuracy",
+    "Module", "Linear", "MLP", "Transformer", "LayerNorm", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",

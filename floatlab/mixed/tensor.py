@@ -808,7 +808,7 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
 
 
 def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
-    """``a @ b`` with the policy's accumulation format.
+    """``a @ b`` (2-D, or batched over leading axes) with the policy's accumulation format.
 
     float32 accumulation is BLAS sgemm (products of 16-bit inputs are exact in float32, sums
     round in float32): the tensor-core behaviour. A narrower accumulator is emulated by adding
@@ -821,9 +821,11 @@ def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     if contains(acc, FP32):
         return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    total = np.zeros((a.shape[0], b.shape[1]))
-    for k in range(a.shape[1]):  # a loop over the inner dimension, vectorised over the output
-        total = quantize(total + a64[:, k : k + 1] * b64[k : k + 1, :], acc, what="partial")
+    # (..., n, k) @ (..., k, m): batched (attention) products take the same path as 2-D ones
+    total = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])))
+    for k in range(a.shape[-1]):  # a loop over the inner dimension, vectorised over the output
+        total = quantize(total + a64[..., k : k + 1] * b64[..., k : k + 1, :], acc,
+                         what="partial")
     return total
 
 

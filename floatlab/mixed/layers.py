@@ -1,0 +1,604 @@
+"""The operations a small transformer needs, each rounded through the policy's hook.
+
+Every op here is built like the ones in :mod:`floatlab.mixed.tensor`: it computes in float32
+(float64 for wider formats), rounds its result once through :func:`~floatlab.mixed.quantize`
+to the format its autocast list gives it, and its backward rounds the gradients it sends the
+same way. Which list an op is on depends on the device, exactly as in torch's
+``aten/src/ATen/autocast_mode.cpp`` (see :data:`AUTOCAST_LISTS`): softmax and layer norm are on
+CUDA's float32 list but on no CPU list, so on a CPU they run in their input's format.
+
+>>> import numpy as np
+>>> from floatlab.mixed import Tensor, use_precision
+>>> from floatlab.mixed.layers import autocast_device, softmax
+>>> scores = np.array([[0.0, 0.3]], np.float32)
+>>> with use_precision("bf16-mixed"):
+...     cuda = softmax(Tensor(scores, "bf16"))
+...     with autocast_device("cpu"):
+...         cpu = softmax(Tensor(scores, "bf16"))
+>>> cuda.fmt.name, cpu.fmt.name
+('float32', 'bfloat16')
+
+Ops: :func:`embedding`, :func:`layer_norm`, :func:`gelu`, :func:`softmax` (with or without max
+subtraction), :func:`scaled_dot_product_attention` (causal, multi-head, composed of :func:`bmm`,
+a scale, :func:`masked_fill` and :func:`softmax`), :func:`dropout` (seeded mask), the shape ops
+:func:`reshape`, :func:`permute`, :func:`narrow`, and :func:`sequence_loss`. The residual add is
+:func:`~floatlab.mixed.add` (its backward sums the two paths' gradients); weight tying is one
+parameter read by two ops (see :class:`~floatlab.mixed.Transformer`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format
+from floatlab.mixed.policy import FP32, OpKind, contains, storage_dtype, widest
+from floatlab.mixed.tensor import (
+    Tensor,
+    _matmul_input,
+    _operand,
+    _product,
+    _result,
+    _send,
+    active_policy,
+    cross_entropy,
+    mul,
+    quantize,
+)
+from floatlab.mixed.tensor import sum as tsum
+
+__all__ = [
+    "AUTOCAST_LISTS", "DEVICES", "autocast_device", "active_device", "op_format",
+    "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "softmax", "bmm", "masked_fill",
+    "scaled_dot_product_attention", "dropout", "reshape", "permute", "narrow", "sequence_loss",
+    "erf",
+]
+
+# --------------------------------------------------------------------------- autocast lists
+
+#: Which autocast list each op is on, per device, as torch's aten/src/ATen/autocast_mode.cpp
+#: registers them (CUDA: the AT_FORALL_LOWER_PRECISION_FP / AT_FORALL_FP32 /
+#: AT_FORALL_FP32_SET_OPT_DTYPE macros; CPU: the AutocastCPU block). "low" is
+#: lower_precision_fp, "safe" is fp32 and fp32_set_opt_dtype, "promote" is torch's promote list
+#: *and* every op on no list (both run in their inputs' widest type). The lab's scaled dot-product
+#: attention is the unfused "math" composition (bmm, scale, mask, softmax, bmm), whose parts follow
+#: their own lists; torch's fused ``scaled_dot_product_attention`` is on the lower-precision list
+#: on both devices.
+AUTOCAST_LISTS: dict[str, dict[str, OpKind]] = {
+    "cuda": {
+        "matmul": "low", "linear": "low", "bmm": "low", "baddbmm": "low",
+        "scaled_dot_product_attention": "low",
+        "exp": "safe", "log": "safe", "sum": "safe", "mean": "safe", "softmax": "safe",
+        "log_softmax": "safe", "layer_norm": "safe", "cross_entropy": "safe", "mse_loss": "safe",
+        "embedding": "promote", "gelu": "promote", "dropout": "promote", "add": "promote",
+        "masked_fill": "promote", "mul": "promote", "tanh": "promote", "relu": "promote",
+    },
+    "cpu": {
+        "matmul": "low", "linear": "low", "bmm": "low", "baddbmm": "low",
+        "scaled_dot_product_attention": "low",
+        # cross_entropy_loss, nll_loss and mse_loss are on the CPU fp32 list...
+        "cross_entropy": "safe", "mse_loss": "safe",
+        # ...exp, log, softmax, log_softmax, layer_norm, sum and mean are on no CPU list
+        "exp": "promote", "log": "promote", "sum": "promote", "mean": "promote",
+        "softmax": "promote", "log_softmax": "promote", "layer_norm": "promote",
+        "embedding": "promote", "gelu": "promote", "dropout": "promote", "add": "promote",
+        "masked_fill": "promote", "mul": "promote", "tanh": "promote", "relu": "promote",
+    },
+}
+DEVICES = tuple(AUTOCAST_LISTS)
+
+_DEVICE: ContextVar[str] = ContextVar("floatlab_autocast_device", default="cuda")
+
+
+@contextmanager
+def autocast_device(device: str) -> Iterator[str]:
+    """Use ``device``'s autocast lists ("cuda" or "cpu") for the ops of this module.
+
+    A policy that carries its own ``device`` attribute takes precedence over this setting.
+    """
+    if device not in AUTOCAST_LISTS:
+        raise ValueError(f"autocast_device({device!r}): use one of {', '.join(DEVICES)}")
+    token = _DEVICE.set(device)
+    try:
+        yield device
+    finally:
+        _DEVICE.reset(token)
+
+
+def active_device() -> str:
+    """The device whose autocast lists the ops follow ("cuda" unless set otherwise)."""
+    return getattr(active_policy(), "device", None) or _DEVICE.get()
+
+
+def op_format(op: str, *inputs: Format) -> Format:
+    """The format ``op`` produces from inputs of ``inputs`` under the active policy and device.
+
+    >>> from floatlab.mixed import use_precision; from floatlab import get_format
+    >>> with use_precision("16-mixed"):
+    ...     op_format("layer_norm", get_format("fp16")).name
+    'float32'
+    """
+    return active_policy().format_for(AUTOCAST_LISTS[active_device()][op], *inputs)
+
+
+def _opmath(fmt: Format) -> np.dtype:
+    """The dtype an op computes in before its one rounding: float32, or float64 for wider."""
+    return storage_dtype(fmt) if contains(FP32, fmt) else np.dtype(np.float64)
+
+
+# --------------------------------------------------------------------------- shape ops (exact)
+
+def reshape(x: Any, shape: Sequence[int]) -> Tensor:
+    """``x`` with a new shape (exact: nothing is rounded).
+
+    >>> reshape(Tensor([1.0, 2.0, 3.0, 4.0]), (2, 2)).shape
+    (2, 2)
+    """
+    x = _operand(x)
+    try:
+        out = x.data.reshape(tuple(shape))
+    except ValueError:
+        raise ValueError(f"reshape: cannot reshape {x.shape} ({x.size} values) to "
+                         f"{tuple(shape)}") from None
+    return _result(out, x.fmt, (x,), lambda g: _send(x, g.reshape(x.shape), x.fmt, exact=True),
+                   "reshape")
+
+
+def permute(x: Any, axes: Sequence[int]) -> Tensor:
+    """``x`` with its axes reordered (torch's ``permute``; exact).
+
+    >>> permute(Tensor(np.zeros((2, 3, 4))), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
+    x = _operand(x)
+    axes = tuple(axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"permute: axes {axes} are not a permutation of {x.ndim} axes")
+    inverse = tuple(np.argsort(axes))
+    return _result(np.transpose(x.data, axes), x.fmt, (x,),
+                   lambda g: _send(x, np.transpose(g, inverse), x.fmt, exact=True), "permute")
+
+
+def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
+    """The slice ``start : start + length`` of ``x`` along ``axis`` (torch's ``narrow``; exact).
+
+    >>> narrow(Tensor([[1.0, 2.0, 3.0]]), 1, 1, 2).data.tolist()
+    [[2.0, 3.0]]
+    """
+    x = _operand(x)
+    axis = axis % x.ndim
+    if not (0 <= start and length >= 0 and start + length <= x.shape[axis]):
+        raise ValueError(f"narrow: [{start}, {start + length}) is outside axis {axis} of "
+                         f"size {x.shape[axis]}")
+    key = (slice(None),) * axis + (slice(start, start + length),)
+
+    def backward(g: np.ndarray) -> None:
+        full = np.zeros(x.shape, g.dtype)
+        full[key] = g
+        _send(x, full, x.fmt, exact=True)
+
+    return _result(x.data[key], x.fmt, (x,), backward, "narrow")
+
+
+# --------------------------------------------------------------------------- embedding
+
+def _token_ids(ids: Any, vocab: int, what: str = "embedding") -> np.ndarray:
+    """Integer token ids in [0, vocab), or a clear error."""
+    arr = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and arr.size and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind == "b" or arr.size:
+            raise TypeError(f"{what}: token ids must be integers, got dtype {arr.dtype}; pass "
+                            "e.g. ids.astype(np.int64)")
+        else:
+            arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        bad = arr[(arr < 0) | (arr >= vocab)]
+        raise ValueError(f"{what}: token ids must lie in [0, {vocab}) for a vocabulary of "
+                         f"{vocab}, got {bad.size} outside it (e.g. {int(bad.flat[0])}); check "
+                         "that the data was encoded with the model's vocabulary")
+    return arr
+
+
+def embedding(ids: Any, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` (vocab, dim) picked by integer ``ids``: shape ``ids.shape + (dim,)``.
+
+    Exact (a lookup rounds nothing) and on no autocast list, so the result has the weight's
+    format: float32 master weights give float32 embeddings under "16-mixed", as in torch.
+    Backward adds each position's gradient into its row (sums in float32, or float64 for wider
+    formats), then rounds the row sums once.
+
+    >>> w = Tensor([[0.0, 1.0], [2.0, 3.0]], requires_grad=True)
+    >>> e = embedding([1, 1, 0], w); e.data.tolist()
+    [[2.0, 3.0], [2.0, 3.0], [0.0, 1.0]]
+    >>> e.sum().backward(); w.grad.tolist()
+    [[1.0, 1.0], [2.0, 2.0]]
+    """
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        shape = getattr(weight, "shape", None)
+        raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got {shape}")
+    vocab, dim = weight.shape
+    idx = _token_ids(ids, vocab)
+    fmt = op_format("embedding", weight.fmt)
+    out = quantize(weight.data[idx], fmt, exact=True)
+
+    def backward(g: np.ndarray) -> None:
+        rows = np.zeros((vocab, dim), _opmath(fmt))
+        np.add.at(rows, idx.reshape(-1), g.reshape(-1, dim))
+        _send(weight, rows, fmt)
+
+    return _result(out, fmt, (weight,), backward, "embedding")
+
+
+# --------------------------------------------------------------------------- layer norm
+
+#: How :func:`layer_norm` computes its mean and variance.
+LAYER_NORM_STATS = {
+    "float32": "two-pass mean and variance accumulated in float32 (float64 for wider formats), "
+               "whatever the op's format: what torch's kernels do (and autocast, which puts "
+               "layer_norm on CUDA's float32 list)",
+    "format": "two-pass mean and variance with every square, sum and quotient rounded to the "
+              "op's format (a layer norm written by hand in that format)",
+    "one_pass": "E[x^2] - E[x]^2 with every intermediate rounded to the op's format",
+    "welford": "Welford's running mean and sum of squared deviations, every update rounded to "
+               "the op's format",
+}
+
+
+def _tree_sum(v: np.ndarray, fmt: Format) -> np.ndarray:
+    """Sum over the last axis pairwise (a tree, as a GPU block reduction adds), rounding every
+    level's sums to ``fmt``. Each pair is added exactly enough: the storage dtype (float32 for
+    16-bit formats) has at least 2p + 2 significand bits, so rounding its sum to ``fmt`` is the
+    correctly rounded sum in ``fmt`` (double rounding is innocuous for one addition)."""
+    while v.shape[-1] > 1:
+        if v.shape[-1] % 2:
+            v = np.concatenate([v, np.zeros(v.shape[:-1] + (1,), v.dtype)], axis=-1)
+        v = quantize(v[..., 0::2] + v[..., 1::2], fmt, what="partial")
+    return v[..., 0]
+
+
+def _stats_in_format(x: np.ndarray, fmt: Format, stats: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and (biased) variance over the last axis, every intermediate rounded to ``fmt``."""
+    def q(v: np.ndarray) -> np.ndarray:
+        return quantize(np.asarray(v), fmt, what="partial")
+
+    n = x.shape[-1]
+    if stats == "welford":
+        mean = np.zeros(x.shape[:-1], x.dtype)
+        m2 = np.zeros(x.shape[:-1], x.dtype)
+        for k in range(n):
+            delta = q(x[..., k] - mean)
+            mean = q(mean + q(delta / (k + 1)))
+            m2 = q(m2 + q(delta * q(x[..., k] - mean)))
+        return mean, q(m2 / n)
+    mean = q(_tree_sum(x, fmt) / n)
+    if stats == "one_pass":
+        return mean, q(q(_tree_sum(q(x * x), fmt) / n) - q(mean * mean))
+    d = q(x - mean[..., None])
+    return mean, q(_tree_sum(q(d * d), fmt) / n)
+
+
+def layer_norm(
+    x: Any,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    stats: str = "float32",
+) -> Tensor:
+    """Normalise over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+
+    The op's format comes from its autocast list (float32 on CUDA in mixed modes; the input's
+    format on a CPU, or in a "-true" policy). ``stats`` says how mean and variance are computed
+    (see :data:`LAYER_NORM_STATS`): "float32" as torch does, or rounded in the op's format
+    ("format", "one_pass", "welford") to see why nobody does that in fp16. The output is rounded
+    once. The backward is the exact layer norm's, evaluated in float32 (float64) at the
+    statistics the forward computed.
+
+    >>> y = layer_norm(Tensor([[1.0, 3.0]]))
+    >>> [round(v, 4) for v in y.data[0].tolist()]
+    [-1.0, 1.0]
+    """
+    x = _operand(x)
+    if stats not in LAYER_NORM_STATS:
+        raise ValueError(f"layer_norm: stats={stats!r}; use one of {', '.join(LAYER_NORM_STATS)}")
+    n = x.shape[-1] if x.ndim else 0
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and p.shape != (n,):
+            raise ValueError(f"layer_norm: {name} has shape {p.shape}, expected ({n},) for "
+                             f"inputs of shape {x.shape}")
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise ValueError(f"layer_norm: eps must be finite and >= 0, got {eps}")
+    fmt = op_format("layer_norm", x.fmt)
+    dt = _opmath(fmt)
+    xw = x.data.astype(dt, copy=False)
+    if stats == "float32":
+        mean = xw.mean(axis=-1, dtype=dt)
+        d = xw - mean[..., None]
+        var = np.mean(d * d, axis=-1, dtype=dt)
+        rstd = (1 / np.sqrt(var + dt.type(eps))).astype(dt)
+        xhat = d * rstd[..., None]
+    else:
+        def q(v: np.ndarray) -> np.ndarray:
+            return quantize(np.asarray(v), fmt, what="partial")
+
+        mean, var = _stats_in_format(xw, fmt, stats)
+        rstd = q(1 / q(np.sqrt(q(var + dt.type(eps)))))
+        xhat = q(q(xw - mean[..., None]) * rstd[..., None])
+    y = xhat
+    if weight is not None:
+        y = y * weight.data.astype(dt, copy=False)
+    if bias is not None:
+        y = y + bias.data.astype(dt, copy=False)
+    out = quantize(y, fmt)
+    parents = tuple(p for p in (x, weight, bias) if p is not None)
+
+    def backward(g: np.ndarray) -> None:
+        g = g.astype(dt, copy=False)
+        rows = tuple(range(g.ndim - 1))
+        if weight is not None and weight.requires_grad:
+            _send(weight, (g * xhat).sum(axis=rows), fmt)
+        if bias is not None and bias.requires_grad:
+            _send(bias, g.sum(axis=rows), fmt)
+        if x.requires_grad:
+            gx = g * weight.data.astype(dt, copy=False) if weight is not None else g
+            gx = rstd[..., None] * (gx - gx.mean(axis=-1, keepdims=True)
+                                    - xhat * (gx * xhat).mean(axis=-1, keepdims=True))
+            _send(x, gx, fmt)
+
+    return _result(out, fmt, parents, backward, "layer_norm")
+
+
+# --------------------------------------------------------------------------- GELU
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function in float64, element-wise (the C library's ``erf``, within 1 ulp).
+
+    >>> float(erf(np.array([0.5]))[0]) == math.erf(0.5)
+    True
+    """
+    return _ERF(np.asarray(x, np.float64)).astype(np.float64)
+
+
+def gelu(x: Any, approximate: str = "none") -> Tensor:
+    """GELU, ``x * Phi(x)``: exact (``approximate="none"``, with erf) or torch's "tanh" form
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    On no autocast list: the result takes the input's format. Evaluated in float64 and rounded
+    once, so the result is the format's rounding of the function (up to float64's own error).
+
+    >>> gelu(Tensor([1.0])).data.tolist()
+    [0.8413447737693787]
+    """
+    x = _operand(x)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh' (torch's)")
+    fmt = op_format("gelu", x.fmt)
+    z = x.data.astype(np.float64)
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (z + 0.044715 * z**3)
+        t = np.tanh(inner)
+        y = 0.5 * z * (1 + t)
+    else:
+        cdf = 0.5 * (1 + erf(z * (1 / math.sqrt(2))))
+        y = z * cdf
+    out = quantize(y, fmt)
+
+    def backward(g: np.ndarray) -> None:
+        if approximate == "tanh":
+            dinner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * z * z)
+            dy = 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * dinner
+        else:
+            dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        _send(x, g * dy, fmt)
+
+    return _result(out, fmt, (x,), backward, "gelu")
+
+
+# --------------------------------------------------------------------------- softmax
+
+def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis`` in the format of softmax's autocast list.
+
+    ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
+    overflow, and the result is computed in float32 and rounded once. ``subtract_max=False`` is
+    the textbook formula as written by hand in the op's format: ``exp(x)``, the sum and the
+    quotient are each rounded to it, so in float16 a logit above log(65504) ~ 11.09 gives inf
+    and the row becomes NaN.
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-true"):
+    ...     row = Tensor([[12.0, 0.0]])
+    ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
+    ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
+    """
+    x = _operand(x)
+    fmt = op_format("softmax", x.fmt)
+    z = x.data.astype(_opmath(fmt), copy=False)
+    if subtract_max:
+        e = np.exp(z - z.max(axis=axis, keepdims=True))
+        y = quantize(e / e.sum(axis=axis, keepdims=True), fmt)
+    else:
+        e = quantize(np.exp(z), fmt)
+        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
+        y = quantize(e / total, fmt)
+
+    def backward(g: np.ndarray) -> None:
+        _send(x, y * (g - (g * y).sum(axis=axis, keepdims=True)), fmt)
+
+    return _result(y, fmt, (x,), backward, "softmax")
+
+
+# --------------------------------------------------------------------------- attention
+
+def bmm(a: Any, b: Any) -> Tensor:
+    """Batched ``a @ b`` for (..., n, k) and (..., k, m) tensors, like torch.matmul on 3-D/4-D
+    inputs: inputs rounded to the policy's matmul input format, products accumulated in its
+    accumulation format, the result rounded once to its compute format.
+
+    >>> bmm(Tensor(np.ones((2, 1, 3))), Tensor(np.ones((2, 3, 1)))).data.ravel().tolist()
+    [3.0, 3.0]
+    """
+    a, b = _operand(a), _operand(b)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"bmm: shapes {a.shape} and {b.shape} do not align: need (..., n, k) "
+                         "and (..., k, m)")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"bmm: batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not "
+                         "broadcast") from None
+    policy = active_policy()
+    fin, fmt = policy.matmul_inputs, op_format("bmm")
+    ai, bi = _matmul_input(a, fin), _matmul_input(b, fin)
+    out = quantize(_product(ai, bi, policy), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
+        if a.requires_grad:
+            ga = _product(gi, np.swapaxes(bi, -1, -2), policy)
+            _send(a, _unbroadcast_batch(ga, a.shape), fmt)
+        if b.requires_grad:
+            gb = _product(np.swapaxes(ai, -1, -2), gi, policy)
+            _send(b, _unbroadcast_batch(gb, b.shape), fmt)
+
+    return _result(out, fmt, (a, b), backward, "bmm")
+
+
+def _unbroadcast_batch(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead else g
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
+    """``x`` with the entries where ``mask`` is true replaced by ``value`` (exact when ``value``
+    is representable, as -inf is); no gradient flows to the replaced entries.
+
+    >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
+    [[1.0, -inf]]
+    """
+    x = _operand(x)
+    mask = np.asarray(mask, bool)
+    fmt = op_format("masked_fill", x.fmt)
+    fill = quantize(np.asarray(value, x.data.dtype), fmt)
+    out = np.where(mask, fill, x.data)
+    return _result(out, fmt, (x,), lambda g: _send(x, np.where(mask, 0, g), fmt, exact=True),
+                   "masked_fill")
+
+
+def causal_mask(t_q: int, t_k: int) -> np.ndarray:
+    """True above the diagonal: position i may not look at positions after i."""
+    return np.triu(np.ones((t_q, t_k), bool), k=1 + t_k - t_q)
+
+
+def scaled_dot_product_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = True,
+    scale: float | None = None,
+    scale_queries: bool = False,
+    subtract_max: bool = True,
+) -> Tensor:
+    """``softmax(q k^T * scale + mask) v`` over the last two axes of (..., heads, T, head_dim)
+    tensors, written the unfused way (nanoGPT's "manual" path): ``bmm`` for the scores, the
+    scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
+
+    ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
+    multiplied by it *before* the product, as fused attention kernels (and torch's math path)
+    do, so the scores are born small: in float16 ``q k^T`` can exceed 65504 and become inf
+    although the scaled scores would be modest.
+
+    >>> q = Tensor(np.ones((1, 2, 4)))
+    >>> scaled_dot_product_attention(q, q, q).shape
+    (1, 2, 4)
+    """
+    q, k, v = _operand(q), _operand(k), _operand(v)
+    if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
+            or q.shape[:-2] != k.shape[:-2]:
+        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
+                         "must be (..., T, head_dim) with equal batch/head axes and k, v alike")
+    s = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    kt = permute(k, tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2))
+    if scale_queries:
+        scores = bmm(mul(q, s), kt)
+    else:
+        scores = mul(bmm(q, kt), s)
+    if causal:
+        scores = masked_fill(scores, causal_mask(q.shape[-2], k.shape[-2]), -np.inf)
+    return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
+
+
+# --------------------------------------------------------------------------- dropout
+
+def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
+            training: bool = True) -> Tensor:
+    """Zero each entry with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    The mask comes from ``rng`` (a Generator, or a seed), so a run is reproducible. The
+    product is computed in float32 and rounded once to the input's format (on no autocast
+    list). With ``training=False`` or ``p == 0`` the input is returned unchanged.
+
+    >>> dropout(Tensor([1.0, 1.0, 1.0, 1.0]), 0.5, rng=0).data.tolist()
+    [2.0, 0.0, 0.0, 0.0]
+    """
+    x = _operand(x)
+    if not (isinstance(p, (int, float)) and 0 <= p < 1):
+        raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
+    if not training or p == 0:
+        return x
+    if not isinstance(rng, np.random.Generator):
+        if rng is None:
+            raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
+                             "be reproducible")
+        rng = np.random.default_rng(rng)
+    fmt = op_format("dropout", x.fmt)
+    dt = _opmath(fmt)
+    keep = (rng.random(x.shape) >= p).astype(dt) * dt.type(1 / (1 - p))
+    out = quantize(x.data.astype(dt, copy=False) * keep, fmt)
+    return _result(out, fmt, (x,), lambda g: _send(x, g * keep, fmt), "dropout")
+
+
+# --------------------------------------------------------------------------- the loss
+
+def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
+    """Mean cross-entropy of (batch, T, vocab) logits against (batch, T) target ids, over the
+    positions where ``mask`` is true (all by default), in float32 in mixed modes.
+
+    >>> round(sequence_loss(Tensor(np.zeros((1, 2, 4))), [[1, 3]]).item(), 6)   # log 4
+    1.386294
+    """
+    logits = _operand(logits)
+    if logits.ndim != 3:
+        raise ValueError(f"sequence_loss: logits must be (batch, T, vocab), got {logits.shape}")
+    batch, t, vocab = logits.shape
+    y = _token_ids(targets, vocab, "sequence_loss")
+    if y.shape != (batch, t):
+        raise ValueError(f"sequence_loss: targets have shape {y.shape}, expected {(batch, t)}")
+    flat = reshape(logits, (batch * t, vocab))
+    if mask is None:
+        return cross_entropy(flat, y.reshape(-1))
+    m = np.asarray(mask, bool)
+    if m.shape != (batch, t):
+        raise ValueError(f"sequence_loss: mask has shape {m.shape}, expected {(batch, t)}")
+    count = int(m.sum())
+    if count == 0:
+        raise ValueError("sequence_loss: the mask selects no position")
+    per_token = cross_entropy(flat, y.reshape(-1), reduction="none")
+    weights = Tensor(m.reshape(-1).astype(np.float32), widest(per_token.fmt))
+    return tsum(mul(per_token, weights)) / count
