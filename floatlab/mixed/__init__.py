@@ -17,7 +17,7 @@ counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``
 ``progress``.
 """
 
-from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
+from floatlab.mixed.data import Dataset, digits, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
 from floatlab.mixed.layers import (
     AUTOCAST_LISTS,
@@ -68,6 +68,7 @@ from floatlab.mixed.tensor import (
     tanh,
     use_precision,
 )
+from floatlab.mixed.textdata import SequenceDataset, char_lm, digit_reversal
 from floatlab.mixed.trainer import DEFAULT_PRECISIONS, Trainer, bytes_held, compare
 
 __all__ = [
@@ -88,5 +89,6 @@ __all__ = [
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # data
-    "Dataset", "teacher_gaussians", "spirals",
+    "Dataset", "teacher_gaussians", "spirals", "digits",
+    "SequenceDataset", "char_lm", "digit_reversal",
 ]

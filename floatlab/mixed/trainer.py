@@ -26,6 +26,7 @@ import numpy as np
 from floatlab.formats import Format
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
+from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
 from floatlab.mixed.policy import (
@@ -37,8 +38,10 @@ from floatlab.mixed.policy import (
 )
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
+from floatlab.mixed.seqtrain import batch_loss, check_model_fits, describe_sequences, fit_sequences
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.tensor import Tensor, cross_entropy, no_grad, quantize, recording, use_precision
+from floatlab.mixed.textdata import SequenceDataset
 
 __all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
 
@@ -104,9 +107,12 @@ class Trainer:
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
         network's small gradients, not part of real training).
     hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
-    model : a Module to train instead (deep-copied; its parameters are rounded to the policy).
+    model : a Module to train instead (deep-copied; its parameters are rounded to the policy),
+        or "transformer": a :class:`~floatlab.mixed.Transformer` (d_model 64, 4 heads, 2
+        layers) sized to a :class:`~floatlab.mixed.SequenceDataset`'s vocabulary and context.
+        Sequence data reports validation loss and perplexity (see :mod:`.seqtrain`).
     batch_size, seed : batches of a seeded per-epoch permutation; the seed also fixes the
-        initial weights and stochastic rounding.
+        initial weights and stochastic rounding. Default 512 rows, or 32 sequences.
     progress : draw a progress bar (stderr, or an updating line in Jupyter).
     telemetry : record underflow / subnormal / overflow / bytes (costs a few NumPy passes per op).
     eval_every : evaluate test accuracy every this many steps (and at the end).
@@ -134,8 +140,8 @@ class Trainer:
         loss_multiplier: float = 1.0,
         hidden: Sequence[int] = (64, 64),
         activation: str = "relu",
-        model: Module | None = None,
-        batch_size: int = 512,
+        model: Module | str | None = None,
+        batch_size: int | None = None,
         seed: int = 0,
         progress: bool = True,
         telemetry: bool = True,
@@ -162,6 +168,10 @@ class Trainer:
             raise ValueError(f"optimizer={optimizer!r}: use 'adam' or 'sgd'")
         if not (loss_multiplier > 0 and math.isfinite(loss_multiplier)):
             raise ValueError(f"loss_multiplier must be positive and finite, got {loss_multiplier}")
+        if model is not None and not isinstance(model, Module) and model != "transformer":
+            raise ValueError(f"model={model!r}: pass None (an MLP), 'transformer', or a Module")
+        if batch_size is None:
+            batch_size = 32 if model == "transformer" or isinstance(model, Transformer) else 512
         if batch_size < 1 or eval_every < 1:
             raise ValueError(f"batch_size and eval_every must be >= 1, got {batch_size}, "
                              f"{eval_every}")
@@ -180,7 +190,14 @@ class Trainer:
         self.history: History | None = None
 
     # ------------------------------------------------------------------ building
-    def _build_model(self, data: Dataset) -> Module:
+    def _build_model(self, data: Dataset | SequenceDataset) -> Module:
+        if isinstance(data, SequenceDataset):
+            if self._model_in == "transformer":
+                return Transformer(data.vocab, 64, 4, 2, data.context, seed=self.seed)
+            check_model_fits(self._model_in, data)
+        elif self._model_in == "transformer" or isinstance(self._model_in, Transformer):
+            raise TypeError(f"a Transformer trains on token sequences (char_lm(), "
+                            f"digit_reversal()), not on the classification data {data.name!r}")
         if self._model_in is None:
             sizes = (data.features, *self.hidden, data.classes)
             return MLP(sizes, activation=self.activation, seed=self.seed)
@@ -210,6 +227,8 @@ class Trainer:
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
         """One line describing the experiment (used as the compare() table's header)."""
+        if isinstance(data, SequenceDataset):
+            return describe_sequences(self, data, steps)
         opt = f"{'Adam' if self.optimizer_name == 'adam' else 'SGD'} lr {self.lr:g}"
         net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
                            + ((data.classes,) if data else ())))
@@ -245,6 +264,8 @@ class Trainer:
         data = teacher_gaussians() if data is None else data
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
+        if isinstance(data, SequenceDataset):
+            return fit_sequences(self, data, steps)
         history = History(self.policy.name, {"policy": self.policy, "experiment":
                                              self.describe(data, steps)})
         bar = Progress(steps, desc=self.policy.name, enabled=self.progress)
@@ -275,8 +296,12 @@ class Trainer:
         opt.zero_grad()
         scale = scaler.get_scale() if scaler is not None else 1.0
         with recording(stats) if stats is not None else nullcontext():
-            logits = model(Tensor(xb))
-            loss = cross_entropy(logits, yb)
+            if isinstance(xb, tuple):  # token sequences: (ids, loss mask)
+                logits, loss, batch_accuracy = batch_loss(model, xb, yb)
+            else:
+                logits = model(Tensor(xb))
+                loss = cross_entropy(logits, yb)
+                batch_accuracy = accuracy(logits, yb)
             objective = loss * self.loss_multiplier if self.loss_multiplier != 1 else loss
             (scaler.scale(objective) if scaler is not None else objective).backward()
             if scaler is not None:
@@ -284,7 +309,7 @@ class Trainer:
                 scaler.update()
             else:
                 report = opt.step()
-        row = {"loss": loss.item(), "accuracy": accuracy(logits, yb), "scale": scale,
+        row = {"loss": loss.item(), "accuracy": batch_accuracy, "scale": scale,
                "skipped": report is None,
                "lost_updates": report.lost_fraction if report is not None else math.nan}
         if stats is not None:
