@@ -374,8 +374,9 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     """GELU, ``x * Phi(x)``: exact (``approximate="none"``, with erf) or torch's "tanh" form
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
 
-    On no autocast list: the result takes the input's format. Evaluated in float64 and rounded
-    once, so the result is the format's rounding of the function (up to float64's own error).
+    On no autocast list: the result takes the input's format. Like torch's kernels, the tanh
+    form is evaluated in float32 (float64 for wider formats) and rounded once; the exact form is
+    evaluated in float64 (the C library's erf) and rounded once.
 
     >>> gelu(Tensor([1.0])).data.tolist()
     [0.8413447737693787]
@@ -384,20 +385,38 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh' (torch's)")
     fmt = op_format("gelu", x.fmt)
-    z = x.data.astype(np.float64)
     if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (z + 0.044715 * z**3)
-        t = np.tanh(inner)
-        y = 0.5 * z * (1 + t)
+        # 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u: x / (1 + exp(-2u)) is the same
+        # function without the cancellation of 1 + tanh(u) for negative x (where torch's
+        # float32 evaluation loses digits).
+        z = x.data.astype(_opmath(fmt), copy=False)
+        c, a = (z.dtype.type(v) for v in (2 * _SQRT_2_OVER_PI, 0.044715))
+        e = z * z  # in place from here: large temporaries cost more than the arithmetic
+        e *= a
+        e += 1
+        e *= z
+        e *= -c
+        e = np.exp(e, out=e)  # exp(-2u)
+        sig = e + 1
+        sig = np.reciprocal(sig, out=sig)
+        y = z * sig
     else:
+        z = x.data.astype(np.float64)
         cdf = 0.5 * (1 + erf(z * (1 / math.sqrt(2))))
         y = z * cdf
     out = quantize(y, fmt)
 
     def backward(g: np.ndarray) -> None:
-        if approximate == "tanh":
-            dinner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * z * z)
-            dy = 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * dinner
+        if approximate == "tanh":  # sig + z sig (1 - sig) 2u', with 1 - sig = exp(-2u) sig
+            dy = z * z
+            dy *= 3 * a
+            dy += 1
+            dy *= c
+            dy *= z
+            dy *= e
+            dy *= sig
+            dy += 1
+            dy *= sig
         else:
             dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
         _send(x, g * dy, fmt)
