@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["fit_sequences", "sequence_metrics", "token_accuracy", "check_model_fits"]
 
 #: Validation tokens scored at each evaluation (the same windows every time).
-EVAL_TOKENS = 8192
+EVAL_TOKENS = 4096
 
 
 def token_accuracy(logits: Tensor | np.ndarray, targets: np.ndarray,
