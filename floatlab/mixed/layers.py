@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format
-from floatlab.mixed.policy import FP32, OpKind, contains, storage_dtype, widest
+from floatlab.mixed.policy import FP32, OpKind, contains, storage_dtype
 from floatlab.mixed.tensor import (
     Tensor,
     _matmul_input,
@@ -55,8 +55,8 @@ from floatlab.mixed.tensor import sum as tsum
 __all__ = [
     "AUTOCAST_LISTS", "DEVICES", "autocast_device", "active_device", "op_format",
     "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "softmax", "bmm", "masked_fill",
-    "scaled_dot_product_attention", "dropout", "reshape", "permute", "narrow", "sequence_loss",
-    "erf",
+    "scaled_dot_product_attention", "causal_mask", "dropout", "reshape", "permute", "narrow",
+    "sequence_loss", "erf",
 ]
 
 # --------------------------------------------------------------------------- autocast lists
@@ -73,8 +73,13 @@ AUTOCAST_LISTS: dict[str, dict[str, OpKind]] = {
     "cuda": {
         "matmul": "low", "linear": "low", "bmm": "low", "baddbmm": "low",
         "scaled_dot_product_attention": "low",
-        "exp": "safe", "log": "safe", "sum": "safe", "mean": "safe", "softmax": "safe",
-        "log_softmax": "safe", "layer_norm": "safe", "cross_entropy": "safe", "mse_loss": "safe",
+        "exp": "safe", "log": "safe", "sum": "safe", "softmax": "safe", "log_softmax": "safe",
+        "layer_norm": "safe", "mse_loss": "safe",
+        # cross_entropy_loss is not listed on CUDA, but runs as log_softmax (fp32_set_opt_dtype)
+        # and nll_loss (fp32): float32 end to end
+        "cross_entropy": "safe",
+        # mean is on no CUDA list (its kernel accumulates in float32 but returns the input's type)
+        "mean": "promote",
         "embedding": "promote", "gelu": "promote", "dropout": "promote", "add": "promote",
         "masked_fill": "promote", "mul": "promote", "tanh": "promote", "relu": "promote",
     },
@@ -619,5 +624,5 @@ def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
     if count == 0:
         raise ValueError("sequence_loss: the mask selects no position")
     per_token = cross_entropy(flat, y.reshape(-1), reduction="none")
-    weights = Tensor(m.reshape(-1).astype(np.float32), widest(per_token.fmt))
+    weights = Tensor(m.reshape(-1).astype(np.float32), per_token.fmt)
     return tsum(mul(per_token, weights)) / count

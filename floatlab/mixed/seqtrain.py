@@ -14,7 +14,6 @@ Trainer's, shared with the MLP.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +131,3 @@ def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | Non
     lam = "λ = 1" if trainer.loss_multiplier == 1 else f"λ = {trainer.loss_multiplier:g}"
     return f"{data!r}, {net}, {opt}, {run}{lam}"
 
-
-def perplexity(loss: float) -> float:
-    """``exp(loss)``: the effective number of equally likely next tokens."""
-    return math.exp(loss) if math.isfinite(loss) and loss < 700 else math.inf
