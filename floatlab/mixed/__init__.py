@@ -14,7 +14,9 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 Layout: ``policy`` (which format where), ``tensor`` (Tensor, ops, the hook), ``nn`` (layers,
 losses), ``optim`` (SGD, Adam), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
 counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``data``,
-``progress``.
+``progress``; for transformers: ``layers`` (embedding, layer norm, GELU, softmax, attention,
+dropout, and the per-device autocast lists), ``models`` (Transformer), ``textdata`` (char_lm,
+digit_reversal), ``seqtrain`` (the Trainer's loop for token sequences).
 """
 
 from floatlab.mixed.data import Dataset, digits, spirals, teacher_gaussians
