@@ -155,9 +155,11 @@ def test_bad_token_input(call, error, match):
     (dict(vocab=11, gelu="erf"), "'tanh' or 'none'"),
     (dict(vocab=11, dropout=1.0), "dropout"),
     (dict(vocab=11, layer_norm_stats="kahan"), "welford"),
+    (dict(vocab=11, scale_queries="no"), "True or False"),
+    (dict(vocab=3.5), "vocab must be a size"),
 ])
 def test_bad_model_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         Transformer(**{"d_model": 16, "heads": 2, "layers": 1, "context": 8, **kwargs})
 
 

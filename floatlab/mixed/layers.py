@@ -131,6 +131,13 @@ def op_format(op: str, *inputs: Format) -> Format:
     return active_policy().format_for(AUTOCAST_LISTS[active_device()][op], *inputs)
 
 
+def _flag(op: str, name: str, value: Any) -> bool:
+    """A true/false option, refusing truthy strings and numbers ("no" would mean True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _opmath(fmt: Format) -> np.dtype:
     """The dtype an op computes in before its one rounding: float32, or float64 for wider."""
     return storage_dtype(fmt) if contains(FP32, fmt) else np.dtype(np.float64)
@@ -447,6 +454,7 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
     """
     x = _operand(x)
+    subtract_max = _flag("softmax", "subtract_max", subtract_max)
     fmt = op_format("softmax", x.fmt)
     z = x.data.astype(_opmath(fmt), copy=False)
     if subtract_max:
@@ -553,6 +561,8 @@ def scaled_dot_product_attention(
     (1, 2, 4)
     """
     q, k, v = _operand(q), _operand(k), _operand(v)
+    causal = _flag("scaled_dot_product_attention", "causal", causal)
+    scale_queries = _flag("scaled_dot_product_attention", "scale_queries", scale_queries)
     if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
             or q.shape[:-2] != k.shape[:-2]:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
@@ -582,7 +592,8 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
     [2.0, 0.0, 0.0, 0.0]
     """
     x = _operand(x)
-    if not (isinstance(p, (int, float)) and 0 <= p < 1):
+    training = _flag("dropout", "training", training)
+    if isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1):
         raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
     if not training or p == 0:
         return x

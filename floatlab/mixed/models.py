@@ -204,7 +204,10 @@ class Transformer(Module):
             raise ValueError(f"Transformer: heads={heads} must divide d_model={d_model}")
         if gelu not in ("tanh", "none"):
             raise ValueError(f"Transformer: gelu={gelu!r}; use 'tanh' or 'none'")
-        if not 0 <= dropout < 1:
+        if not isinstance(scale_queries, bool):
+            raise TypeError(f"Transformer: scale_queries must be True or False, got "
+                            f"{scale_queries!r}")
+        if isinstance(dropout, bool) or not 0 <= dropout < 1:
             raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout!r}")
         rng = np.random.default_rng(seed)
         self.vocab_size, self.tokens = int(vocab), tokens
