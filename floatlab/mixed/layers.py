@@ -457,16 +457,21 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     subtract_max = _flag("softmax", "subtract_max", subtract_max)
     fmt = op_format("softmax", x.fmt)
     z = x.data.astype(_opmath(fmt), copy=False)
-    if subtract_max:
-        e = np.exp(z - z.max(axis=axis, keepdims=True))
-        y = quantize(e / e.sum(axis=axis, keepdims=True), fmt)
+    if subtract_max:  # in place: the score tensors of attention are the largest of a step
+        e = z - z.max(axis=axis, keepdims=True)
+        e = np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+        y = quantize(e, fmt)
     else:
         e = quantize(np.exp(z), fmt)
         total = quantize(e.sum(axis=axis, keepdims=True), fmt)
         y = quantize(e / total, fmt)
 
     def backward(g: np.ndarray) -> None:
-        _send(x, y * (g - (g * y).sum(axis=axis, keepdims=True)), fmt)
+        gx = g * y
+        np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
+        gx *= y
+        _send(x, gx, fmt)
 
     return _result(y, fmt, (x,), backward, "softmax")
 
