@@ -269,3 +269,21 @@ def test_outputs_are_tensors_of_the_policy_format():
         model = Transformer(11, 16, 2, 1, 8)
         out = model(np.zeros((1, 3), np.int64))
     assert isinstance(out, Tensor) and out.fmt.name == "float16"
+
+
+def test_cpu_autocast_lists_change_the_gradients_upstream_of_softmax_only():
+    data = digit_reversal(n=64, digits=3)
+    x, y, mask = data.batch(np.random.default_rng(0), 8)
+    grads, losses = {}, {}
+    for device in ("cuda", "cpu"):
+        with fm.autocast_device(device), use_precision("bf16-mixed"):
+            model = Transformer(data.vocab, 16, 2, 1, data.context, seed=2)
+            loss = fm.sequence_loss(model(x), y, mask)
+            loss.backward()
+        losses[device] = loss.item()
+        grads[device] = dict((n, p.grad) for n, p in model.named_parameters())
+    assert losses["cuda"] == losses["cpu"]  # softmax output is rounded to bf16 for the bmm anyway
+    for name in ("transformer.h.0.attn.c_attn.weight", "transformer.h.0.ln_1.weight"):
+        assert not np.array_equal(grads["cuda"][name], grads["cpu"][name])
+    for name in ("transformer.h.0.attn.c_proj.weight", "transformer.h.0.mlp.c_fc.weight"):
+        np.testing.assert_array_equal(grads["cuda"][name], grads["cpu"][name])
