@@ -21,7 +21,8 @@ bf16-mixed at most 4x; 500 steps of the character model under 60 s.
 BLAS threads: the matrices are tiny (512 x 64), where OpenBLAS threads only add wake-up latency
 and, when other processes compete for the cores, make a matmul 10-100x slower. The script pins
 BLAS to one thread unless --blas-threads says otherwise (the setting applies to the floor and the
-emulation alike, and must happen before NumPy is imported).
+emulation alike, and must happen before NumPy is imported). Trainer.fit and compare() pin one
+BLAS thread themselves (threadpoolctl, restored afterwards), whatever this script sets.
 """
 
 from __future__ import annotations

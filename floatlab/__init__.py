@@ -29,8 +29,22 @@ from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
+from floatlab.p3109 import P3109, p3109_format
+from floatlab.quant import (
+    Codebook,
+    FixedPoint,
+    QuantizedTensor,
+    Scheme,
+    dequantize,
+    fake_quantize,
+    get_codebook,
+    get_scheme,
+    quantize,
+    scheme_names,
+)
 from floatlab.rounding import ROUNDING_MODES, round
 from floatlab.scaling import (
+    CurrentScaling,
     DelayedScaling,
     MXTensor,
     ScaledTensor,
@@ -43,6 +57,17 @@ from floatlab.scaling import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Codebook",
+    "CurrentScaling",
+    "FixedPoint",
+    "QuantizedTensor",
+    "Scheme",
+    "dequantize",
+    "fake_quantize",
+    "get_codebook",
+    "get_scheme",
+    "quantize",
+    "scheme_names",
     "DelayedScaling",
     "MXTensor",
     "ScaledTensor",
@@ -64,6 +89,8 @@ __all__ = [
     "ulp",
     "values",
     "PRESETS",
+    "P3109",
+    "p3109_format",
     "ROUNDING_MODES",
     "Fields",
     "Format",
@@ -88,9 +115,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # matplotlib is heavy and optional at import time: load floatlab.plots on first use.
-    if name == "plots":
+    # matplotlib is heavy and optional at import time: load floatlab.plots on first use;
+    # floatlab.widgets needs the optional anywidget (its ImportError names the extra).
+    if name in ("plots", "widgets"):
         import importlib
 
-        return importlib.import_module("floatlab.plots")
+        return importlib.import_module(f"floatlab.{name}")
     raise AttributeError(f"module 'floatlab' has no attribute {name!r}")

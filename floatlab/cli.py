@@ -1,25 +1,50 @@
 """The ``floatlab`` command line: ``floatlab --help`` lists the subcommands.
 
-Every subcommand is a small function that prints and returns an exit code; ``main(argv)``
-parses and dispatches, so tests call it directly.
+Every subcommand is a small function that prints and returns an exit code, and every
+subcommand's parser is built by its own ``_add_<name>_parser`` function (register a new one in
+``_SUBCOMMANDS``); ``main(argv)`` parses and dispatches, so tests call it directly.
+
+Values are numbers as people type them: ``-1e-8``, ``-inf``, ``nan``, hex floats
+(``-0x1.8p1``) and powers (``2**-24``); negative values need no ``--``. Without values and with
+a pipe on stdin, the values are read from stdin (``echo 3.141 | floatlab round -f fp16``).
 
 >>> main(["bits", "3.141", "--format", "fp16"])
 float16        0 10000 1001001000  0x4248  3.140625
+0
+>>> main(["round", "-f", "bf16", "-1e-8"])
+-1e-08 -> -1.0011717677116394e-08
 0
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from floatlab.codec import codes_to_bin, decode, encode, to_bin, to_hex
+from floatlab.cli_input import (
+    add_input_arguments,
+    format_list,
+    nonnegative_int,
+    one_format,
+    parse_code,
+    positive_int,
+    positive_number,
+    read_numbers,
+    read_words,
+    rounding_mode,
+    rounding_options,
+)
+from floatlab.cli_quant import add_quantize_parser, add_schemes_parser
+from floatlab.codec import codes_to_bin, codes_to_hex, decode, encode
 from floatlab.explain import explain
 from floatlab.finfo import compare_formats, finfo
-from floatlab.formats import FormatNameError, format_names, get_format
+from floatlab.formats import Format, FormatNameError, format_aliases, format_names, get_format
 from floatlab.grid import values
 from floatlab.rounding import ROUNDING_MODES
 from floatlab.rounding import round as round_to_format
@@ -33,13 +58,55 @@ def _format_value(value: float) -> str:
     return repr(float(value))
 
 
+# --------------------------------------------------------------------------- bits tables
+
+def _bits_rows(x: np.ndarray, fmt: Format, options: dict) -> list[tuple[str, ...]]:
+    """One row (name, bits, hex, value) per value: rounded once, so that the bits, the code and
+    the value agree even under stochastic rounding."""
+    rounded = round_to_format(x, fmt, **options)
+    codes = encode(rounded, fmt)  # exact: every rounded value is a value of fmt
+    bits = codes_to_bin(codes, fmt, sep=" ").reshape(-1)
+    hexes = codes_to_hex(codes, fmt).reshape(-1)
+    return [(fmt.name, str(b), str(h), _format_value(v))
+            for b, h, v in zip(bits, hexes, rounded.reshape(-1), strict=True)]
+
+
+def _bits_rows_or_refusals(x: np.ndarray, fmt: Format, options: dict) -> list[tuple[str, ...]]:
+    """With several formats, a format that refuses a value says why in that value's row."""
+    try:
+        return _bits_rows(x, fmt, options)
+    except ValueError:
+        rows = []
+        for value in x:
+            try:
+                rows += _bits_rows(np.array([value]), fmt, options)
+            except ValueError as error:
+                rows.append((fmt.name, f"refused: {error}"))
+        return rows
+
+
+def _print_table(rows: Sequence[tuple[str, ...]], formats: Sequence[Format]) -> None:
+    name_width = max([14] + [len(f.name) for f in formats])
+    bits_width = max(f.bits + 2 for f in formats)
+    hex_width = max((len(r[2]) for r in rows if len(r) == 4), default=0)
+    for row in rows:
+        if len(row) == 2:
+            print(f"{row[0]:<{name_width}} {row[1]}")
+        else:
+            name, bits, hexcode, value = row
+            print(f"{name:<{name_width}} {bits:<{bits_width}}  {hexcode:<{hex_width}}  {value}")
+
+
+# --------------------------------------------------------------------------- commands
+
 def cmd_tour(args: argparse.Namespace) -> int:
     """A short tour: a few values' bits in several formats."""
     print("floatlab: how numbers are stored. Each row: format, sign|exponent|mantissa, hex, value.")
     for x in TOUR_VALUES:
         print(f"\n{x!r}")
         for name in TOUR_FORMATS:
-            _print_bits(x, get_format(name))
+            fmt = get_format(name)
+            _print_table(_bits_rows(np.array([x]), fmt, {}), [fmt])
     print(
         "\nTry: floatlab bits 3.141 --format bf16   |   python -c \"import floatlab; "
         "print(floatlab.float16_to_bin(3.141))\""
@@ -47,59 +114,55 @@ def cmd_tour(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_bits(x: float, fmt, **rounding) -> None:
-    bits = to_bin(x, fmt, sep=" ", **rounding)
-    hexcode = to_hex(x, fmt, **rounding)
-    value = round_to_format(x, fmt, **rounding)
-    print(f"{fmt.name:<14} {bits:<{fmt.bits + 2}}  {hexcode}  {_format_value(value)}")
-
-
 def cmd_bits(args: argparse.Namespace) -> int:
-    fmt = get_format(args.format)
-    for x in args.values:
-        _print_bits(x, fmt, rounding=args.rounding, saturate=args.saturate)
-    return EXIT_OK
+    formats = format_list(args.format)
+    words, x = read_numbers(args)
+    options = rounding_options(args)
+    if len(formats) == 1:
+        _print_table(_bits_rows(x, formats[0], options), formats)
+        return EXIT_OK
+    per_format = [_bits_rows_or_refusals(x, fmt, options) for fmt in formats]
+    for i, word in enumerate(words):
+        if len(words) > 1:  # one block per value, a blank line between blocks
+            print(f"\nx = {word}" if i else f"x = {word}")
+        _print_table([rows[i] for rows in per_format], formats)
+    refused = any(len(rows[i]) == 2 for rows in per_format for i in range(len(words)))
+    return EXIT_ERROR if refused else EXIT_OK
 
 
 def cmd_round(args: argparse.Namespace) -> int:
-    fmt = get_format(args.format)
-    values = _read_numbers(args.values, args.file)
-    rounded = round_to_format(values, fmt, rounding=args.rounding, saturate=args.saturate)
-    for x, r in zip(values, rounded, strict=True):
-        print(f"{_format_value(x)} -> {_format_value(r)}")
+    fmt = one_format(args.format, "round")
+    _, x = read_numbers(args)
+    rounded = round_to_format(x, fmt, **rounding_options(args))
+    for value, r in zip(x, rounded, strict=True):
+        print(f"{_format_value(value)} -> {_format_value(r)}")
     return EXIT_OK
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    fmt = get_format(args.format)
-    values = _read_numbers(args.values, args.file)
-    codes = encode(values, fmt, rounding=args.rounding, saturate=args.saturate)
-    digits = (fmt.bits + 3) // 4
-    for code in codes:
-        print(f"0x{int(code):0{digits}x}")
+    fmt = one_format(args.format, "encode")
+    _, x = read_numbers(args)
+    codes = encode(x, fmt, **rounding_options(args))
+    for code in codes_to_hex(codes, fmt).reshape(-1):
+        print(code)
     return EXIT_OK
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    fmt = get_format(args.format)
-    words = _read_words(args.codes, args.file)
-    codes = []
-    for word in words:
-        try:
-            codes.append(int(word, 0))
-        except ValueError:
-            raise ValueError(
-                f"{word!r} is not an integer code: give decimal (72), hex (0x48) or binary "
-                "(0b01001000)"
-            ) from None
-    for word, value in zip(words, decode(np.array(codes, dtype=np.uint64), fmt), strict=True):
+    fmt = one_format(args.format, "decode")
+    words = read_words(args, what="codes")
+    codes = np.array([parse_code(word, fmt) for word in words], dtype=np.uint64)
+    for word, value in zip(words, decode(codes, fmt), strict=True):
         print(f"{word} -> {_format_value(value)}")
     return EXIT_OK
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    print(explain(args.value, args.format, rounding=args.rounding, saturate=args.saturate,
-                  subnormals=not args.ftz))
+    formats = format_list(args.format)
+    _, x = read_numbers(args)
+    options = rounding_options(args)
+    texts = [str(explain(value, fmt, **options)) for value in x for fmt in formats]
+    print("\n\n".join(texts))
     return EXIT_OK
 
 
@@ -113,13 +176,16 @@ def cmd_formats(args: argparse.Namespace) -> int:
     if args.names:
         print(compare_formats(args.names))
         return EXIT_OK
+    aliases = format_aliases()
     print(f"{'name':<20}{'bits':>5}{'E':>4}{'M':>4}{'bias':>6}  {'special':<8}{'max':>13}"
-          f"{'smallest > 0':>14}")
+          f"{'smallest > 0':>14}  short names")
     for name in format_names():
         f = get_format(name)
         print(f"{name:<20}{f.bits:>5}{f.exp_bits:>4}{f.man_bits:>4}{f.bias:>6}  "
-              f"{f.special:<8}{f.max:>13.6g}{f.smallest_positive:>14.6g}")
-    print("\nCompare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
+              f"{f.special:<8}{f.max:>13.6g}{f.smallest_positive:>14.6g}  "
+              f"{', '.join(aliases.get(name, []))}")
+    print("\nAny name works wherever a format is asked for (-f fp16, -f e4m3fn, -f all).")
+    print("Compare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
     return EXIT_OK
 
 
@@ -143,16 +209,19 @@ def cmd_values(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from floatlab.mixed import compare, get_policy, teacher_gaussians
 
-    for name in args.precisions:
-        get_policy(_precision_arg(name))  # fail early, with the list of valid names
-    data = teacher_gaussians(n=args.rows, seed=args.seed)
-    lam = _parse_number(args.loss_multiplier)
+    precisions = [_precision_arg(p) for p in args.precisions]
+    for precision in precisions:
+        get_policy(precision)  # fail early, with the list of valid names
+    if args.plot:
+        _check_plot_path(args.plot)  # before the run, not after it
+    lam = positive_number(args.loss_multiplier, "--lambda", "2**-16")
+    lr = None if args.lr is None else positive_number(args.lr, "--lr", "1e-3")
     if lam != 1:
         print(f"loss multiplier lambda = {args.loss_multiplier}: a teaching device that slides "
               "the gradients down as a deep network would (see the README)")
-    result = compare([_precision_arg(p) for p in args.precisions], steps=args.steps,
-                     progress=not args.quiet, data=data, loss_multiplier=lam, seed=args.seed,
-                     optimizer=args.optimizer, lr=args.lr)
+    data = teacher_gaussians(n=args.rows, seed=args.seed)
+    result = compare(precisions, steps=args.steps, progress=not args.quiet, data=data,
+                     loss_multiplier=lam, seed=args.seed, optimizer=args.optimizer, lr=lr)
     print(result)
     if args.plot:
         _save_training_plot(result, args.plot)
@@ -165,16 +234,21 @@ def _precision_arg(text: str):
     return int(text) if text.isdigit() else text
 
 
-def _parse_number(text: str) -> float:
-    """A number such as 1e-4, 0.5 or 2**-16 (powers of two are how lambda is usually given)."""
-    cleaned = text.replace(" ", "")
-    try:
-        if "**" in cleaned:
-            base, exponent = cleaned.split("**", 1)
-            return float(base) ** float(exponent)
-        return float(cleaned)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number (try 1, 0.001 or 2**-16)") from None
+def _check_plot_path(path: str) -> None:
+    """Refuse a --plot path that cannot be written, before minutes of training."""
+    from matplotlib.figure import Figure
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--plot {path}: the folder {folder} does not exist; create it first "
+                         "or pick another path")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--plot {path}: the folder {folder} is not writable; pick another path")
+    kinds = Figure().canvas.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix not in kinds:
+        raise ValueError(f"--plot {path}: end the file name with one of "
+                         f"{', '.join('.' + k for k in sorted(kinds))} (e.g. curves.png)")
 
 
 def _save_training_plot(result, path: str) -> None:
@@ -195,40 +269,124 @@ def _save_training_plot(result, path: str) -> None:
     plt.close(fig)
 
 
-def _read_words(words: Sequence[str], path: str | None) -> list[str]:
-    words = list(words)
-    if path:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-        words += text.replace(",", " ").split()
-    if not words:
-        raise ValueError("no input: give values as arguments or --file PATH (- for stdin)")
-    return words
+# --------------------------------------------------------------------------- the parser
+
+# argparse takes "-1e-8", "-inf" or "-nan" for options: its default test for "a negative number,
+# so a value" matches only -1 and -1.5. Anything that starts like a number is a value here (no
+# option of floatlab starts with a digit, '.', 'i' or 'n'; a test guards that), and
+# parse_number then accepts it or says why not.
+_LOOKS_LIKE_A_NUMBER = re.compile(r"^-(?:\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
-def _read_numbers(words: Sequence[str], path: str | None) -> np.ndarray:
-    out = []
-    for word in _read_words(words, path):
-        try:
-            out.append(float(word))
-        except ValueError:
-            raise ValueError(f"{word!r} is not a number (try 3.141, 1e-8, inf or nan)") from None
-    return np.array(out, dtype=np.float64)
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose negative-number test is ``_LOOKS_LIKE_A_NUMBER`` (argparse reads
+    it from ``_negative_number_matcher``; subparsers are created with the same class)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _LOOKS_LIKE_A_NUMBER
+
+
+def _add_format_option(p: argparse.ArgumentParser, several: bool, default: str | None) -> None:
+    text = "format name, e.g. fp16, bf16, e4m3fn (floatlab formats lists them)"
+    if several:
+        text += "; several: fp16,bf16,e4m3fn, or all"
+    if default:
+        text += f" (default {default})"
+    p.add_argument("--format", "-f", default=default, required=default is None, help=text)
 
 
 def _add_rounding_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounding", "-r", default="nearest_even", choices=ROUNDING_MODES)
-    p.add_argument("--saturate", action="store_true", help="overflow gives +-max")
+    p.add_argument("--rounding", "-r", default="nearest_even", type=rounding_mode,
+                   metavar="MODE",
+                   help=f"{', '.join(ROUNDING_MODES)} or an alias: rne, rna, rtz/rz, ru, rd, "
+                   "rto, sr (default nearest_even)")
+    p.add_argument("--saturate", action="store_true",
+                   help="finite overflow gives +-max instead of inf / NaN (+-inf stays +-inf "
+                   "in formats that have inf)")
+    p.add_argument("--ftz", action="store_true", help="flush subnormal results to zero")
+    p.add_argument("--seed", type=nonnegative_int, default=None,
+                   help="seed for --rounding stochastic (default: a fresh random stream)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="floatlab",
-        description="See how numbers are stored in floating-point formats.",
-        epilog="Run a subcommand with --help for its options. No subcommand: a short tour.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("tour", help="a short tour (the default)").set_defaults(func=cmd_tour)
+def _add_tour_parser(sub) -> None:
+    sub.add_parser("tour", help="a short tour (the default)",
+                   description="A few values' bits in five formats.").set_defaults(func=cmd_tour)
 
+
+def _add_bits_parser(sub) -> None:
+    p = sub.add_parser("bits", help="bits of values in one or more formats",
+                       description="Print sign | exponent | mantissa, hex and stored value; one "
+                       "row per format with -f fp16,bf16 or -f all.")
+    add_input_arguments(p)
+    _add_format_option(p, several=True, default="float16")
+    _add_rounding_options(p)
+    p.set_defaults(func=cmd_bits)
+
+
+def _add_round_parser(sub) -> None:
+    p = sub.add_parser("round", help="round values to a format",
+                       description="Round values to a format: one 'x -> stored' line each.")
+    add_input_arguments(p)
+    _add_format_option(p, several=False, default=None)
+    _add_rounding_options(p)
+    p.set_defaults(func=cmd_round)
+
+
+def _add_encode_parser(sub) -> None:
+    p = sub.add_parser("encode", help="values -> hex codes",
+                       description="Round values to a format and print their codes in hex.")
+    add_input_arguments(p)
+    _add_format_option(p, several=False, default=None)
+    _add_rounding_options(p)
+    p.set_defaults(func=cmd_encode)
+
+
+def _add_decode_parser(sub) -> None:
+    p = sub.add_parser("decode", help="codes -> values",
+                       description="Decode integer codes (decimal, 0x hex or 0b binary).")
+    add_input_arguments(p, what="codes")
+    _add_format_option(p, several=False, default=None)
+    p.set_defaults(func=cmd_decode)
+
+
+def _add_explain_parser(sub) -> None:
+    p = sub.add_parser("explain", help="step-by-step derivation of values",
+                       description="Explain how each value is stored: sign, window, bucket, "
+                       "exponent and mantissa fields, exact value, error, neighbours.")
+    add_input_arguments(p)
+    _add_format_option(p, several=True, default="float16")
+    _add_rounding_options(p)
+    p.set_defaults(func=cmd_explain)
+
+
+def _add_finfo_parser(sub) -> None:
+    p = sub.add_parser("finfo", help="limits of a format (numpy/torch finfo fields)",
+                       description="Print the limits of a format, derived from its encoding.")
+    p.add_argument("format", help="format name, e.g. bf16")
+    p.add_argument("--oneline", action="store_true", help="torch.finfo-style one-line repr")
+    p.set_defaults(func=cmd_finfo)
+
+
+def _add_formats_parser(sub) -> None:
+    p = sub.add_parser("formats", help="list the formats, or compare a few side by side",
+                       description="Every preset with its short names, or a side-by-side "
+                       "comparison of the formats given.")
+    p.add_argument("names", nargs="*", metavar="FORMAT",
+                   help="formats to compare side by side (none: list every preset)")
+    p.set_defaults(func=cmd_formats)
+
+
+def _add_values_parser(sub) -> None:
+    p = sub.add_parser("values", help="every finite value of a small format",
+                       description="List every finite value of a format with its code and bits.")
+    p.add_argument("format", help="format name, e.g. e4m3fn or e2m1")
+    p.add_argument("--limit", type=positive_int, default=1024,
+                   help="refuse to print more values than this (default 1024)")
+    p.set_defaults(func=cmd_values)
+
+
+def _add_compare_parser(sub) -> None:
     p = sub.add_parser(
         "compare", help="train the same MLP under several precisions and compare",
         description="The mixed-precision experiment: an MLP 16-64-64-4 with Adam on "
@@ -239,69 +397,69 @@ def build_parser() -> argparse.ArgumentParser:
                    default=["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"],
                    help="Lightning-style precision strings (default: 32-true 16-mixed "
                    "bf16-mixed 16-true bf16-true), Apex O0..O3, or a format name + '-mixed'")
-    p.add_argument("--steps", type=int, default=500, help="training steps (default 500)")
+    p.add_argument("--steps", type=positive_int, default=500,
+                   help="training steps (default 500)")
     p.add_argument("--loss-multiplier", "--lambda", default="1", metavar="LAMBDA",
                    help="multiply the loss by LAMBDA, e.g. 2**-16, to push gradients down "
                    "toward fp16's underflow as a deep network does (default 1)")
-    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: optimizer's)")
-    p.add_argument("--rows", type=int, default=8192, help="dataset rows, half for testing")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
+                   help="adam or sgd (default adam)")
+    p.add_argument("--lr", default=None,
+                   help="learning rate, e.g. 1e-3 or 2**-10 (default: the optimizer's)")
+    p.add_argument("--rows", type=positive_int, default=8192,
+                   help="dataset rows, half for testing (default 8192)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the data and the initial weights (default 0)")
     p.add_argument("--plot", metavar="PNG", help="save loss/accuracy/underflow curves here")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("bits", help="bits of values in a format",
-                       description="Print sign | exponent | mantissa, hex and stored value.")
-    p.add_argument("values", nargs="+", type=float, metavar="VALUE")
-    p.add_argument("--format", "-f", default="float16", help="format name (default float16)")
-    _add_rounding_options(p)
-    p.set_defaults(func=cmd_bits)
 
-    for name, func, help_text in (
-        ("round", cmd_round, "round values to a format"),
-        ("encode", cmd_encode, "values -> hex codes"),
-    ):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("values", nargs="*", metavar="VALUE")
-        p.add_argument("--format", "-f", required=True, help="format name, e.g. fp16, e4m3fn")
-        p.add_argument("--file", help="read more values from a file (- for stdin)")
-        _add_rounding_options(p)
-        p.set_defaults(func=func)
+# One function per subcommand, in the order `floatlab --help` lists them.
+_SUBCOMMANDS = (
+    _add_tour_parser, _add_compare_parser, _add_bits_parser, _add_round_parser,
+    _add_encode_parser, _add_decode_parser, _add_explain_parser, _add_finfo_parser,
+    _add_formats_parser, _add_values_parser,
+    add_quantize_parser, add_schemes_parser,
+)
 
-    p = sub.add_parser("decode", help="codes -> values",
-                       description="Decode integer codes (decimal, 0x hex or 0b binary).")
-    p.add_argument("codes", nargs="*", metavar="CODE")
-    p.add_argument("--format", "-f", required=True)
-    p.add_argument("--file", help="read more codes from a file (- for stdin)")
-    p.set_defaults(func=cmd_decode)
 
-    p = sub.add_parser("explain", help="step-by-step derivation of one value",
-                       description="Explain how one value is stored: sign, window, bucket, "
-                       "exponent and mantissa fields, exact value, error, neighbours.")
-    p.add_argument("value", type=float)
-    p.add_argument("--format", "-f", default="float16", help="format name (default float16)")
-    _add_rounding_options(p)
-    p.add_argument("--ftz", action="store_true", help="flush subnormal results to zero")
-    p.set_defaults(func=cmd_explain)
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-    p = sub.add_parser("finfo", help="limits of a format (numpy/torch finfo fields)",
-                       description="Print the limits of a format, derived from its encoding.")
-    p.add_argument("format", help="format name, e.g. bf16")
-    p.add_argument("--oneline", action="store_true", help="torch.finfo-style one-line repr")
-    p.set_defaults(func=cmd_finfo)
+    try:
+        ours = version("floatlab")
+    except PackageNotFoundError:
+        ours = "(not installed: pip install -e .)"
+    import ml_dtypes
 
-    p = sub.add_parser("formats", help="list the formats, or compare a few side by side")
-    p.add_argument("names", nargs="*", metavar="FORMAT",
-                   help="formats to compare side by side (none: list every preset)")
-    p.set_defaults(func=cmd_formats)
+    return (f"floatlab {ours} (numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "
+            f"Python {sys.version.split()[0]})")
 
-    p = sub.add_parser("values", help="every finite value of a small format",
-                       description="List every finite value of a format with its code and bits.")
-    p.add_argument("format", help="format name, e.g. e4m3fn or e2m1")
-    p.add_argument("--limit", type=int, default=1024,
-                   help="refuse to print more values than this (default 1024)")
-    p.set_defaults(func=cmd_values)
+
+class _VersionAction(argparse.Action):
+    """Like argparse's "version" action, but looks the versions up only when asked."""
+
+    def __init__(self, option_strings, dest, help=None):  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="floatlab",
+        description="See how numbers are stored in floating-point formats.",
+        epilog="Run a subcommand with --help for its options. No subcommand: a short tour.",
+    )
+    parser.add_argument("--version", action=_VersionAction,
+                        help="show floatlab's, numpy's, ml_dtypes' and Python's versions")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                help="one of these (none: the tour)")
+    for add_parser in _SUBCOMMANDS:
+        add_parser(sub)
     return parser
 
 
@@ -313,13 +471,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse exits on --help (0) and on usage errors (2)
         return int(exit_.code or 0)
     func = getattr(args, "func", cmd_tour)
-    try:
-        return func(args)
-    except BrokenPipeError:  # e.g. `floatlab values float16 | head`: not an error
-        return EXIT_OK
-    except (FormatNameError, ValueError, TypeError, OSError) as error:
-        print(f"floatlab {args.command or ''}: error: {error}", file=sys.stderr)
-        return EXIT_ERROR
+    prefix = f"floatlab {args.command or ''}".strip()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return func(args)
+        except BrokenPipeError:  # e.g. `floatlab values float16 | head`: not an error
+            return EXIT_OK
+        except (FormatNameError, ValueError, TypeError, OSError) as error:
+            print(f"{prefix}: error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            _print_notes(caught, prefix)
+
+
+def _print_notes(caught: Sequence[warnings.WarningMessage], prefix: str) -> None:
+    """Warnings (E8M0 cannot hold 0, ...) as one short note each, without file paths."""
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"{prefix}: note: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

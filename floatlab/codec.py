@@ -25,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._interop import as_numpy, caller_type
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
+from floatlab.rounding import _CHUNK as _ROUND_CHUNK
+from floatlab.rounding import _F32, _F64, _bits_of, _fits_float32, _resolve_mode, as_float_array
 from floatlab.rounding import round as round_to_format
 
 __all__ = [
@@ -54,43 +58,101 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     """Round ``x`` to ``fmt`` and return the codes (unsigned ints; 0-d for scalars).
 
     ``rounding_options`` are those of :func:`floatlab.round` (rounding, saturate, subnormals,
-    rng).
+    rng). Works in chunks: beyond the codes it returns, memory stays a few bytes per element.
 
     >>> encode([1.0, -2.0, float("nan")], "e4m3fn")
     array([ 56, 192, 127], dtype=uint8)
     """
+    back = caller_type(x)  # torch in, torch out
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return back(fmt.encode(x, **rounding_options))
     fmt = get_format(fmt)
-    values = round_to_format(x, fmt, **rounding_options)
-    with np.errstate(over="ignore", invalid="ignore"):  # masked-out lanes may overflow
-        return _codes_of_values(values, fmt)
+    arr = as_float_array(x)
+    options = _resolved_options(rounding_options)
+    # The rounded values come back in the narrowest IEEE type that holds them exactly, whose
+    # bit patterns then give the codes (see _codes_from_rounded).
+    work = np.float32 if _fits_float32(fmt) else np.float64
+    flat = arr.reshape(-1)
+    codes = np.empty(flat.size, dtype=fmt.code_dtype)
+    # Chunks are a multiple of the core's own, so a seeded stochastic rounding draws the same
+    # random numbers as one floatlab.round call on the whole array.
+    for start in range(0, flat.size, _ENCODE_CHUNK):
+        piece = slice(start, start + _ENCODE_CHUNK)
+        rounded = round_to_format(flat[piece], fmt, dtype=work, **options)
+        _codes_from_rounded(rounded, fmt, codes[piece])
+    return back(codes.reshape(arr.shape))
+
+
+_ENCODE_CHUNK = _ROUND_CHUNK
+
+
+def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
+    """Check the options once for the whole array and fix the random stream (a seed becomes
+    one Generator) so that rounding chunk by chunk equals rounding the whole."""
+    unknown = set(rounding_options) - {"rounding", "saturate", "subnormals", "rng"}
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; the rounding options are "
+            "rounding, saturate, subnormals and rng (those of floatlab.round)"
+        )
+    options = dict(rounding_options)
+    mode = _resolve_mode(options.get("rounding", "nearest_even"))
+    options["rounding"] = mode
+    for flag in ("saturate", "subnormals"):  # checked even when there is nothing to round
+        if flag in options:
+            options[flag] = check_flag(options[flag], flag)
+    options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
+    return options
 
 
 def _codes_of_values(values: np.ndarray, fmt: Format) -> np.ndarray:
-    """Codes of values that are already exactly representable in ``fmt``."""
-    M = fmt.man_bits
-    mag = np.abs(values)
-    is_nan = np.isnan(values)
-    is_inf = np.isinf(values)
-    finite_nonzero = ~is_nan & ~is_inf & (mag != 0)
-    safe = np.where(finite_nonzero, mag, 1.0)
-    mantissa_frac, k = np.frexp(safe)  # safe = mantissa_frac * 2**k, mantissa_frac in [0.5, 1)
-    e = k - 1
-    normal = e >= fmt.emin
-    exp_field = np.where(normal, e + fmt.bias, 0)
-    man_normal = np.ldexp(mantissa_frac, M + 1) - 2.0**M
-    man_sub = np.ldexp(safe, M - fmt.emin)
-    man = np.where(normal & finite_nonzero, man_normal, np.where(finite_nonzero, man_sub, 0.0))
+    """Codes of values that are already exactly values of ``fmt`` (nothing is rounded).
 
-    code = (exp_field.astype(np.uint64) << np.uint64(M)) | man.astype(np.uint64)
-    code = np.where(finite_nonzero, code, np.uint64(0))
-    if fmt.inf_code is not None:
-        code = np.where(is_inf, np.uint64(fmt.inf_code), code)
+    The block-scaling core uses it for element and scale codes it has just rounded itself.
+    """
+    work = np.float32 if _fits_float32(fmt) else np.float64
+    flat = np.asarray(values, dtype=work).reshape(-1)  # exact: fmt's values fit ``work``
+    codes = np.empty(flat.size, dtype=fmt.code_dtype)
+    _codes_from_rounded(flat, fmt, codes)
+    return codes.reshape(np.shape(values))
+
+
+def _codes_from_rounded(values: np.ndarray, fmt: Format, out: np.ndarray) -> None:
+    """Codes of values already rounded to ``fmt`` (float32 or float64), written to ``out``.
+
+    For a normal value of the format, the code's magnitude is the IEEE pattern shifted right by
+    the mantissa bits the format lacks, minus the difference of the biases in the exponent
+    field: both layouts are "exponent field, then mantissa", so the map is linear. Values below
+    the format's smallest normal are integer multiples of its subnormal quantum 2**(emin - M),
+    and that multiple is the code. inf and NaN take the format's codes.
+    """
+    L = _F32 if values.dtype == np.float32 else _F64
+    uint = L.uint.type
+    M = fmt.man_bits
+    bits = values.view(L.uint)
+    mag = bits & L.abs_mask
+    offset = ((L.bias - fmt.bias) << M) % (1 << L.width)  # the subtraction wraps, exactly
+    code = mag >> uint(L.man_bits - M)
+    code -= uint(offset)
+    if fmt.has_zero:
+        tiny = np.flatnonzero(mag < _bits_of(fmt.normal_threshold, L))
+        if tiny.size:
+            multiple = np.ldexp(np.abs(values[tiny]).astype(np.float64), M - fmt.emin)
+            code[tiny] = multiple.astype(L.uint)
+    inf_bits = uint(L.exp_all_ones << L.man_bits)
+    peak = mag.max(initial=0)
+    if peak >= inf_bits:
+        is_nan = mag > inf_bits
+        if fmt.inf_code is not None:
+            code[mag == inf_bits] = fmt.inf_code
+        if fmt.nan_code is not None:
+            code[is_nan] = fmt.nan_code
     if fmt.signed:
-        negative = np.signbit(values) & ~is_nan
-        code = code | np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
-    if fmt.nan_code is not None:
-        code = np.where(is_nan, np.uint64(fmt.nan_code), code)
-    return code.astype(fmt.code_dtype)
+        negative = bits >> uint(L.width - 1)
+        if peak >= inf_bits:
+            negative[is_nan] = 0  # NaN has one code, whatever its sign
+        code |= negative << uint(fmt.bits - 1)
+    out[...] = code
 
 
 # --------------------------------------------------------------------------- decode
@@ -103,15 +165,18 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     >>> decode(0x80, "float8_e4m3fnuz")   # FNUZ: the negative-zero code is the NaN
     array(nan)
     """
+    back = caller_type(codes)  # torch in, torch out
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return back(fmt.decode(codes))
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name
     if native is not None:
         with np.errstate(invalid="ignore"):  # signalling-NaN patterns stay NaN
-            return arr.astype(fmt.code_dtype).view(native).astype(np.float64)
+            return back(arr.astype(fmt.code_dtype).view(native).astype(np.float64))
     if fmt.bits <= 16:
-        return np.asarray(_decode_table(fmt)[arr.astype(np.intp)])
-    return _decode_arithmetic(arr.astype(np.uint64), fmt)
+        return back(np.asarray(_decode_table(fmt)[arr.astype(np.intp)]))
+    return back(_decode_arithmetic(arr.astype(np.uint64), fmt))
 
 
 # Formats numpy already stores: decoding them is a view of the codes (tested equal to the
@@ -123,25 +188,44 @@ _NATIVE_DTYPES = {
 
 
 def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
-    arr = np.asarray(codes)
+    """Integer codes as an integer array, each checked to fit in the format's bits.
+
+    Python ints of any size are checked before numpy sees them (2**64 or -1 in an object
+    array would otherwise end in a bare OverflowError, and [-1, 2**63] would become float64).
+    """
+    arr = as_array(codes, "codes")
+    if arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
+        arr = as_array(codes, "codes", dtype=object)  # keep Python ints exact
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
+        ints = [int(c) for c in arr.flat]
+        _check_code_range(min(ints), max(ints), fmt)
+        return np.array(ints, dtype=np.uint64).reshape(arr.shape)
     if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "O" and arr.size and all(isinstance(c, int) for c in arr.flat):
-            arr = arr.astype(np.uint64)
-        else:
-            raise TypeError(
-                f"decode expects integer codes, got dtype {arr.dtype}; to turn values into "
-                "codes use floatlab.encode, to read a bit string use floatlab.from_bin"
-            )
+        what = f"dtype {arr.dtype}"
+        if arr.dtype.kind == "O":
+            bad = next((c for c in arr.flat if not _is_int(c)), None)
+            what = f"{bad!r} ({type(bad).__name__})"
+        raise TypeError(
+            f"decode expects integer codes, got {what}; to turn values into "
+            "codes use floatlab.encode, to read a bit string use floatlab.from_bin"
+        )
     if arr.size:
-        low, high = int(arr.min()), int(arr.max())
-        limit = 1 << fmt.bits
-        if low < 0 or high >= limit:
-            bad = low if low < 0 else high
-            raise ValueError(
-                f"code {bad:#x} does not fit in the {fmt.bits} bits of {fmt.name}: "
-                f"valid codes are 0..{limit - 1:#x}"
-            )
+        _check_code_range(int(arr.min()), int(arr.max()), fmt)
     return arr
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_code_range(low: int, high: int, fmt: Format) -> None:
+    limit = 1 << fmt.bits
+    if low < 0 or high >= limit:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"code {bad:#x} ({bad}) does not fit in the {fmt.bits} bits of {fmt.name}: "
+            f"valid codes are 0..{limit - 1:#x}"
+        )
 
 
 @lru_cache(maxsize=64)
@@ -176,6 +260,10 @@ def _decode_arithmetic(codes: np.ndarray, fmt: Format) -> np.ndarray:
     elif fmt.special == "fn":
         value = np.where(magnitude_code == np.uint64(fmt.nan_code), np.nan, value)
     elif fmt.special == "fnuz":
+        value = np.where(codes == np.uint64(fmt.nan_code), np.nan, value)
+    elif fmt.special == "p3109":  # +-inf at the top code of each sign, one NaN
+        is_inf = magnitude_code == np.uint64(fmt.inf_code)
+        value = np.where(is_inf, np.where(negative, -np.inf, np.inf), value)
         value = np.where(codes == np.uint64(fmt.nan_code), np.nan, value)
     return value
 
@@ -219,7 +307,7 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     (0, 16, 1, 584, 'normal')
     """
     fmt = get_format(fmt)
-    arr = np.asarray(codes_or_values)
+    arr = as_array(codes_or_values, "codes_or_values")
     if arr.dtype.kind in "iu":
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
     else:
@@ -255,23 +343,83 @@ def _scalar_or_array(strings: np.ndarray) -> str | np.ndarray:
 
 
 def codes_to_bin(codes: np.ndarray, fmt: Format, sep: str = "") -> np.ndarray:
-    """Bit strings of codes, most significant bit first, with ``sep`` between the fields."""
-    codes = np.asarray(codes, dtype=np.uint64)
-    shifts = np.arange(fmt.bits - 1, -1, -1, dtype=np.uint64)
-    digits = ((codes[..., None] >> shifts) & np.uint64(1)).astype(np.uint8) + ord("0")
-    if sep and fmt.bits:
-        widths = ([1] if fmt.signed else []) + [fmt.exp_bits, fmt.man_bits]
-        cuts = np.cumsum([w for w in widths if w])[:-1]
-        pieces = np.split(digits, cuts, axis=-1)
-        sep_col = np.full(codes.shape + (len(sep.encode()),), 0, np.uint8)
-        sep_col[...] = np.frombuffer(sep.encode(), np.uint8)
-        joined = [pieces[0]]
-        for piece in pieces[1:]:
-            joined += [sep_col, piece]
-        digits = np.concatenate(joined, axis=-1)
-    width = digits.shape[-1]
-    raw = np.ascontiguousarray(digits).view(f"S{width}")[..., 0]
-    return raw.astype(f"U{width}")
+    """Bit strings of codes, most significant bit first, with ``sep`` between the fields.
+
+    The characters are written straight into the result's UTF-32 buffer from lookup tables
+    (every code of a format up to 16 bits, or every byte), chunk by chunk.
+    """
+    sep = _check_sep(sep)
+    codes = np.asarray(codes)
+    plan = _bin_plan(fmt, sep)
+    flat = codes.reshape(-1)
+    out = np.empty(flat.size, dtype=f"U{plan.width}")
+    chars = out.view(np.uint32).reshape(flat.size, plan.width)
+    for start in range(0, flat.size, _STRING_CHUNK):
+        piece = slice(start, start + _STRING_CHUNK)
+        plan.write(flat[piece], chars[piece])
+    return out.reshape(codes.shape)
+
+
+_STRING_CHUNK = 1 << 15
+
+
+def _check_sep(sep: Any) -> str:
+    if not isinstance(sep, str):
+        raise TypeError(
+            f"sep must be a string put between the fields, such as ' ' or '_', got {sep!r} "
+            f"({type(sep).__name__})"
+        )
+    return sep
+
+
+# '0'/'1' as UTF-32 code points for every byte, most significant bit first.
+_BYTE_CHARS = (
+    ((np.arange(256)[:, None] >> np.arange(7, -1, -1)) & 1) + ord("0")
+).astype(np.uint32)
+
+
+class _BinPlan:
+    """Where each bit's character and each separator go in a format's bit strings."""
+
+    def __init__(self, fmt: Format, sep: str):
+        widths = [w for w in ([1] if fmt.signed else []) + [fmt.exp_bits, fmt.man_bits] if w]
+        boundaries = np.cumsum(widths)[:-1]  # bit positions (from the left) after which a sep
+        self.bits, self.sep = fmt.bits, np.array([ord(c) for c in sep], dtype=np.uint32)
+        position = np.arange(fmt.bits)  # 0 = most significant bit
+        self.column = position + len(sep) * np.searchsorted(boundaries, position, side="right")
+        self.width = fmt.bits + len(sep) * len(boundaries)
+        self.sep_columns = np.setdiff1d(np.arange(self.width), self.column)
+        self.table = None
+        if fmt.bits <= 16:  # one row per code: a single gather writes whole strings
+            every = np.arange(1 << fmt.bits, dtype=np.uint64)
+            self.table = np.empty((every.size, self.width), dtype=np.uint32)
+            self._write_bytes(every, self.table)
+
+    def write(self, codes: np.ndarray, chars: np.ndarray) -> None:
+        if self.table is not None:
+            # mode="clip": codes are in range (encode made them), and numpy's default "raise"
+            # mode buffers the whole output, several times slower.
+            np.take(self.table, codes.astype(np.intp), axis=0, out=chars, mode="clip")
+        else:
+            self._write_bytes(codes.astype(np.uint64), chars)
+
+    def _write_bytes(self, codes: np.ndarray, chars: np.ndarray) -> None:
+        if self.sep.size:
+            chars[:, self.sep_columns] = np.tile(self.sep, len(self.sep_columns) // self.sep.size)
+        for k in range((self.bits + 7) // 8):  # byte k holds bits 8k .. 8k+7 (0 = least)
+            byte = ((codes >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.intp)
+            bit_index = 8 * k + np.arange(7, -1, -1)  # of each of the byte's 8 characters
+            keep = bit_index < self.bits
+            columns = self.column[self.bits - 1 - bit_index[keep]]
+            if keep.all() and columns[-1] - columns[0] == 7:  # contiguous: a plain slice
+                chars[:, columns[0] : columns[0] + 8] = _BYTE_CHARS[byte]
+            else:
+                chars[:, columns] = _BYTE_CHARS[byte][:, keep]
+
+
+@lru_cache(maxsize=16)
+def _bin_plan(fmt: Format, sep: str) -> _BinPlan:
+    return _BinPlan(fmt, sep)
 
 
 def to_bin(x: Any, fmt: str | Format | Any, sep: str = "", **rounding_options: Any):
@@ -283,7 +431,9 @@ def to_bin(x: Any, fmt: str | Format | Any, sep: str = "", **rounding_options: A
     '1_01111111_1000000'
     """
     fmt = get_format(fmt)
-    return _scalar_or_array(codes_to_bin(encode(x, fmt, **rounding_options), fmt, sep))
+    sep = _check_sep(sep)  # before the rounding work
+    codes = encode(as_numpy(x), fmt, **rounding_options)  # strings: numpy whatever came in
+    return _scalar_or_array(codes_to_bin(codes, fmt, sep))
 
 
 def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
@@ -293,7 +443,7 @@ def to_hex(x: Any, fmt: str | Format | Any, **rounding_options: Any):
     ['0x38', '0x7e']
     """
     fmt = get_format(fmt)
-    return _scalar_or_array(codes_to_hex(encode(x, fmt, **rounding_options), fmt))
+    return _scalar_or_array(codes_to_hex(encode(as_numpy(x), fmt, **rounding_options), fmt))
 
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -360,7 +510,7 @@ def _parse_hex(text: Any, fmt: Format) -> int:
 def _decode_strings(strings: Any, fmt: Format, parse) -> float | np.ndarray:
     if isinstance(strings, str):
         return float(decode(parse(strings, fmt), fmt))
-    arr = np.asarray(strings, dtype=object)
+    arr = as_array(strings, "strings", dtype=object)
     codes = np.array([parse(s, fmt) for s in arr.reshape(-1)], dtype=np.uint64)
     return decode(codes.reshape(arr.shape), fmt)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array, resolve_rng
 from floatlab.codec import codes_to_bin, encode, fields
 from floatlab.formats import Format, get_format
 from floatlab.grid import _as_float64, _decimal, _ulp_of_magnitude, nextafter, ulp
@@ -73,6 +74,15 @@ def _short(value: float | Fraction, limit: int = 20, digits: int = 6) -> str:
             return f"{approx:.{digits}g}"
 
 
+def _float(value: Fraction) -> float:
+    """``float(value)``, or +-inf when it is beyond float64's range (the relative error of
+    rounding 5e-324 up to a format's smallest subnormal is about 2**1050)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _pow2(k: int) -> str:
     return f"2^{k}"
 
@@ -87,7 +97,8 @@ class Explanation:
 
     ``str()`` is the step-by-step derivation, ``repr()`` a one-liner such as
     ``float16(0x4248) 3.140625``, ``_repr_html_`` the bits as coloured boxes with the formula.
-    ``steps`` holds the derivation as (label, text) pairs. ``outcome`` is one of ``"exact"``,
+    ``steps`` holds the derivation as (label, text) pairs; ``error_ulps`` the rounding error in
+    ulps of ``x`` (on the FTZ grid under ``subnormals=False``). ``outcome`` is one of ``"exact"``,
     ``"rounded"``, ``"subnormal"`` (rounded into the subnormal range), ``"overflow"``,
     ``"underflow"`` (became zero, or E8M0's clamp up), ``"invalid"`` (NaN for an input the
     format cannot hold), ``"nan"`` / ``"inf"`` (special input).
@@ -115,6 +126,7 @@ class Explanation:
     formula: str
     steps: tuple[tuple[str, str], ...]
     x_text: str
+    error_ulps: float  # (stored - x) / ulp(x) on the grid the result lives on (NaN if undefined)
 
     @property
     def hex(self) -> str:
@@ -173,9 +185,11 @@ def explain(
     >>> explain(-0.0, "e4m3fnuz").bits      # FNUZ has no -0: the code 0x80 is its NaN
     '00000000'
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.explain(x, rounding=rounding, rng=rng)
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
-    arr = np.asarray(x)
+    arr = as_array(x, "x")
     if arr.ndim != 0:
         raise TypeError(
             f"explain takes one value, got an array of shape {arr.shape}: pass one element "
@@ -183,12 +197,25 @@ def explain(
             "whole arrays"
         )
     x64 = float(_as_float64(x, "x"))
+    rng = resolve_rng(rng, mode == "stochastic", mode)  # warns here, not inside the notes
     options = dict(rounding=mode, saturate=saturate, subnormals=subnormals, rng=rng)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         value = float(round_to_format(x64, fmt, **options))
     notes = [str(w.message) for w in caught]
     return _Derivation(x, x64, value, fmt, mode, saturate, subnormals, notes).build()
+
+
+def result_grid(fmt: Format, subnormals: bool = True) -> Format:
+    """The grid a rounding result lives on: ``fmt`` itself, or, under FTZ
+    (``subnormals=False``), ``fmt`` without subnormals (no subnormals to be neighbours of).
+
+    >>> result_grid(get_format("fp16"), subnormals=False).smallest_positive == 2.0**-14
+    True
+    """
+    if subnormals or not (fmt.subnormals and fmt.has_zero):
+        return fmt
+    return replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)")
 
 
 class _Derivation:
@@ -199,9 +226,7 @@ class _Derivation:
         self.mode, self.saturate, self.notes = mode, saturate, notes
         self.subnormals = subnormals
         self.ftz = not (subnormals and fmt.subnormals)
-        # The grid the result lives on: with FTZ there are no subnormals to be neighbours of.
-        self.grid = replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)") if (
-            self.ftz and fmt.subnormals and fmt.has_zero) else fmt
+        self.grid = result_grid(fmt, subnormals)
         # The value is on the grid (or inf / NaN), so this encoding is exact, not a 2nd rounding.
         self.code = int(encode(value, fmt))
         f = fields(np.asarray(self.code, dtype=fmt.code_dtype), fmt)
@@ -250,7 +275,7 @@ class _Derivation:
             self.sign_step()
             outcome = self.zero_input() if x == 0 else self.finite_input()
         self.add("bits", f"{self.split_bits()}  = {_hex(self.code, f)}")
-        error, rel = self.error_step()
+        error, rel, error_ulps = self.error_step()
         step = self.ulp_step()
         prev, nxt = self.neighbour_step()
         self.class_step()
@@ -263,7 +288,7 @@ class _Derivation:
             sign=self.sign, exponent=self.exp_field, mantissa=self.man_field,
             unbiased_exponent=self.unbiased, error=error, relative_error=rel, ulp=step,
             previous=prev, next=nxt, formula=self.formula(), steps=tuple(self.steps),
-            x_text=self.x_text(),
+            x_text=self.x_text(), error_ulps=error_ulps,
         )
 
     def input_text(self) -> str:
@@ -305,11 +330,15 @@ class _Derivation:
                 "top mantissa bit",
                 "fn": "the all-ones code is the only NaN",
                 "fnuz": "the only NaN is the code 100...0, where -0 would be",
+                "p3109": "the only NaN is the code 100...0, where -0 would be"
+                if f.signed else "the all-ones code is the only NaN",
             }[f.special]
             self.add("special", f"NaN in, NaN out ({where})")
             return "nan"
         if f.has_inf:
-            self.add("special", "inf is stored as exponent all ones, mantissa 0")
+            self.add("special", "inf is stored as exponent all ones, mantissa 0"
+                     if f.special == "ieee" else
+                     f"inf is stored as the largest code of its sign ({f.inf_code:#04x})")
         elif math.isnan(self.value):
             self.add(
                 "special",
@@ -341,7 +370,8 @@ class _Derivation:
             start, exp_for_width = Fraction(0), f.emin
             self.add(
                 "window",
-                f"|x| < {_pow2(f.emin)} = {_short(f.smallest_normal)}, the smallest normal: x lies "
+                f"|x| < {_pow2(f.emin)} = {_short(math.ldexp(1.0, f.emin))}, where normals start: "
+                "x lies "
                 f"in the subnormal window [0, {_pow2(f.emin)}), where the exponent is fixed at "
                 f"emin = {f.emin} and the hidden bit is 0",
             )
@@ -413,8 +443,6 @@ class _Derivation:
         the rounded one.
         """
         f, value = self.fmt, abs(self.value)
-        if subnormal_window:
-            return Fraction(value)
         if self.mode == "stochastic":
             # A second random draw could differ from the core's: read the choice off the result.
             lower = start + math.floor(offset) * width
@@ -422,6 +450,16 @@ class _Derivation:
             if math.isfinite(value) and value != 0 and not saturated:
                 return Fraction(value)
             return lower if lower > f.max or value == 0 else lower + width
+        if subnormal_window:
+            # A fixed-point grid of quantum 2**(emin - M): round |x| / quantum to an integer in
+            # a sibling whose subnormal quantum is 1 (emin = M), with room above, so values
+            # past a tiny max (formats with no normal range, e.g. e1m1) are not clamped.
+            quantum_exp = f.emin - f.man_bits
+            sibling = Format(exp_bits=4, man_bits=f.man_bits, bias=1 - f.man_bits,
+                             special="ieee" if f.man_bits else "fn")
+            signed = math.copysign(math.ldexp(ax, -quantum_exp), self.x)
+            scaled = abs(float(round_to_format(signed, sibling, rounding=self.mode)))
+            return Fraction(scaled) * Fraction(2) ** quantum_exp
         # Round |x| scaled into [1, 2) in a sibling format with the same mantissa width and a
         # roomy exponent range, then scale back: exact, as rounding commutes with powers of two
         # in the normal range. (The scaling also keeps this off the core's fast path for formats
@@ -511,7 +549,8 @@ class _Derivation:
         if math.isfinite(self.value):
             self.field_steps()
         elif math.isinf(self.value):
-            self.add("value", "inf: exponent field all ones, mantissa 0")
+            self.add("value", "inf: exponent field all ones, mantissa 0" if f.special == "ieee"
+                     else f"inf: the largest code of its sign, {_hex(self.code, f)}")
         else:
             self.add("value", f"NaN: the code {_hex(self.code, f)}")
         return "overflow"
@@ -539,7 +578,8 @@ class _Derivation:
             who = "this conversion flushes" if f.subnormals else f"{f.name} has no"
             why = (
                 f"|x| rounds to {self.num(rounded)}, below the smallest normal {_pow2(f.emin)} = "
-                f"{self.num(f.smallest_normal)}, and {who} subnormals (FTZ): it is flushed to zero"
+                f"{self.num(math.ldexp(1.0, f.emin))}, and {who} subnormals (FTZ): it is flushed "
+                "to zero"
             )
         elif self.mode in _NEAREST:
             half = smallest / 2
@@ -566,29 +606,30 @@ class _Derivation:
         return "underflow"
 
     # ------------------------------------------------------------------ common tail
-    def error_step(self) -> tuple[float, float]:
+    def error_step(self) -> tuple[float, float, float]:
         x, v = self.x, self.value
         if not (math.isfinite(x) and math.isfinite(v)):
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         err = Fraction(v) - Fraction(x)
         rel = err / Fraction(x) if x != 0 else Fraction(0)
         if err == 0:
             self.add("error", "none: x is a value of the format")
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         in_ulps = err / Fraction(float(ulp(x, self.grid)))
         text = (
-            f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
-            f"relative {float(rel):.3g}"
+            f"stored - x = {_float(err):.6g} ({_float(in_ulps):+.3g} ulp); "
+            f"relative {_float(rel):.3g}"
         )
         u = self.fmt.unit_roundoff
-        normal_range = self.fmt.smallest_normal <= abs(x) <= self.fmt.max
+        normal_floor = self.fmt.normal_threshold
+        normal_range = normal_floor <= abs(x) <= self.fmt.max
         if self.mode in _NEAREST and self.kind == "normal" and normal_range:
             text += f", within u = 2^-{self.fmt.p} ≈ {u:.3g}, the bound for round-to-nearest"
-        elif abs(x) < self.fmt.smallest_normal:
+        elif abs(x) < normal_floor:
             why = " (subnormals have fewer significant bits)" if self.grid.subnormals else ""
             text += f"; below the smallest normal the relative error is not bounded by u{why}"
         self.add("error", text)
-        return float(err), float(rel)
+        return _float(err), _float(rel), _float(in_ulps)
 
     def ulp_step(self) -> float:
         v = self.value
@@ -626,7 +667,9 @@ class _Derivation:
 
 # =========================================================================== HTML
 
-_FIELD_COLOURS = {"sign": "#f4b6b6", "exponent": "#b6d4f4", "mantissa": "#c4ecb6"}
+# Okabe & Ito's palette (orange, sky blue, bluish green): told apart with every common colour
+# vision deficiency, and dark text stays readable on each (contrast >= 6:1). The widgets share it.
+FIELD_COLOURS = {"sign": "#E69F00", "exponent": "#56B4E9", "mantissa": "#009E73"}
 
 
 def _bit_fields(fmt: Format) -> Sequence[str]:
@@ -639,7 +682,7 @@ def _render_html(e: Explanation) -> str:
     boxes = "".join(
         f"<span class='fl-bit fl-{name}' data-field='{name}' title='{name}' "
         f"style='display:inline-block;min-width:1.3em;text-align:center;margin:1px;"
-        f"border:1px solid #555;background:{_FIELD_COLOURS[name]}'>{bit}</span>"
+        f"border:1px solid #555;background:{FIELD_COLOURS[name]}'>{bit}</span>"
         for bit, name in zip(e.bits, _bit_fields(e.fmt), strict=True)
     )
     f = e.fmt
@@ -649,7 +692,7 @@ def _render_html(e: Explanation) -> str:
         "mantissa": f"mantissa {e.mantissa:0{f.man_bits}b} = {e.mantissa}" if f.man_bits else "",
     }
     legend = " ".join(
-        f"<span class='fl-{name}' style='background:{_FIELD_COLOURS[name]};padding:0 4px'>"
+        f"<span class='fl-{name}' style='background:{FIELD_COLOURS[name]};padding:0 4px'>"
         f"{html.escape(text)}</span>"
         for name, text in described.items()
         if text and (name != "sign" or f.signed)

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from floatlab.formats import Format, get_format
 
 __all__ = ["finfo", "FInfo", "compare_formats", "FormatComparison"]
@@ -47,6 +49,11 @@ _TORCH_FIELDS = ("resolution", "min", "max", "eps", "smallest_normal", "tiny")
 
 def _pow2(k: int) -> str:
     return f"2^{k}"
+
+
+def _g(value: float | None, spec: str = "g") -> str:
+    """A limit as torch prints it, or "none" where the format has no such value."""
+    return "none" if value is None else format(value, spec)
 
 
 def _max_formula(value: float, exponent: int, man_bits: int) -> str:
@@ -62,29 +69,37 @@ def _max_formula(value: float, exponent: int, man_bits: int) -> str:
 
 
 def _gap_above_one(fmt: Format) -> float:
-    """The gap between 1.0 and the next value (numpy's ``eps``): ``2**-man_bits`` whenever 1.0
-    is a normal number (every preset). In a custom format whose smallest normal lies above 1.0,
-    1.0 is a subnormal and the step there is the subnormal quantum ``2**(emin - man_bits)``
-    (``Format.eps`` still says ``2**-man_bits``, the spacing relative to a binade)."""
+    """numpy's ``eps``: the spacing of the format's grid at 1.0, read with the exponent
+    unbounded above (as rounding reads it).
+
+    It is the gap between 1.0 and the next value whenever both are values of the format:
+    ``2**-man_bits`` when 1.0 is a normal number (every preset); the subnormal quantum
+    ``2**(emin - man_bits)`` when the normal range starts above 1.0 (``Format.eps`` still says
+    ``2**-man_bits``, the spacing relative to a binade). Where 1.0 is the largest value (e1m1)
+    the next grid point 1.0 + eps lies past max; where the quantum exceeds 1.0 (formats with a
+    large negative bias) 1.0 is not a value and eps is the quantum, the step between the values
+    around it.
+    """
     if fmt.emin > 0 and fmt.subnormals and fmt.man_bits > 0:
         return math.ldexp(1.0, fmt.emin - fmt.man_bits)
-    return fmt.eps
+    return math.ldexp(1.0, max(fmt.emin, 0) - fmt.man_bits)
 
 
 def _gap_below_one(fmt: Format) -> float:
-    """The true gap between 1.0 and the largest value below it (numpy's ``epsneg``).
+    """numpy's ``epsneg``: the gap between 1.0 and the largest grid value below it.
 
     Normally 1.0 starts a binade and the value below it lies in the binade under it, one
     ulp ``2**(-1 - man_bits)`` away. When 1.0 is the smallest normal (the MX formats e2m3 and
     e2m1) the value below it is the largest subnormal, ``2**(emin - man_bits)`` = eps away; with
-    no subnormals it is 0 (gap 1.0). When 1.0 itself is subnormal the gap is the subnormal step.
-    numpy's rule ``eps / 2`` is wrong for the MX cases; ml_dtypes gets them right.
+    no subnormals it is 0 (gap 1.0). When 1.0 itself is subnormal the gap is the subnormal step;
+    when the subnormal step exceeds 1.0 the grid value below 1.0 is 0 (gap 1.0). numpy's rule
+    ``eps / 2`` is wrong for the MX cases; ml_dtypes gets them right.
     """
     if fmt.emin <= -1:
         return math.ldexp(1.0, -1 - fmt.man_bits)
     if fmt.subnormals and fmt.man_bits > 0:
-        return math.ldexp(1.0, fmt.emin - fmt.man_bits)
-    return 1.0  # the value below 1.0 = smallest normal is zero
+        return min(math.ldexp(1.0, fmt.emin - fmt.man_bits), 1.0)
+    return 1.0  # the value below 1.0 (= smallest normal, or below the normal range) is zero
 
 
 def _decimal_digits(p: int) -> int:
@@ -104,9 +119,9 @@ class FInfo:
     eps, machep                   gap between 1.0 and the next value, ``eps == 2**machep``
     epsneg, negep                 gap between 1.0 and the previous value, ``epsneg == 2**negep``
     precision, resolution         decimal digits ``floor((p - 1) log10 2)``; ``10**-precision``
-    tiny, smallest_normal         smallest positive normal ``2**emin``
+    tiny, smallest_normal         smallest positive normal ``2**emin`` (None if no code is normal)
     smallest_subnormal            smallest positive subnormal (see E8M0 below)
-    max, min                      largest finite value; most negative one (``-max``)
+    max, min                      largest finite value; smallest one (``-max``; 0 if unsigned)
     maxexp, minexp                ``emax + 1`` (first overflowing power of two); ``emin``
     dtype                         the canonical name, a str (numpy holds a ``np.dtype`` here)
     bias, emax, emin, p           exponent bias, exponent range, significand bits with hidden bit
@@ -131,6 +146,13 @@ class FInfo:
       ``2**-127`` (= tiny), as ml_dtypes reports, so that the field is always a number. The same
       holds for custom formats without subnormals; ``Format.smallest_subnormal`` is None there.
     * ``dtype`` is the canonical name (a str), so custom formats such as ``"e3m4b2"`` have one.
+    * Formats whose normal range is empty (every finite code is zero or subnormal: P3109's
+      binary8p8s*, an IEEE-style ``"e1m1"`` whose exponent field 1 is all inf / NaN) have
+      ``smallest_normal = tiny = None`` (numpy's formula ``2**emin`` would lie above max; gfloat
+      reports it anyway), ``emax < emin``, ``normal_binades = 0``. Every other limit is a value
+      the codes decode to: ``smallest_subnormal <= smallest_normal <= max``.
+    * ``eps`` / ``epsneg`` are the spacing of the grid at 1.0 above / below it (see
+      ``_gap_above_one``): the gaps to the neighbours of 1.0 whenever they are values.
 
     >>> fi = finfo("e4m3fn")
     >>> fi.max, fi.eps, fi.epsneg, fi.precision, fi.resolution, fi.maxexp
@@ -150,8 +172,8 @@ class FInfo:
     negep: int
     precision: int
     resolution: float
-    tiny: float
-    smallest_normal: float
+    tiny: float | None
+    smallest_normal: float | None
     smallest_subnormal: float
     max: float
     min: float
@@ -183,13 +205,13 @@ class FInfo:
 
     @property
     def normal_binades(self) -> int:
-        """How many binades hold normal values: ``emax - emin + 1``."""
-        return self.emax - self.emin + 1
+        """How many binades hold normal values: ``emax - emin + 1`` (0 if none does)."""
+        return max(self.emax - self.emin + 1, 0)
 
     # ------------------------------------------------------------------ renderings
     def __repr__(self) -> str:
         # torch.finfo prints with C++ ostream defaults: 6 significant digits, %g style.
-        parts = [f"{name}={getattr(self, name):g}" for name in _TORCH_FIELDS]
+        parts = [f"{name}={_g(getattr(self, name))}" for name in _TORCH_FIELDS]
         return f"finfo({', '.join(parts)}, dtype={self.dtype})"
 
     def _rows(self) -> list[tuple[str, str, str]]:
@@ -214,7 +236,11 @@ class FInfo:
             ("max", f"{self.max:.6g}",
              f"= {_max_formula(self.max, self.emax, self.nmant)}"),
             ("min", f"{self.min:.6g}", "(the smallest value: no sign bit)" if not f.signed else ""),
-            ("smallest normal", f"{self.smallest_normal:.6g}", f"= {_pow2(self.emin)} (tiny)"),
+            ("smallest normal", *(
+                (f"{self.smallest_normal:.6g}", f"= {_pow2(self.emin)} (tiny)")
+                if self.smallest_normal is not None
+                else ("none", f"(no normal values: every finite code is below {_pow2(self.emin)})")
+            )),
             ("smallest subnormal", *subnormal),
             ("eps", f"{self.eps:.6g}", f"= {_pow2(self.machep)} (gap above 1.0)"),
             ("epsneg", f"{self.epsneg:.6g}", f"= {_pow2(self.negep)} (gap below 1.0)"),
@@ -285,6 +311,9 @@ def finfo(fmt: str | Format | Any) -> FInfo:
     """Machine limits of ``fmt`` (a name, a :class:`~floatlab.Format` or a numpy / ml_dtypes
     dtype), as a cached, immutable :class:`FInfo` with numpy's field names.
 
+    Like ``numpy.finfo`` it also takes a float scalar or array and describes its dtype (a Python
+    float means float64), and numpy dtype strings such as ``"f4"`` or ``"<f8"``.
+
     >>> finfo("bf16")  # doctest: +NORMALIZE_WHITESPACE
     finfo(resolution=0.01, min=-3.38953e+38, max=3.38953e+38, eps=0.0078125,
           smallest_normal=1.17549e-38, tiny=1.17549e-38, dtype=bfloat16)
@@ -292,11 +321,25 @@ def finfo(fmt: str | Format | Any) -> FInfo:
     3.4028234663852886e+38
     >>> finfo("fp16") is finfo("float16")     # cached per format
     True
+    >>> finfo(1.2).dtype, finfo(np.zeros(3, np.float16)).dtype, finfo("f4").dtype
+    ('float64', 'float16', 'float32')
     """
-    fmt = get_format(fmt)
+    fmt = get_format(_dtype_of_value(fmt))
     # Key on the name too: Format equality ignores names, and finfo("e5m10") must not come
     # back labelled float16.
     return _cached_finfo(fmt, fmt.name)
+
+
+def _dtype_of_value(fmt: Any) -> Any:
+    """What numpy.finfo accepts besides dtypes: a float scalar or an array stands for its
+    dtype, a Python float for float64. Anything else is passed on unchanged."""
+    if isinstance(fmt, (str, Format, bool)) or fmt is None:
+        return fmt
+    if isinstance(fmt, (np.ndarray, np.generic)):
+        return fmt.dtype
+    if isinstance(fmt, float):
+        return np.dtype(np.float64)
+    return fmt
 
 
 # ------------------------------------------------------------------------- compare_formats
@@ -312,14 +355,15 @@ def _yes(flag: bool) -> str:
 class FormatComparison:
     """The main limits of several formats side by side (one column per format).
 
-    ``str()`` is a text table, ``_repr_html_`` an HTML table; ``rows`` holds the cells.
+    ``repr()`` and ``str()`` are the text table (so a REPL shows it), ``_repr_html_`` an HTML
+    table (notebooks); ``rows`` holds the cells.
     """
 
     infos: tuple[FInfo, ...]
     rows: tuple[tuple[str, tuple[str, ...]], ...] = field(repr=False)
 
     def __repr__(self) -> str:
-        return f"FormatComparison({', '.join(i.dtype for i in self.infos)})"
+        return str(self)
 
     def __str__(self) -> str:
         label_width = max(len(label) for label, _ in self.rows)
@@ -360,8 +404,17 @@ def compare_formats(formats: Iterable[str | Format | Any] | None = None) -> Form
     which specials exist.
 
     >>> table = compare_formats(["e4m3fn", "e5m2"])
-    >>> table
-    FormatComparison(float8_e4m3fn, float8_e5m2)
+    >>> table  # doctest: +NORMALIZE_WHITESPACE
+                         float8_e4m3fn  float8_e5m2
+    bits (sign/exp/man)  8 (1/4/3)      8 (1/5/2)
+    bias                 7              15
+    max                  448            57344
+    smallest normal      0.015625       6.10352e-05
+    smallest subnormal   0.00195312     1.52588e-05
+    eps (gap above 1)    0.125          0.25
+    decimal digits       0              0
+    binades (normal)     18 (15)        32 (30)
+    inf / NaN / -0       no/yes/yes     yes/yes/yes
     >>> dict(table.rows)["max"]
     ('448', '57344')
     """
@@ -387,7 +440,7 @@ def compare_formats(formats: Iterable[str | Format | Any] | None = None) -> Form
         ("bits (sign/exp/man)", layout),
         ("bias", lambda i: str(i.bias)),
         ("max", lambda i: f"{i.max:.6g}"),
-        ("smallest normal", lambda i: f"{i.smallest_normal:.6g}"),
+        ("smallest normal", lambda i: _g(i.smallest_normal, ".6g")),
         ("smallest subnormal", subnormal),
         ("eps (gap above 1)", lambda i: f"{i.eps:.6g}"),
         ("decimal digits", lambda i: str(i.precision)),

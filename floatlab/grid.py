@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._interop import as_numpy, caller_type
 from floatlab.codec import decode
 from floatlab.formats import Format, get_format
 from floatlab.rounding import as_float_array
@@ -72,7 +73,7 @@ def exact_decimal(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> s
     >>> exact_decimal([2**-24, -65504.0, 1e6], "fp16").tolist()
     ['0.000000059604644775390625', '-65504', 'inf']
     """
-    stored = round_to_format(x, get_format(fmt), **rounding_options)
+    stored = round_to_format(as_numpy(x), get_format(fmt), **rounding_options)
     out = np.array([_decimal(float(v)) for v in stored.reshape(-1)], dtype=object)
     if stored.ndim == 0:
         return str(out[0])
@@ -91,7 +92,7 @@ def _ulp_of_magnitude(mag: np.ndarray, fmt: Format) -> np.ndarray:
     safe = np.where(mag > 0, mag, 1.0)
     binade = np.frexp(safe)[1] - 1  # exact, unlike log2 near powers of two
     quantum = np.ldexp(1.0, np.maximum(binade, fmt.emin) - fmt.man_bits)
-    below_normal = mag < fmt.smallest_normal
+    below_normal = mag < fmt.normal_threshold
     # Below the smallest normal the step is the subnormal quantum 2**(emin - M); without
     # subnormals (FTZ customs, E8M0) the first step is from 0 to the smallest normal.
     tiny_step = fmt.smallest_positive if fmt.subnormals else fmt.smallest_normal
@@ -115,12 +116,13 @@ def ulp(x: Any, fmt: str | Format | Any) -> np.ndarray:
     >>> float(ulp(448, "e4m3fn"))
     32.0
     """
+    back = caller_type(x)  # torch in, torch out
     fmt = get_format(fmt)
     arr = _as_float64(x, "x")
     mag = np.abs(arr)
     finite = np.isfinite(mag)
     out = _ulp_of_magnitude(np.where(finite, mag, 0.0), fmt)
-    return np.where(finite, out, np.nan)
+    return back(np.where(finite, out, np.nan))
 
 
 # =========================================================================== nextafter
@@ -184,6 +186,7 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
     >>> nextafter(448.0, "up", "e4m3fn"), nextafter(1.0, 0.0, "e8m0")
     (array(nan), array(0.5))
     """
+    back = caller_type(x)  # torch in, torch out
     fmt = get_format(fmt)
     arr = _as_float64(x, "x")
     toward = _parse_direction(direction)
@@ -212,7 +215,7 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
         out = np.where(~finite & ~(down & (arr > 0)) & ~(up & (arr < 0)), arr, out)
         out = np.where(~up & ~down, arr, out)  # equal (or NaN direction: NaN below)
         out = np.where(np.isnan(arr) | np.isnan(toward), np.nan, out)
-    return out.astype(np.float64)
+    return back(out.astype(np.float64))
 
 
 def _require_representable(arr: np.ndarray, fmt: Format) -> None:
@@ -244,6 +247,8 @@ def values(fmt: str | Format | Any) -> np.ndarray:
     >>> values("e2m1")[-4:], len(values("e4m3fn")), len(values("fp16"))
     (array([2., 3., 4., 6.]), 253, 63487)
     """
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        return fmt.values()
     fmt = get_format(fmt)
     if fmt.bits > _MAX_LISTED_BITS:
         raise ValueError(

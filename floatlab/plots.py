@@ -27,6 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
+from floatlab._validate import check_flag
 from floatlab.codec import decode, fields
 from floatlab.formats import Format, get_format
 from floatlab.rounding import as_float_array
@@ -73,6 +74,11 @@ _DEFAULT_RANGE_FORMATS = ("float32", "bfloat16", "float16", "float8_e5m2", "floa
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     """The given Axes, or a new figure's; pyplot is imported only here."""
     if ax is not None:
+        if not isinstance(ax, Axes):
+            raise TypeError(
+                f"ax must be a matplotlib Axes (e.g. from fig, ax = plt.subplots()) or None "
+                f"for a new figure, got {ax!r} ({type(ax).__name__})"
+            )
         return ax
     import matplotlib.pyplot as plt
 
@@ -88,6 +94,17 @@ def _formats(formats: FormatLike | Iterable[FormatLike]) -> list[Format]:
     if not resolved:
         raise ValueError("no formats given: pass a name such as 'fp16' or a list of names")
     return resolved
+
+
+def _one_value(x: Any, function: str, fmt: Format) -> float:
+    """``x`` as one float64 value, or a clear error for arrays and non-numbers."""
+    arr = as_float_array(x)
+    if arr.ndim != 0:
+        raise TypeError(
+            f"{function} draws one value, got an array of shape {arr.shape}: pass one element, "
+            f"e.g. {function}(x[0], {fmt.name!r})"
+        )
+    return float(arr.reshape(-1)[0])
 
 
 def _pow2(k: float) -> str:
@@ -251,7 +268,8 @@ def value_bits(x: float, fmt: FormatLike, ax: Axes | None = None) -> Axes:
     '0100001001001000'
     """
     fmt = get_format(fmt)
-    f = fields(float(x), fmt)
+    x = _one_value(x, "value_bits", fmt)
+    f = fields(x, fmt)
     code = int(f.code)
     ax = _axes(ax, (min(16, max(6.5, 0.24 * fmt.bits + 2.5)), 3.0))
     digit_size = 11 if fmt.bits <= 32 else 7.5
@@ -314,6 +332,7 @@ def number_line(fmt: FormatLike, ax: Axes | None = None, negative: bool = False)
     3
     """
     fmt = get_format(fmt)
+    negative = check_flag(negative, "negative")
     if fmt.bits <= 8:
         return _number_line_values(fmt, _axes(ax, (11, 2.6)), negative)
     return _number_line_density(fmt, _axes(ax, (10, 3.6)))
@@ -324,8 +343,9 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
     if not negative:
         values = values[values >= 0]
     mag = np.abs(values)
-    sub = (mag > 0) & (mag < fmt.smallest_normal)
-    normal = mag >= fmt.smallest_normal
+    floor = fmt.normal_threshold  # where normals start
+    sub = (mag > 0) & (mag < floor)
+    normal = mag >= floor
     ax.vlines(values[normal], 0, 1, color=ZONE_COLORS["normal"], linewidth=1.2,
               label=f"normal ({int(normal.sum())})")
     ax.vlines(values[sub], 0, 1, color=ZONE_COLORS["subnormal"], linewidth=1.2,
@@ -334,16 +354,16 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
         ax.vlines([0.0], 0, 1, color="black", linewidth=1.6, label="zero")
         # Linear between 0 and the smallest normal (subnormals are evenly spaced there), log2
         # above, and that linear stretch as wide as one binade.
-        ax.set_xscale("symlog", base=2, linthresh=fmt.smallest_normal, linscale=1)
+        ax.set_xscale("symlog", base=2, linthresh=floor, linscale=1)
         if sub.any():
-            ax.axvspan(-fmt.smallest_normal if negative else 0, fmt.smallest_normal,
+            ax.axvspan(-floor if negative else 0, floor,
                        color=ZONE_COLORS["subnormal"], alpha=0.12, linewidth=0)
     else:
         ax.set_xscale("log", base=2)
     _value_ticks(ax, fmt, negative)
     _label_values(ax, fmt, values)
     top = fmt.max * 2 ** 0.6
-    left = -fmt.smallest_normal / 6 if fmt.has_zero else fmt.smallest_normal / 2  # room for 0
+    left = -floor / 6 if fmt.has_zero else floor / 2  # room for 0
     ax.set_xlim(-top if negative else left, top)
     ax.text(1.0, 1.02, f"beyond max: {_overflow_result(fmt)}", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=8.5, color=ZONE_COLORS["overflow"])
@@ -389,11 +409,12 @@ def _label_values(ax: Axes, fmt: Format, values: np.ndarray) -> None:
         for v, text in marks:
             ax.text(v, 1.08, text, ha="center", va="bottom", fontsize=8.5)
         return
-    marks = [(fmt.smallest_normal, f"min normal\n{fmt.smallest_normal:g}"),
-             (fmt.max, f"max\n{fmt.max:g}")]
+    marks = [(fmt.max, f"max\n{fmt.max:g}")]
+    if fmt.smallest_normal is not None:  # None: every code is subnormal (P3109 binary8p8s*)
+        marks.insert(0, (fmt.smallest_normal, f"min normal\n{fmt.smallest_normal:g}"))
     if fmt.smallest_subnormal is not None:
         marks.insert(0, (fmt.smallest_subnormal, f"min subnormal\n{fmt.smallest_subnormal:g}"))
-    if fmt.smallest_normal < 1 < fmt.max:
+    if (fmt.smallest_normal or fmt.smallest_positive) < 1 < fmt.max:
         marks.append((1.0, "1"))
     # The two small landmarks sit close together (one binade apart for E5M2): open their labels
     # away from each other so they never overlap.
@@ -496,6 +517,9 @@ def _error_curve(fmt: Format, kind: str) -> tuple[np.ndarray, np.ndarray]:
     M = fmt.man_bits
     ks = np.arange(fmt.emin, fmt.emax + 1, dtype=float)
     top = math.log2(fmt.max)
+    if not fmt.has_normals:  # every code is subnormal (P3109 binary8p8s*): one straight piece
+        s = math.log2(fmt.smallest_positive)
+        return np.array([s - 1, top]), np.array([s, s] if kind == "ulp" else [0.0, s - 1 - top])
     if kind == "ulp":
         xs = np.repeat(np.append(ks, top), 2)[1:-1]
         ys = np.repeat(ks - M, 2)
@@ -622,6 +646,11 @@ def _magnitudes(data: Any, scale: float, what: str = "data") -> np.ndarray:
     arr = np.ravel(as_float_array(data, name=what)).astype(np.float64)
     if arr.size == 0:
         raise ValueError(f"{what} is empty: zones need at least one value")
+    is_number = isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(
+        scale, (bool, np.bool_))
+    if not is_number:
+        raise TypeError(f"scale must be a positive finite number, got {scale!r} "
+                        f"({type(scale).__name__})")
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     with np.errstate(over="ignore"):
@@ -1039,3 +1068,17 @@ def underflow_over_time(histories: Any, ax: Axes | None = None) -> Axes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8.5)
     return ax
+
+
+# Block-scaled quantisation pictures live in floatlab/quant/plots.py; re-exported lazily here
+# so that floatlab.plots.qsnr_by_scheme & co. work without importing them at module load.
+_QUANT_PLOTS = ("qsnr_by_scheme", "scale_exponents", "block_before_after", "element_grids")
+__all__ += list(_QUANT_PLOTS)
+
+
+def __getattr__(name: str):
+    if name in _QUANT_PLOTS:
+        from floatlab.quant import plots as quant_plots
+
+        return getattr(quant_plots, name)
+    raise AttributeError(f"module 'floatlab.plots' has no attribute {name!r}")

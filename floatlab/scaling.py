@@ -1,5 +1,10 @@
 """Scaling for narrow formats: per-tensor scales, delayed scaling, and MX block scales.
 
+This module keeps its names importable; the code lives in :mod:`floatlab.quant`: the per-tensor
+recipes in :mod:`floatlab.quant.delayed` (re-exported here), and :func:`mx_quantize` /
+:func:`mx_scale` are thin wrappers over :func:`floatlab.quantize` with an OCP MX
+:class:`~floatlab.Scheme` (E8M0 scales, the floor rule), the one block-scaling core.
+
 FP8 (and narrower) formats hold a tiny range, so a tensor is multiplied by a **scale** before
 it is rounded and divided by it afterwards. Three recipes, all rounding through
 :func:`floatlab.round`:
@@ -40,10 +45,15 @@ Conventions (the choices a reader should know):
   (The OCP reference code instead gives such an MX block the NaN scale, E8M0's 0xFF, which makes
   all 32 elements NaN; Transformer Engine keeps the previous scale.) With an explicit ``scale``,
   :func:`quantize_scaled` passes NaN / inf to :func:`floatlab.round`: NaN stays NaN where the
-  format has one (E4M3FN, E5M2) and raises where it has none (FP6 / FP4); +-inf saturate to
-  +-max.
-* **Saturation** is the default: values beyond the format's max become +-max (the FP8 recipes
-  and the MX spec both clip), not inf / NaN.
+  format has one (E4M3FN, E5M2) and raises where it has none (FP6 / FP4). +-inf is *not*
+  saturated where the format has an infinity: ``quantize_scaled([inf], "e5m2", scale=1.0)``
+  gives inf even with the default ``saturate=True`` (floatlab.round's rule: saturation clips
+  finite values that overflow; an infinite input stays infinite in a format that holds it).
+  In formats without inf, +-inf become +-max with
+  ``saturate=True`` (E4M3FN, FP6, FP4) and, with ``saturate=False``, NaN (E4M3FN) or an error
+  (FP6 / FP4, which have no NaN).
+* **Saturation** is the default: finite values beyond the format's max become +-max (the FP8
+  recipes and the MX spec both clip), not inf / NaN.
 * **Arithmetic**: ``x * scale`` is the float64 product (Transformer Engine computes it in
   float32). A general scale rounds that product once in float64 before :func:`floatlab.round`
   rounds it to the format; with ``power_of_two=True`` (and always for MX) the scale is a power of
@@ -54,334 +64,34 @@ Conventions (the choices a reader should know):
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format, get_format
-from floatlab.rounding import as_float_array
-from floatlab.rounding import round as round_to_format
+from floatlab.formats import Format
+from floatlab.quant.delayed import (
+    CurrentScaling,
+    DelayedScaling,
+    ScaledTensor,
+    _as_float64,
+    _check_int,
+    _raise_nonfinite,
+    _signed_format,
+    amax_scale,
+    quantize_scaled,
+)
 
 __all__ = [
     "amax_scale",
     "quantize_scaled",
     "ScaledTensor",
+    "CurrentScaling",
     "DelayedScaling",
     "mx_scale",
     "mx_quantize",
     "MXTensor",
 ]
-
-_E8M0_EMIN, _E8M0_EMAX = -127, 127  # E8M0 holds exactly the powers 2**-127 .. 2**127
-
-
-# ================================================================================ input checks
-
-def _as_float64(x: Any, name: str = "x") -> np.ndarray:
-    """x as a float64 array (a new array or x itself; never written to)."""
-    return as_float_array(x, name=name).astype(np.float64, copy=False)
-
-
-def _signed_format(fmt: Any, what: str) -> Format:
-    fmt = get_format(fmt)
-    if not (fmt.signed and fmt.has_zero):
-        raise ValueError(
-            f"{fmt.name} cannot be {what}: it has no sign bit or no zero, so it cannot hold a "
-            "tensor's negative or zero values; use a signed format such as 'e4m3fn', 'e5m2', "
-            "'e3m2', 'e2m3' or 'e2m1'"
-        )
-    return fmt
-
-
-def _check_int(value: Any, name: str, minimum: int, hint: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}; {hint}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}; {hint}")
-    return int(value)
-
-
-def _check_margin(margin: Any) -> int:
-    return _check_int(
-        margin, "margin", 0, "the margin is the headroom in powers of two (0, 1, 2, ...)"
-    )
-
-
-def _amax(arr: np.ndarray, what: str = "x") -> float:
-    """max|arr| of a non-empty, all-finite array, as a Python float."""
-    if arr.size == 0:
-        raise ValueError(
-            f"{what} is empty, so it has no amax to compute a scale from; pass a scale "
-            "explicitly or a non-empty array"
-        )
-    amax = float(np.max(np.abs(arr)))
-    if not math.isfinite(amax):
-        _raise_nonfinite(arr, what)
-    return amax
-
-
-def _raise_nonfinite(arr: np.ndarray, what: str) -> None:
-    n_nan = int(np.count_nonzero(np.isnan(arr)))
-    n_inf = int(np.count_nonzero(np.isinf(arr)))
-    raise ValueError(
-        f"{what} holds {n_nan} NaN and {n_inf} inf values, so its amax is undefined and no "
-        "scale can be computed; remove or replace them first (e.g. np.nan_to_num), or pass "
-        "an explicit scale to quantize_scaled"
-    )
-
-
-# ================================================================================ per-tensor
-
-def amax_scale(x: Any, fmt: str | Format | Any, margin: int = 0, *,
-               power_of_two: bool = False) -> float:
-    """The per-tensor scale ``fmt.max / amax / 2**margin``, with ``amax = max|x|``.
-
-    This is the exact form of the FP8 paper and of Transformer Engine's delayed scaling
-    (``fp8_max / amax / 2**margin``, computed in floating point, so not a power of two): the
-    scaled amax lands on ``fmt.max / 2**margin`` up to one float64 rounding, and ``margin``
-    binades are left free for a tensor that grows.
-
-    Parameters
-    ----------
-    x : an array (its amax is taken) or a single amax; NaN / inf raise ValueError.
-    fmt : a signed format with zero (a name, a :class:`Format` or a dtype).
-    margin : headroom in powers of two, an int >= 0.
-    power_of_two : round the scale *down* to a power of two, ``2**floor(log2(...))``, computed
-        from the exponents (exact, no log2), so that ``x * scale`` is exact and the scaled amax
-        lies in ``(fmt.max / 2**(margin + 1), fmt.max / 2**margin]``.
-
-    amax = 0 gives 1.0 (Transformer Engine's initial scale; zeros quantise exactly anyway).
-    A scale beyond float64's range (amax below about ``fmt.max / 1.8e308``) raises ValueError.
-
-    >>> amax_scale([0.5, -3.5, 2.0], "e4m3fn")                   # 448 / 3.5
-    128.0
-    >>> amax_scale(3.0, "e4m3fn"), amax_scale(3.0, "e4m3fn", power_of_two=True)
-    (149.33333333333334, 128.0)
-    >>> amax_scale(0.25, "e2m1", margin=1)                       # 6 / 0.25 / 2
-    12.0
-    """
-    fmt = _signed_format(fmt, "scaled into")
-    margin = _check_margin(margin)
-    amax = _amax(_as_float64(x))
-    return _scale_from_amax(amax, fmt, margin, power_of_two)
-
-
-def _scale_from_amax(amax: float, fmt: Format, margin: int, power_of_two: bool) -> float:
-    if amax == 0:
-        return 1.0
-    if power_of_two:
-        # Largest k with amax * 2**k <= fmt.max / 2**margin, from the exact frexp exponents:
-        # amax = ma * 2**ea and max = mf * 2**ef with ma, mf in [0.5, 1).
-        ma, ea = math.frexp(amax)
-        mf, ef = math.frexp(fmt.max)
-        k = ef - ea - (1 if ma > mf else 0) - margin
-        scale = math.ldexp(1.0, k) if k <= 1023 else math.inf
-    else:
-        with np.errstate(over="ignore", under="ignore"):
-            scale = float(np.float64(fmt.max) / amax / np.float64(2.0) ** margin)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(
-            f"the scale {fmt.max:g} / {amax:g} / 2**{margin} is not a positive float64 "
-            f"(it is {scale!r}): amax {amax:g} is too small or the margin too large for "
-            f"{fmt.name}; pass a scale explicitly"
-        )
-    return scale
-
-
-@dataclass(frozen=True, eq=False)
-class ScaledTensor:
-    """A tensor quantised with one scale: ``values`` are the format's values of ``x * scale``.
-
-    Attributes
-    ----------
-    values : float64 array, the rounded ``x * scale`` (every entry a value of ``fmt``).
-    scale : the scale that was applied.
-    fmt : the :class:`Format` of ``values``.
-    n_saturated : how many finite entries of ``x`` landed beyond the format's range, i.e.
-        round-to-nearest would overflow them: ``|x * scale|`` above ``max + ulp(max) / 2``
-        (E4M3FN: 464). Saturation clipped them to +-max (``saturate=False``: inf / NaN).
-
-    The arrays are read-only.
-
-    >>> q = quantize_scaled([1.0, -2.0, 4.0], "e4m3fn", scale=150.0)
-    >>> q
-    ScaledTensor(float8_e4m3fn, shape (3,), scale 150, 1 saturated)
-    >>> q.values                                  # 4 * 150 = 600 saturates to 448
-    array([ 144., -288.,  448.])
-    """
-
-    values: np.ndarray
-    scale: float
-    fmt: Format
-    n_saturated: int = 0
-
-    def dequantize(self) -> np.ndarray:
-        """``values / scale`` as float64 (exact when the scale is a power of two)."""
-        return self.values / self.scale
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.values.shape
-
-    def __repr__(self) -> str:
-        return (
-            f"ScaledTensor({self.fmt.name}, shape {self.values.shape}, scale {self.scale:.6g}, "
-            f"{self.n_saturated} saturated)"
-        )
-
-
-def quantize_scaled(
-    x: Any,
-    fmt: str | Format | Any,
-    scale: float | None = None,
-    margin: int = 0,
-    *,
-    power_of_two: bool = False,
-    rounding: str = "nearest_even",
-    saturate: bool = True,
-    rng: np.random.Generator | int | None = None,
-) -> ScaledTensor:
-    """Scale ``x``, round it to ``fmt`` and keep the scale: ``round(x * scale)``.
-
-    Parameters
-    ----------
-    x : numbers or an array (float64 / float32 / ints / ml_dtypes floats). Never modified.
-    fmt : a signed format with zero.
-    scale : a positive finite number; None computes ``amax_scale(x, fmt, margin,
-        power_of_two=power_of_two)`` from ``x`` itself (NaN / inf / empty ``x`` then raise).
-    margin, power_of_two : passed to :func:`amax_scale` when ``scale`` is None.
-    rounding, saturate, rng : passed to :func:`floatlab.round`. ``saturate=True`` (default)
-        clips to +-max as the FP8 recipes do; False gives inf / NaN on overflow.
-
-    ``x * scale`` is computed in float64 (one rounding unless the scale is a power of two),
-    then rounded to the format once by :func:`floatlab.round`.
-
-    >>> q = quantize_scaled([0.001, 0.5, -1.0], "e4m3fn")
-    >>> q.scale, q.values.tolist()
-    (448.0, [0.4375, 224.0, -448.0])
-    >>> quantize_scaled([1e-3, 0.3], "e5m2", scale=1.0).values.tolist()   # unscaled
-    [0.0009765625, 0.3125]
-    >>> quantize_scaled([3.0], "e4m3fn", power_of_two=True).scale   # exact scaling
-    128.0
-    """
-    fmt = _signed_format(fmt, "scaled into")
-    margin = _check_margin(margin)
-    arr = _as_float64(x)
-    if scale is None:
-        scale = _scale_from_amax(_amax(arr), fmt, margin, power_of_two)
-    elif margin or power_of_two:
-        raise ValueError(
-            "margin and power_of_two shape a scale computed from amax; with an explicit scale "
-            "they would be ignored: pass either scale=... or margin / power_of_two"
-        )
-    else:
-        scale = _check_scale(scale)
-    with np.errstate(over="ignore"):
-        scaled = arr * scale
-    values = round_to_format(scaled, fmt, rounding=rounding, saturate=saturate, rng=rng)
-    n_saturated = _count_beyond_range(scaled[np.isfinite(arr)], fmt)
-    values.setflags(write=False)
-    return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
-
-
-def _count_beyond_range(scaled: np.ndarray, fmt: Format) -> int:
-    """How many values round-to-nearest would overflow: |v| beyond max + ulp(max) / 2.
-
-    At exactly that threshold the tie goes to the even neighbour: up (overflow) when max's code
-    is odd (fp16 65520 -> inf, E2M1 7 -> overflow), down when it is even (E4M3FN 464 -> 448).
-    A float64 rounding of a non-power-of-two scale can put the amax entry a hair above max; it
-    rounds to max and is not counted.
-    """
-    threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)  # inf for float64
-    mag = np.abs(scaled)
-    beyond = mag > threshold
-    if fmt.max_code & 1:
-        beyond |= mag == threshold
-    return int(np.count_nonzero(beyond))
-
-
-def _check_scale(scale: Any) -> float:
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(
-        scale, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(
-            f"scale must be a positive number (one scale per tensor), got {scale!r}; "
-            "for one scale per block use mx_quantize"
-        )
-    value = float(scale)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"scale must be positive and finite, got {value!r}")
-    return value
-
-
-# ================================================================================ delayed
-
-class DelayedScaling:
-    """Transformer Engine's delayed scaling: the scale comes from the previous steps' amaxes.
-
-    Each :meth:`quantize` call uses ``scale = fmt.max / max(history) / 2**margin`` computed
-    from the history *before* it sees ``x`` (so the scale needs no extra pass over the tensor),
-    then appends ``amax(x)``; the history keeps the last ``history_len`` amaxes.
-
-    * **First call** (empty history): floatlab uses the current amax, i.e. just-in-time
-      scaling. (Transformer Engine starts from scale 1.0 instead.)
-    * **All-zero history**: scale 1.0, as :func:`amax_scale` gives for amax 0.
-    * **NaN / inf in x**: ValueError, and the history is left unchanged.
-
-    >>> ds = DelayedScaling("e4m3fn", history_len=2)
-    >>> ds.scale is None                         # nothing seen yet
-    True
-    >>> ds.quantize([1.0, -2.0]).scale           # first call: its own amax, 448 / 2
-    224.0
-    >>> ds.quantize([0.5, 4.0]).n_saturated      # still 224: 4.0 * 224 > 448 saturates
-    1
-    >>> ds.history, ds.scale                     # the next call uses 448 / max(2, 4)
-    ((2.0, 4.0), 112.0)
-    """
-
-    def __init__(self, fmt: str | Format | Any, history_len: int = 16, margin: int = 0, *,
-                 power_of_two: bool = False):
-        self.fmt = _signed_format(fmt, "scaled into")
-        self.history_len = _check_int(
-            history_len, "history_len", 1, "it is how many past amaxes are kept"
-        )
-        self.margin = _check_margin(margin)
-        self.power_of_two = bool(power_of_two)
-        self._history: deque[float] = deque(maxlen=self.history_len)
-
-    @property
-    def history(self) -> tuple[float, ...]:
-        """The recorded amaxes, oldest first (at most ``history_len``)."""
-        return tuple(self._history)
-
-    @property
-    def scale(self) -> float | None:
-        """The scale the next :meth:`quantize` will use (None before the first call)."""
-        if not self._history:
-            return None
-        return _scale_from_amax(max(self._history), self.fmt, self.margin, self.power_of_two)
-
-    def quantize(self, x: Any, *, rounding: str = "nearest_even",
-                 rng: np.random.Generator | int | None = None) -> ScaledTensor:
-        """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
-        arr = _as_float64(x)
-        amax = _amax(arr)
-        scale = self.scale
-        if scale is None:
-            scale = _scale_from_amax(amax, self.fmt, self.margin, self.power_of_two)
-        out = quantize_scaled(arr, self.fmt, scale=scale, rounding=rounding, rng=rng)
-        self._history.append(amax)
-        return out
-
-    def __repr__(self) -> str:
-        return (
-            f"DelayedScaling({self.fmt.name}, history_len={self.history_len}, "
-            f"margin={self.margin}, {len(self._history)} amaxes recorded)"
-        )
-
 
 # ================================================================================ MX
 
@@ -410,18 +120,18 @@ def mx_scale(amax: Any, element_fmt: str | Format | Any = "e2m1") -> np.ndarray:
 
 
 def _mx_scale(amax: np.ndarray, fmt: Format) -> np.ndarray:
-    _, e = np.frexp(amax)  # amax = m * 2**e, m in [0.5, 1): floor(log2(amax)) = e - 1
-    k = e.astype(np.int64) - 1 - fmt.emax
-    too_big = (amax > 0) & (k > _E8M0_EMAX)
-    if np.any(too_big):
-        worst = float(np.max(amax[too_big]))
+    from floatlab.quant.scales import block_scales
+    from floatlab.quant.scheme import Scheme
+
+    try:
+        scales = block_scales(amax, Scheme(fmt, 32, "e8m0", "floor"))[0]
+    except ValueError:
         raise ValueError(
-            f"a block amax of {worst:g} needs an MX scale above 2**127, E8M0's largest value "
-            f"(with {fmt.name} elements, amax must be below 2**{128 + fmt.emax}); scale the "
-            "tensor down first"
-        )
-    k = np.where(amax > 0, np.maximum(k, _E8M0_EMIN), _E8M0_EMIN)
-    return np.ldexp(1.0, k)
+            f"an amax of {float(np.max(amax)):g} needs an MX scale above 2**127, E8M0's "
+            f"largest value (with {fmt.name} elements, amax must be below "
+            f"2**{128 + fmt.emax}); scale the tensor down first"
+        ) from None
+    return np.asarray(scales, dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -495,7 +205,9 @@ def mx_quantize(
 ) -> MXTensor:
     """Quantise ``x`` to an MX format: blocks of ``block_size`` along ``axis`` share a scale.
 
-    Per block: ``X = mx_scale(amax)`` (an E8M0 power of two), and each element becomes
+    A thin wrapper over :func:`floatlab.quantize` with ``Scheme(element_fmt, block_size,
+    "e8m0", "floor", rounding=rounding, axis=axis)``. Per block: ``X = mx_scale(amax)`` (an
+    E8M0 power of two), and each element becomes
     ``floatlab.round(x / X, element_fmt, rounding=rounding, saturate=True)``. With E2M1
     (max 6, emax 2) a block's amax lands in [4, 8), so its largest elements may be clipped to
     6: the spec accepts that for a scale that is a pure power of two.
@@ -539,23 +251,20 @@ def mx_quantize(
     if arr.size and not np.all(np.isfinite(arr)):
         _raise_nonfinite(arr, "x")
 
-    moved = np.moveaxis(arr, axis, -1)
-    n = moved.shape[-1]
-    n_blocks = -(-n // block_size)
-    pad = n_blocks * block_size - n
-    if pad:  # zeros never change a block's amax
-        moved = np.concatenate([moved, np.zeros(moved.shape[:-1] + (pad,))], axis=-1)
-    blocks = moved.reshape(moved.shape[:-1] + (n_blocks, block_size))
-    if blocks.size:
-        amax = np.max(np.abs(blocks), axis=-1, keepdims=True)
+    if arr.size == 0:
+        empty_scales = list(arr.shape)
+        empty_scales[axis] = -(-arr.shape[axis] // block_size)
+        elements, scales = arr.copy(), np.zeros(empty_scales)
     else:
-        amax = np.zeros(blocks.shape[:-1] + (1,))
-    scales = _mx_scale(amax, fmt)
-    elements = round_to_format(blocks / scales, fmt, rounding=rounding, saturate=True, rng=rng)
+        from floatlab.quant.quantize import quantize
+        from floatlab.quant.scheme import Scheme
 
-    elements = elements.reshape(moved.shape)[..., :n]
-    elements = np.ascontiguousarray(np.moveaxis(elements, -1, axis))
-    scales = np.ascontiguousarray(np.moveaxis(scales[..., 0], -1, axis))
+        scheme = Scheme(fmt, block_size, "e8m0", "floor", rounding=rounding, axis=axis)
+        q = quantize(arr, scheme, rng=rng)
+        elements = np.ascontiguousarray(
+            q._elements.reshape(q._padded)[tuple(slice(0, n) for n in arr.shape)],
+            dtype=np.float64)
+        scales = np.asarray(q.scales, dtype=np.float64)
     elements.setflags(write=False)
     scales.setflags(write=False)
     return MXTensor(elements=elements, scales=scales, fmt=fmt, block_size=block_size, axis=axis)

@@ -93,7 +93,7 @@ class Layout:
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.signed and self.has_zero and self.special != "fnuz"
+        return self.signed and self.has_zero and self.special not in ("fnuz", "p3109")
 
 
 # --------------------------------------------------------------------------- decoding
@@ -116,6 +116,12 @@ def decode(lay: Layout, code: int) -> float | None:
         value = math.nan
     elif lay.special == "fnuz" and sign and field == 0 and mant == 0:
         return math.nan  # the code 100...0 is the only NaN
+    elif lay.special == "p3109" and code == ((1 << (E + M)) if lay.signed else (1 << E + M) - 1):
+        return math.nan  # signed: the -0 code 100...0; unsigned: all ones
+    elif lay.special == "p3109" and (code & ((1 << E + M) - 1)) == (1 << E + M) - 1 - (
+        0 if lay.signed else 1
+    ):
+        value = math.inf  # the largest code of each sign (unsigned: just below the NaN)
     elif lay.has_zero and field == 0:
         if mant == 0:
             value = 0.0
@@ -160,7 +166,7 @@ def max_code(lay: Layout) -> int:
     """The largest code (sign bit clear) that decodes to a finite value."""
     top = (1 << (lay.exp_bits + lay.man_bits)) - 1
     field_ones_minus = ((1 << lay.exp_bits) - 1 << lay.man_bits) - 1
-    for code in (top, top - 1, field_ones_minus):
+    for code in (top, top - 1, top - 2, field_ones_minus):
         value = decode(lay, code)
         if value is not None and math.isfinite(value):
             return code
@@ -191,9 +197,11 @@ def _exponent(a: float) -> int:
 
 @cache
 def _virtual_next(lay: Layout) -> float:
-    """The value after max if the exponent were unbounded: max + ulp(max)."""
+    """The value after max if the exponent were unbounded: max + ulp(max) (the subnormal
+    quantum when max itself is subnormal, as in formats without exponent bits)."""
     top = max_value(lay)
-    return top + math.ldexp(1.0, _exponent(top) - lay.man_bits)
+    emin = (1 if lay.has_zero else 0) - lay.bias
+    return top + math.ldexp(1.0, max(_exponent(top), emin) - lay.man_bits)
 
 
 def floor_code_by_table(lay: Layout, a: float) -> int:
@@ -252,7 +260,7 @@ def _analyse(lay: Layout, x: float, ftz: bool, saturate: bool) -> _Case:
             raise ValueError("negative into an unsigned format without NaN")
         return case
     if math.isinf(x):
-        if lay.special == "ieee":
+        if lay.special in ("ieee", "p3109"):
             value = math.inf
         elif saturate:
             value = top
@@ -315,8 +323,8 @@ def _pick(lay: Layout, case: _Case, mode: str, ftz: bool, saturate: bool) -> flo
     elif mode in ("nearest_even", "nearest_away"):
         if case.cmp != 0:
             up = case.cmp > 0
-        elif mode == "nearest_away" or lay.man_bits == 0:  # p = 1: ties up (documented)
-            up = True
+        elif mode == "nearest_away" or (lay.man_bits == 0 and case.lo != 0):
+            up = True  # p = 1: ties between powers of two go up (documented)
         else:
             up = case.hi_odd is False  # ties to the even code
     elif mode == "toward_zero":
@@ -327,8 +335,8 @@ def _pick(lay: Layout, case: _Case, mode: str, ftz: bool, saturate: bool) -> flo
         up = neg
     elif mode == "odd":
         # p = 1: both neighbours have significand 1, so odd = truncate (jamming the sticky bit
-        # into a last bit that is already 1).
-        up = lay.man_bits > 0 and not case.lo_odd
+        # into a last bit that is already 1) -- unless the lower one is 0 (significand 0, even).
+        up = (lay.man_bits > 0 or case.lo == 0) and not case.lo_odd
     else:
         raise ValueError(mode)
     magnitude = hi if up else lo
@@ -339,7 +347,7 @@ def _pick(lay: Layout, case: _Case, mode: str, ftz: bool, saturate: bool) -> flo
         elif (mode == "up" and neg) or (mode == "down" and not neg):
             magnitude = top
         else:
-            magnitude = math.inf if lay.special == "ieee" else math.nan
+            magnitude = math.inf if lay.special in ("ieee", "p3109") else math.nan
     elif ftz and lay.has_zero and magnitude < smallest_normal(lay):
         magnitude = 0.0
     if magnitude == 0 and not lay.has_negative_zero:

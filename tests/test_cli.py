@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import os
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from floatlab.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
+import floatlab
+from floatlab.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, build_parser, main
+from floatlab.formats import format_names
+
+
+class Terminal(io.StringIO):
+    """A stdin that is an interactive terminal: never read when no values are given."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def stdin_is_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", Terminal())
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -66,7 +83,8 @@ def test_formats_list_and_comparison(capsys):
     _, out, _ = run(capsys, "formats")
     lines = out.splitlines()
     assert any(line.startswith("float8_e4m3fn") and " 448 " in line for line in lines)
-    assert len([line for line in lines if line[:1].isalpha() and "  " in line]) == 1 + 16
+    assert len([line for line in lines if line[:1].isalpha() and "  " in line]) == (
+        1 + len(format_names()))
     _, out, _ = run(capsys, "formats", "fp16", "bf16")
     assert out.splitlines()[0].split() == ["float16", "bfloat16"]
 
@@ -104,7 +122,7 @@ def test_round_encode_decode_with_files(capsys, tmp_path):
         (["round", "-f", "fp16"], EXIT_ERROR, "no input"),
         (["round", "abc", "-f", "fp16"], EXIT_ERROR, "not a number"),
         (["round", "nan", "-f", "e2m1"], EXIT_ERROR, "has no NaN"),
-        (["bits", "abc"], EXIT_USAGE, "invalid float value"),
+        (["bits", "abc"], EXIT_ERROR, "not a number"),
         (["nosuchcommand"], EXIT_USAGE, "invalid choice"),
     ],
 )
@@ -158,3 +176,280 @@ def test_compare_lambda_and_bad_precision(capsys):
     assert code == EXIT_ERROR and "16-mixed" in err  # the error lists the valid names
     code, _, err = run(capsys, "compare", "--lambda", "two", "--steps", "2")
     assert code == EXIT_ERROR and "not a number" in err
+
+
+# --------------------------------------------------------------------------- issue 8, section 5
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # -1e-8 is below half of fp16's smallest subnormal 2**-24: it rounds to -0.
+        (["round", "-f", "fp16", "-1e-8"], "-1e-08 -> -0.0"),
+        (["round", "-1e-8", "-f", "fp16", "--saturate"], "-1e-08 -> -0.0"),
+        (["round", "-f", "fp16", "-.5", "-0x1p-3", "-Infinity"],
+         "-0.5 -> -0.5\n-0.125 -> -0.125\n-inf -> -inf"),
+        (["bits", "-f", "fp16", "-inf"], "float16        1 11111 0000000000  0xfc00  -inf"),
+        (["bits", "-f", "fp16", "-nan"], "float16        0 11111 1000000000  0x7e00  nan"),
+        (["encode", "-f", "fp16", "-1", "-2**-24"], "0xbc00\n0x8001"),  # IEEE binary16 codes
+    ],
+)
+def test_negative_numbers_are_values_without_dashdash(capsys, argv, expected):
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (EXIT_OK, "")
+    assert out.strip() == expected
+
+
+def test_explain_takes_negative_and_several_values_and_formats(capsys):
+    code, out, _ = run(capsys, "explain", "-f", "fp16", "-1e-8")
+    assert code == EXIT_OK and out.startswith("float16(-1e-08) = -0   [underflow; code 0x8000]")
+    code, out, _ = run(capsys, "explain", "-2", "3.141", "-f", "fp16,bf16")
+    heads = [line.split(" = ")[0] for line in out.splitlines() if line[:1].isalpha()]
+    assert code == EXIT_OK
+    assert heads == ["float16(-2.0)", "bfloat16(-2.0)", "float16(3.141)", "bfloat16(3.141)"]
+
+
+def test_no_option_can_swallow_a_negative_number():
+    """Values such as -inf, -nan, -1 are told from options by their first characters: no
+    option of any subcommand may start with a digit, '.', 'i' or 'n' after its dash."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in [("floatlab", parser), *subparsers.choices.items()]:
+        for action in sub._actions:
+            for option in action.option_strings:
+                assert not (option[1:2].isdigit() or option[1:2] in ".inIN"), (name, option)
+
+
+@pytest.mark.parametrize("argv", [["decode", "-f", "fp16", "--", "-1"],
+                                  ["decode", "-f", "fp16", "-1"]])
+def test_decode_of_a_negative_code_says_what_to_type(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == EXIT_ERROR and out == ""
+    assert "negative" in err and "floatlab encode -f float16 -1" in err
+    assert "Traceback" not in err
+
+
+def test_decode_of_a_huge_code_is_a_clean_error(capsys):
+    code, _, err = run(capsys, "decode", "-f", "e4m3fn", "99999999999999999999999")
+    assert code == EXIT_ERROR
+    assert "does not fit in the 8 bits of float8_e4m3fn: valid codes are 0..0xff" in err
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == EXIT_OK
+    assert out.startswith("floatlab ") and f"numpy {np.__version__}" in out
+
+
+def test_values_from_a_pipe_when_none_are_given(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("3.141\n-1e6, 0.5\n"))
+    code, out, _ = run(capsys, "round", "-f", "fp16")
+    assert code == EXIT_OK
+    assert out.splitlines() == ["3.141 -> 3.140625", "-1000000.0 -> -inf", "0.5 -> 0.5"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("0x3c00\n"))
+    assert run(capsys, "decode", "-f", "fp16")[1] == "0x3c00 -> 1.0\n"
+    # Values given on the command line win: the pipe is not read.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("7\n"))
+    assert run(capsys, "round", "1", "-f", "fp16")[1] == "1.0 -> 1.0\n"
+
+
+def test_an_empty_pipe_or_a_terminal_is_no_input(capsys, monkeypatch):
+    code, _, err = run(capsys, "bits")  # stdin is a terminal (the autouse fixture)
+    assert code == EXIT_ERROR and "no input" in err and "pipe" in err
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code, _, err = run(capsys, "round", "-f", "fp16")
+    assert code == EXIT_ERROR and "no input" in err
+
+
+def test_piped_stdin_through_python_dash_m():
+    done = subprocess.run([sys.executable, "-m", "floatlab", "round", "-f", "fp16"],
+                          input="3.141\n", capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "3.141 -> 3.140625\n", "")
+
+
+def test_bits_reads_a_file(capsys, tmp_path):
+    data = tmp_path / "values.txt"
+    data.write_text("1.5\n-2\n")
+    code, out, _ = run(capsys, "bits", "--file", str(data), "-f", "bf16")
+    assert code == EXIT_OK
+    assert [line.split()[-2:] for line in out.splitlines()] == [["0x3fc0", "1.5"],
+                                                                ["0xc000", "-2.0"]]
+
+
+def api_row(x: float, fmt: str) -> list[str]:
+    """What the Python API says about x in fmt: the CLI must print the same."""
+    f = floatlab.get_format(fmt)
+    return [f.name, floatlab.to_hex(x, f), repr(float(floatlab.round(x, f)))]
+
+
+def test_bits_in_several_formats_one_row_each(capsys):
+    code, out, _ = run(capsys, "bits", "0.1", "-f", "fp16,bf16,e4m3fn")
+    assert code == EXIT_OK
+    rows = [line.split() for line in out.splitlines()]
+    assert [[r[0], r[-2], r[-1]] for r in rows] == [
+        api_row(0.1, "fp16"), api_row(0.1, "bf16"), api_row(0.1, "e4m3fn")]
+    # the columns line up: every hex code starts at the same position
+    assert len({line.index(" 0x") for line in out.splitlines()}) == 1
+
+
+@pytest.mark.filterwarnings("ignore:float8_e8m0fnu cannot hold:RuntimeWarning")  # api_row's
+def test_bits_in_all_formats(capsys):
+    code, out, _ = run(capsys, "bits", "-f", "all", "-0.1")
+    assert code == EXIT_OK
+    rows = [line.split() for line in out.splitlines()]
+    assert [[r[0], r[-2], r[-1]] for r in rows] == [api_row(-0.1, n) for n in format_names()]
+
+
+def test_several_values_and_formats_with_a_refusal(capsys):
+    code, out, _ = run(capsys, "bits", "1", "nan", "-f", "fp16,e2m1")
+    blocks = out.split("\n\n")
+    assert blocks[0].splitlines()[0] == "x = 1"
+    assert blocks[1].splitlines()[0] == "x = nan"
+    assert blocks[1].splitlines()[2].startswith("float4_e2m1fn  refused: float4_e2m1fn has no NaN")
+    assert "0x3c00" in blocks[0] and "0x2" in blocks[0]  # e2m1 still shows 1.0
+    assert code == EXIT_ERROR  # a refused row is reported in the exit code
+
+
+@pytest.mark.parametrize("command", ["round", "encode", "decode"])
+def test_one_format_commands_refuse_several(capsys, command):
+    code, _, err = run(capsys, command, "1", "-f", "fp16,bf16")
+    assert code == EXIT_ERROR and "takes one format" in err and "floatlab bits" in err
+
+
+@pytest.mark.parametrize("command", ["round", "encode", "bits"])
+def test_seed_makes_stochastic_rounding_reproducible(capsys, command):
+    argv = [command, "0.1", "0.1", "0.1", "0.1", "-f", "bf16", "-r", "sr", "--seed", "7"]
+    first, second = run(capsys, *argv)[1], run(capsys, *argv)[1]
+    assert first == second
+    expected = floatlab.round([0.1] * 4, "bf16", rounding="stochastic", rng=7)
+    if command == "round":
+        assert [float(line.split()[-1]) for line in first.splitlines()] == list(expected)
+    elif command == "encode":
+        assert first.split() == list(floatlab.to_hex(expected, "bf16"))
+    else:  # bits, hex and value of one row come from one rounding
+        rows = [line.split() for line in first.splitlines()]
+        assert [float(r[-1]) for r in rows] == list(expected)
+        assert [r[-2] for r in rows] == list(floatlab.to_hex(expected, "bf16"))
+    assert len(set(first.splitlines())) == 2  # 0.1 lies between two bf16 values: both occur
+
+
+def test_seed_without_stochastic_rounding_is_refused(capsys):
+    code, _, err = run(capsys, "round", "0.1", "-f", "bf16", "--seed", "1")
+    assert code == EXIT_ERROR and "--rounding stochastic" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # 1e-5 is a float16 subnormal (below 2**-14): --ftz flushes it.
+        (["round", "1e-5", "-f", "fp16"], "1e-05 -> 1.0013580322265625e-05"),
+        (["round", "1e-5", "-f", "fp16", "--ftz"], "1e-05 -> 0.0"),
+        (["encode", "1e-5", "-f", "fp16", "--ftz"], "0x0000"),
+        (["bits", "1e-5", "-f", "fp16", "--ftz"], "float16        0 00000 0000000000  0x0000  0.0"),
+        (["round", "1e6", "-f", "fp16", "--saturate"], "1000000.0 -> 65504.0"),
+        (["encode", "465", "-f", "e4m3fn", "--saturate"], "0x7e"),
+        (["encode", "465", "-f", "e4m3fn"], "0x7f"),
+    ],
+)
+def test_ftz_and_saturate_on_round_encode_and_bits(capsys, argv, expected):
+    code, out, _ = run(capsys, *argv)
+    assert code == EXIT_OK and out.strip() == expected
+
+
+@pytest.mark.parametrize(
+    ("alias", "mode"),
+    [("rne", "nearest_even"), ("rn", "nearest_even"), ("rna", "nearest_away"),
+     ("rtz", "toward_zero"), ("rz", "toward_zero"), ("ru", "up"), ("rd", "down"),
+     ("rto", "odd"), ("RU", "up"), ("nearest-away", "nearest_away")],
+)
+def test_rounding_aliases_on_the_command_line_and_in_python(capsys, alias, mode):
+    x = [1.0001, -1.0001, 1 + 2**-11]  # inexact, negative, and a tie in fp16
+    assert np.array_equal(floatlab.round(x, "fp16", rounding=alias),
+                          floatlab.round(x, "fp16", rounding=mode))
+    argv = ["round", *map(repr, x), "-f", "fp16"]
+    assert run(capsys, *argv, "-r", alias)[1] == run(capsys, *argv, "-r", mode)[1]
+
+
+def test_unknown_rounding_mode_lists_the_names(capsys):
+    code, _, err = run(capsys, "round", "1", "-f", "fp16", "-r", "sideways")
+    assert code == EXIT_USAGE and "nearest_even" in err and "rtz" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("1e400", "beyond float64's range"), ("-1e-400", "below float64's smallest"),
+     ("2**10000", "beyond float64's range"), ("2**0.5", "integer exponent"),
+     ("0x1p99999", "beyond float64's range"), ("0x1p-1080", "below float64's smallest"),
+     ("0.5**20000", "below float64's smallest")],
+)
+def test_numbers_float64_cannot_hold_are_refused(capsys, text, message):
+    """float("1e400") is inf and float("1e-400") is 0 without a word: the CLI refuses them."""
+    code, _, err = run(capsys, "round", text, "-f", "fp16")
+    assert code == EXIT_ERROR and message in err
+
+
+def test_powers_and_hex_floats_are_exact(capsys):
+    _, out, _ = run(capsys, "round", "2**-24", "0x1.8p1", "-2**-25", "-f", "fp16")
+    assert out.splitlines() == [f"{2.0**-24!r} -> {2.0**-24!r}", "3.0 -> 3.0",
+                                f"{-(2.0**-25)!r} -> -0.0"]
+    # a power is computed exactly and rounded once: 0.1**2 is the float64 nearest 1/100
+    _, out, _ = run(capsys, "round", "0.1**2", "-f", "float64")
+    assert out == "0.01 -> 0.01\n" and 0.1**2 != 0.01
+
+
+def test_compare_lambda_overflow_is_a_clean_error(capsys):
+    code, out, err = run(capsys, "compare", "--lambda", "2**10000", "--steps", "2", "--quiet")
+    assert code == EXIT_ERROR and out == ""
+    assert "beyond float64's range" in err and "--lambda 2**-16" in err
+    code, _, err = run(capsys, "compare", "--lr", "-1", "--steps", "2", "--quiet")
+    assert code == EXIT_ERROR and "--lr must be a finite number above 0" in err
+
+
+@pytest.mark.parametrize(("path", "message"), [("/missing/dir/x.png", "does not exist"),
+                                               ("curves.nosuchkind", "end the file name")])
+def test_compare_checks_the_plot_path_before_training(capsys, monkeypatch, tmp_path, path,
+                                                      message):
+    import floatlab.mixed
+
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("compare() ran before the --plot path was checked")
+
+    monkeypatch.setattr(floatlab.mixed, "compare", must_not_train)
+    target = path if path.startswith("/") else str(tmp_path / path)
+    code, _, err = run(capsys, "compare", "--plot", target, "--quiet")
+    assert code == EXIT_ERROR and message in err
+
+
+def test_warnings_become_one_clean_note(capsys):
+    code, out, err = run(capsys, "bits", "0", "-f", "e8m0")
+    assert code == EXIT_OK and out.split()[-2:] == ["0xff", "nan"]
+    assert err.splitlines() == [
+        "floatlab bits: note: float8_e8m0fnu cannot hold zeros (the format has no zero): "
+        "1 value(s) became NaN"]
+    code, _, err = run(capsys, "bits", "0", "-1", "-f", "e8m0,fp16,e8m0")  # e8m0 warns twice
+    assert code == EXIT_OK and err.splitlines() == [
+        "floatlab bits: note: float8_e8m0fnu cannot hold negative values (the format has no "
+        "sign bit) and zeros (the format has no zero): 2 value(s) became NaN"]
+    assert ".py" not in err and "RuntimeWarning" not in err
+
+
+def test_every_argument_has_help():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in [("floatlab", parser), *subparsers.choices.items()]:
+        for action in sub._actions:
+            assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
+
+
+def test_formats_lists_the_short_names(capsys):
+    _, out, _ = run(capsys, "formats")
+    lines = out.splitlines()
+    column = lines[0].index("short names")
+    rows = lines[1:len(format_names()) + 1]
+    short = {line.split()[0]: line[column:].split(", ") for line in rows}
+    assert list(short) == format_names()
+    assert short["float16"] == ["fp16", "half", "f16", "binary16"]
+    assert "bf16" in short["bfloat16"] and "e4m3fn" in short["float8_e4m3fn"]
+    assert "e2m1" in short["float4_e2m1fn"] and "e8m0" in short["float8_e8m0fnu"]
+    for name, aliases in short.items():  # every short name shown names its row's format
+        for alias in filter(None, aliases):
+            assert floatlab.get_format(alias) == floatlab.get_format(name), alias

@@ -274,9 +274,15 @@ def test_compare_formats_text_table():
     assert rows["decimal digits"] == ("6", "2", "3", "0", "0")
     assert rows["inf / NaN / -0"][3] == "no/yes/yes"
     assert len(lines) == 1 + len(table.rows)
-    assert repr(table) == (
-        "FormatComparison(float32, bfloat16, float16, float8_e4m3fn, float8_e5m2)"
-    )
+
+
+def test_compare_formats_repr_is_the_table():
+    """A REPL echoes repr(): it must show the table, not "FormatComparison(...)"."""
+    table = compare_formats(["fp16", "e4m3fn"])
+    assert repr(table) == str(table)
+    assert repr(table).splitlines()[0].split() == ["float16", "float8_e4m3fn"]
+    assert "max" in repr(table) and "448" in repr(table)
+    assert not repr(table).startswith("FormatComparison(")
 
 
 def test_compare_formats_defaults_html_and_errors():
@@ -290,3 +296,116 @@ def test_compare_formats_defaults_html_and_errors():
         compare_formats([])
     with pytest.raises(FormatNameError):
         compare_formats(["fp16", "nope"])
+
+
+# ------------------------------------------------------------------------------ numpy's inputs
+
+@pytest.mark.parametrize(
+    "value, numpy_name",
+    [
+        (np.float64(1.2), "float64"),
+        (1.2, "float64"),  # numpy: a Python float means float64
+        (np.float32(1.0), "float32"),
+        (np.float16(1.0), "float16"),
+        ("f4", "float32"),
+        ("f2", "float16"),
+        ("f8", "float64"),
+        ("<f8", "float64"),
+        (">f4", "float32"),
+        ("float32", "float32"),
+        (np.dtype("f8"), "float64"),
+        (np.zeros(3, np.float16), "float16"),
+        (np.zeros((2, 2), np.float32), "float32"),
+        (np.array(1.5), "float64"),
+    ],
+    ids=repr,
+)
+def test_accepts_what_numpy_finfo_accepts(value, numpy_name):
+    # numpy 2.4's finfo refuses arrays (older numpy and ml_dtypes.finfo take their dtype).
+    fi, peer = finfo(value), np.finfo(value.dtype if isinstance(value, np.ndarray) else value)
+    assert fi.dtype == numpy_name == peer.dtype.name
+    assert (fi.max, fi.eps, fi.tiny) == (float(peer.max), float(peer.eps), float(peer.tiny))
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn])
+def test_ml_dtypes_arrays_and_scalars_stand_for_their_dtype(dtype):
+    array = np.zeros(4, dtype)
+    assert finfo(array) is finfo(np.dtype(dtype)) is finfo(array[0])
+    assert finfo(array).max == float(ml_dtypes.finfo(dtype).max)
+
+
+def test_numpy_dtype_strings_do_not_suggest_other_formats():
+    assert finfo("f4").dtype == "float32"  # used to fail with "Did you mean 'fp4'?"
+    with pytest.raises(FormatNameError, match="int32, not a floating-point format"):
+        finfo("i4")
+    with pytest.raises(TypeError, match="not a floating-point format"):
+        finfo(np.zeros(2, np.int32))
+
+
+# ------------------------------------------------------------------------------ tiny formats
+
+
+def _small_formats():
+    """Every valid small format: E 0..3, M 0..3, biases around the default, every kind."""
+    for e in range(4):
+        for m in range(4):
+            for special in ("ieee", "fn", "fnuz", "none", "p3109"):
+                for signed in (True, False):
+                    for has_zero, subnormals in ((True, True), (True, False), (False, False)):
+                        for bias in range((1 << e >> 1) - 3, (1 << e >> 1) + 3):
+                            try:
+                                yield Format(e, m, bias=bias, signed=signed, special=special,
+                                             subnormals=subnormals, has_zero=has_zero)
+                            except ValueError:
+                                continue
+
+
+SMALL_FORMATS = list(_small_formats())
+
+
+def test_e1m1_limits_are_consistent():
+    """e1m1 (IEEE-like, bias 0): the exponent field 1 is all inf / NaN, so the values are
+    0, 1 (a subnormal), inf. It used to report smallest_normal 2 above max 1."""
+    fi = finfo("e1m1")
+    assert (fi.max, fi.smallest_subnormal) == (1.0, 1.0)
+    assert fi.smallest_normal is None and fi.tiny is None
+    assert fi.normal_binades == 0 and fi.binades == 1
+    assert "smallest_normal=none" in repr(fi)
+    assert "no normal values" in str(fi)
+
+
+def test_every_small_format_has_ordered_limits_equal_to_its_decoded_values():
+    from oracles import Layout, positive_table
+
+    assert len(SMALL_FORMATS) > 1000
+    for fmt in SMALL_FORMATS:
+        fi, lay = finfo(fmt), Layout.of(fmt)
+        values, codes = positive_table(lay)
+        positive = [v for v in values if v > 0]
+        is_normal = [(c >> fmt.man_bits) > 0 or not fmt.has_zero for c in codes]
+        normals = [v for v, n in zip(values, is_normal, strict=True) if n and v > 0]
+        subnormals = [v for v, n in zip(values, is_normal, strict=True) if not n and v > 0]
+        where = fmt.name
+        assert fi.max == fmt.max == values[-1], where
+        assert fi.min == (-fi.max if fmt.signed else values[0]), where
+        assert fi.smallest_subnormal == fmt.smallest_positive == positive[0], where
+        assert fi.smallest_normal == fi.tiny == fmt.smallest_normal, where
+        assert fi.smallest_normal == (normals[0] if normals else None), where
+        assert fmt.smallest_subnormal == (subnormals[0] if subnormals else None), where
+        assert fmt.has_normals == bool(normals), where
+        # ordered: smallest positive <= smallest normal <= max
+        assert fi.smallest_subnormal <= (fi.smallest_normal or fi.max) <= fi.max, where
+        assert fi.emax == math.frexp(fi.max)[1] - 1, where
+        if normals:
+            assert fi.emin == math.frexp(normals[0])[1] - 1, where
+            assert fi.normal_binades == fi.emax - fi.emin + 1 >= 1, where
+        else:
+            assert fi.normal_binades == 0 and fi.emax < fi.emin, where
+        assert fi.eps == 2.0**fi.machep and fi.epsneg == 2.0**fi.negep, where
+        if 1.0 in values:  # eps / epsneg are the gaps to 1.0's neighbours when they exist
+            i = values.index(1.0)
+            if i + 1 < len(values):
+                assert fi.eps == values[i + 1] - 1.0, where
+            if i > 0:  # (1.0 is not the smallest value)
+                assert fi.epsneg == 1.0 - values[i - 1], where
+        repr(fi), str(fi)  # render without error

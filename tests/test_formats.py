@@ -13,6 +13,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from oracles import ML_PRESETS, Layout, decode, max_value, ml_dtype, positive_table
 
 import floatlab
@@ -396,8 +398,13 @@ def test_formats_are_immutable():
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
-        (dict(exp_bits=0, man_bits=3), ValueError, ["exp_bits=0", "1..11"]),
-        (dict(exp_bits=12, man_bits=3), ValueError, ["exp_bits=12", "1..11"]),
+        (dict(exp_bits=-1, man_bits=3), ValueError, ["exp_bits=-1", "0..11"]),
+        (dict(exp_bits=12, man_bits=3), ValueError, ["exp_bits=12", "0..11"]),
+        (dict(exp_bits=0, man_bits=3), ValueError, ["exp_bits=0", "inf / NaN", "'p3109'"]),
+        (dict(exp_bits=0, man_bits=3, special="fnuz", subnormals=False), ValueError,
+         ["exp_bits=0", "subnormals=True"]),
+        (dict(exp_bits=4, man_bits=3, special="p3109", has_zero=False, subnormals=False),
+         ValueError, ["p3109", "has_zero=True"]),
         (dict(exp_bits=4, man_bits=-1), ValueError, ["man_bits=-1", "0..52"]),
         (dict(exp_bits=4, man_bits=53), ValueError, ["man_bits=53", "0..52"]),
         (dict(exp_bits=4.0, man_bits=3), TypeError, ["exp_bits", "int"]),
@@ -431,3 +438,145 @@ def test_non_bool_flags_are_refused(field):
     """signed="no" is truthy: accepting it silently builds the opposite of what was meant."""
     with pytest.raises(TypeError, match=field):
         Format(4, 3, special="fn", **{field: "no"})
+
+
+# --------------------------------------------------------------------------- names round-trip
+
+SPECIALS = ("ieee", "fn", "fnuz", "none", "p3109")
+
+
+def _try_format(**fields) -> Format | None:
+    try:
+        return Format(**fields)
+    except ValueError:  # an impossible combination (e.g. fnuz without a sign bit)
+        return None
+
+
+@st.composite
+def any_format(draw) -> Format:
+    """Any valid Format: every field combination, biases around the default and far off."""
+    exp_bits = draw(st.integers(0, 11))
+    man_bits = draw(st.integers(0, 52))
+    special = draw(st.sampled_from(SPECIALS))
+    signed, has_zero = draw(st.booleans()), draw(st.booleans())
+    subnormals = draw(st.booleans()) and has_zero
+    bias = draw(st.one_of(st.none(), st.integers(-1100, 1100)))
+    fmt = _try_format(
+        exp_bits=exp_bits, man_bits=man_bits, bias=bias, signed=signed, special=special,
+        subnormals=subnormals, has_zero=has_zero,
+    )
+    assume(fmt is not None)
+    return fmt
+
+
+@given(any_format())
+def test_every_default_name_parses_back_to_an_equal_format(fmt):
+    assert get_format(fmt.name) == fmt
+    assert get_format(fmt.name.upper()) == fmt  # names are case-insensitive
+
+
+@given(any_format(), any_format())
+def test_different_formats_never_share_a_default_name(a, b):
+    assert (a.name == b.name) == (a == b)
+
+
+def test_default_names_of_every_small_format_are_unique_and_round_trip():
+    """Exhaustive over small widths: every field combination, biases default-3..default+3."""
+    seen: dict[str, Format] = {}
+    for e in range(0, 5):
+        for m in range(0, 4):
+            for special in SPECIALS:
+                for signed in (True, False):
+                    for has_zero, subnormals in ((True, True), (True, False), (False, False)):
+                        for bias in range(-3 + (1 << e >> 1), 4 + (1 << e >> 1)):
+                            fmt = _try_format(
+                                exp_bits=e, man_bits=m, bias=bias, signed=signed,
+                                special=special, subnormals=subnormals, has_zero=has_zero,
+                            )
+                            if fmt is None:
+                                continue
+                            assert seen.setdefault(fmt.name, fmt) == fmt, fmt.name
+                            assert get_format(fmt.name) == fmt, fmt.name
+    assert len(seen) > 2000
+
+
+@pytest.mark.parametrize(
+    "fmt, name",
+    [
+        # These short spellings are presets' aliases (MX fp4/fp6) or ambiguous (e4m3): the
+        # IEEE-like custom formats spell their kind out.
+        (Format(2, 1), "e2m1_ieee"),
+        (Format(2, 3), "e2m3_ieee"),
+        (Format(3, 2), "e3m2_ieee"),
+        (Format(4, 3), "e4m3_ieee"),
+        (Format(4, 3, bias=11), "e4m3b11_ieee"),  # "e4m3b11" is float8_e4m3b11fnuz's alias
+        (Format(2, 1, special="fn"), "e2m1fn_nan"),
+        (Format(4, 3, bias=-5), "e4m3b-5"),
+        (Format(5, 3, bias=16, signed=False, special="fn"), "e5m3b16fn_unsigned"),
+        (Format(5, 3, bias=16, signed=False, special="fn", has_zero=False, subnormals=False),
+         "e5m3b16fnu"),
+        (Format(5, 2, signed=False), "e5m2_unsigned"),
+        (Format(4, 3, has_zero=False, subnormals=False, special="none"), "e4m3fn_nonan_nozero"),
+        (Format(4, 3, subnormals=False), "e4m3_ftz"),
+        (Format(5, 2, special="p3109"), "e5m2_p3109"),
+        (Format(0, 7, special="fnuz"), "e0m7fnuz"),
+        # A custom format with a preset's encoding and short name takes the preset's name.
+        (Format(5, 2), "float8_e5m2"),
+        (Format(5, 10), "e5m10"),  # spelled like no alias: keeps its spec name
+    ],
+)
+def test_listed_names(fmt, name):
+    assert fmt.name == name
+    assert get_format(name) == fmt
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("e4m3b-5", Format(4, 3, bias=-5)),
+        ("E4M3B-5FN", Format(4, 3, bias=-5, special="fn")),
+        ("e2m1_ieee", Format(2, 1)),
+        ("e2m1ieee", Format(2, 1)),
+        ("e5m3b16fn_unsigned", Format(5, 3, bias=16, signed=False, special="fn")),
+        ("e5m3b16fnu", Format(5, 3, bias=16, signed=False, special="fn", has_zero=False,
+                              subnormals=False)),
+        ("e5m3b16fn_unsigned_nozero", get_format("e5m3b16fnu")),
+        ("e4m3b11fnuz", PRESETS["float8_e4m3b11fnuz"]),
+        ("e5m2fn_nan", Format(5, 2, special="fn")),
+        ("e5m2fn_nonan", Format(5, 2, special="none")),
+        ("e5m10_ftz", Format(5, 10, subnormals=False)),
+        ("e5m2_p3109", get_format("p3109_k8p3se")),
+    ],
+)
+def test_spec_grammar(spec, expected):
+    fmt = get_format(spec)
+    assert fmt == expected
+    assert fmt.bias == expected.bias
+
+
+def test_the_issue_cases_no_longer_collide():
+    assert get_format(Format(2, 1).name).max == 3.0 != get_format("e2m1").max
+    with_zero = Format(5, 3, bias=16, signed=False, special="fn")
+    without = Format(5, 3, bias=16, signed=False, special="fn", has_zero=False, subnormals=False)
+    assert with_zero.name != without.name
+    assert get_format(with_zero.name).has_zero and not get_format(without.name).has_zero
+
+
+def test_unsigned_format_with_zero_has_min_zero():
+    fmt = Format(5, 3, bias=16, signed=False, special="fn")
+    assert fmt.min == 0.0 == min(positive_table(Layout.of(fmt))[0])
+    assert PRESETS["float8_e8m0fnu"].min == 2.0**-127  # no zero: min is the smallest value
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("f4", "float32"), ("f2", "float16"), ("<f8", "float64"), (">f4", "float32"),
+     ("float32", "float32"), ("e", "float16"), ("d", "float64")],
+)
+def test_numpy_dtype_strings_resolve(name, expected):
+    assert get_format(name) is PRESETS[expected]
+
+
+def test_numpy_non_float_dtype_strings_are_refused_by_name():
+    with pytest.raises(FormatNameError, match="'i4' is the numpy dtype int32"):
+        get_format("i4")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torch_models import fused_adam, round_binary, sgd
 
 import floatlab
 from floatlab.mixed import SGD, Adam, Tensor, parameter, use_precision
@@ -191,3 +192,104 @@ def test_duplicate_parameters_are_refused():
     w = parameter([1.0])
     with pytest.raises(ValueError, match="appears twice"):
         Adam([w, w])
+
+
+def test_sgd_step_rounds_once_like_torchs_add_():
+    # torch 2.13, float32: w.add_(g, alpha=-1e-3) gives -0.87083775 (w - lr*g rounded once)
+    w = parameter([0.10490011])
+    w.grad = np.array([975.7378], np.float32)
+    SGD([w], lr=1e-3).step()
+    assert w.data.tolist() == [-0.8708377480506897]
+
+
+@pytest.mark.parametrize("precision, fmt", [("32-true", "float32"), ("16-true", "float16"),
+                                            ("bf16-true", "bfloat16")])
+@pytest.mark.parametrize("momentum, dampening, nesterov, wd", [
+    (0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.0), (0.9, 0.1, False, 1e-2),
+    (0.9, 0.0, True, 5e-4), (0.0, 0.0, False, 0.1)])
+def test_sgd_matches_an_exact_model_of_torchs_cpu_ops(precision, fmt, momentum, dampening,
+                                                     nesterov, wd):
+    """Every element after four steps equals the exact model (tests/torch_models.py: alpha in
+    the tensor's dtype, one float32 FMA per add_, float32 scalar in mul_), which matched
+    torch.optim.SGD on CPU for float32, float16 and bfloat16 parameters."""
+    rng = np.random.default_rng(7)
+    w0 = [round_binary(v, fmt) for v in rng.standard_normal(64)]
+    grads = [[round_binary(v, fmt) for v in rng.standard_normal(64) * rng.choice([1, 30], 64)]
+             for _ in range(4)]
+    with use_precision(precision):
+        w = parameter(w0)
+        _drive(SGD([w], lr=0.013, momentum=momentum, dampening=dampening, nesterov=nesterov,
+                   weight_decay=wd), [w], [[np.array(g)] for g in grads])
+    expected = sgd(w0, grads, fmt, 0.013, momentum, dampening, nesterov, wd)
+    assert w.data.astype(np.float64).tolist() == expected
+
+
+def test_fused_adam_does_not_go_nan_in_pure_fp16():
+    # torch 2.13 on CPU: the default Adam gives [nan, -inf], fused=True [1.0, 0.9990234375]
+    out = {}
+    for fused in (False, True):
+        with use_precision("16-true"):
+            w = parameter([1.0, 1.0])
+            w.grad = np.array([0.0, 1e-4], np.float32)
+            opt = Adam([w], fused=fused)
+            opt.step()
+        out[fused] = w.data.tolist()
+        assert opt.groups[0].state["exp_avg_sq"].tolist() == [0.0, 0.0]  # v underflows in fp16
+    assert np.isnan(out[False][0]) and out[False][1] == -np.inf
+    assert out[True] == [1.0, 0.9990234375]
+
+
+@pytest.mark.parametrize("precision, fmt", [("32-true", "float32"), ("16-true", "float16"),
+                                            ("bf16-true", "bfloat16")])
+@pytest.mark.parametrize("wd, lr, betas, eps", [(0.0, 1e-3, (0.9, 0.999), 1e-8),
+                                               (0.01, 1e-3, (0.9, 0.999), 1e-8),
+                                               (0.01, 0.03, (0.8, 0.99), 1e-6)])
+def test_fused_adam_matches_an_exact_model_of_torchs_kernel(precision, fmt, wd, lr, betas, eps):
+    """Weights and both moments after five steps equal the exact model of torch's fused CPU
+    kernel (tests/torch_models.py; it matched torch 2.13 element for element)."""
+    rng = np.random.default_rng(3)
+    w0 = [round_binary(v, fmt) for v in rng.standard_normal(64) * rng.choice([1, 10], 64)]
+    grads = [[round_binary(v, fmt) for v in
+              rng.standard_normal(64) * rng.choice([1e-5, 1e-2, 1, 30], 64)] for _ in range(5)]
+    with use_precision(precision):
+        w = parameter(w0)
+        opt = Adam([w], lr=lr, betas=betas, eps=eps, weight_decay=wd, fused=True)
+        _drive(opt, [w], [[np.array(g)] for g in grads])
+    ew, em, ev = fused_adam(w0, grads, fmt, lr, betas, eps, wd)
+    state = opt.groups[0].state
+    assert w.data.astype(np.float64).tolist() == ew
+    assert state["exp_avg"].astype(np.float64).tolist() == em
+    assert state["exp_avg_sq"].astype(np.float64).tolist() == ev
+
+
+def test_fused_adam_refuses_kahan_and_shows_in_repr():
+    with pytest.raises(ValueError, match="kahan=True needs the unfused update"):
+        Adam([parameter([1.0])], fused=True, kahan=True)
+    assert "fused" in repr(Adam([parameter([1.0])], fused=True))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: SGD([parameter([1.0])], lr="0.1"), r"lr must be a number such as 0.001, got '0.1'"),
+    (lambda: SGD([parameter([1.0])], lr=float("nan")), "lr must be finite"),
+    (lambda: Adam([parameter([1.0])], lr=float("inf")), "lr must be finite"),
+    (lambda: Adam([parameter([1.0])], betas=0.9), r"betas must be a pair"),
+    (lambda: Adam([parameter([1.0])], fused="yes"), "fused must be True or False"),
+    (lambda: SGD([parameter([1.0])], lr=0.1, nesterov="no"), "nesterov must be True or False"),
+])
+def test_non_numbers_and_non_finite_hyperparameters_are_refused(make, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        make()
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16", "fp16"])
+def test_axpy_fast_path_equals_the_fma_path(fmt):
+    from floatlab.mixed.opmath import axpy
+
+    rng = np.random.default_rng(5)
+    f = floatlab.get_format(fmt)
+    x = floatlab.round(rng.standard_normal(4096) * rng.choice([1, 1e-3, 1e3], 4096), f,
+                       dtype=np.float32)
+    y = (rng.standard_normal(4096) * rng.choice([1, 1e-6, 1e4], 4096)).astype(np.float32)
+    fast = axpy(x, 1.0, y, f)                       # float32 + float32
+    general = axpy(x.astype(np.float64), 1.0, y.astype(np.float64), f)  # the FMA path
+    np.testing.assert_array_equal(fast, general)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import floatlab.mixed as fm
 from floatlab import get_format
 from floatlab.mixed import (
     LEGACY_ALIASES,
@@ -209,3 +210,74 @@ def test_storage_dtypes():
     assert storage_dtype(F("fp16")) == np.float32 and storage_dtype(F("e5m2")) == np.float32
     assert storage_dtype(F("fp64")) == np.float64
     assert storage_dtype(F("e8m30")) == np.float64  # more mantissa than float32 holds
+
+
+# --------------------------------------------------------------------------- autocast by device
+
+def test_autocast_table_is_one_clean_structure_per_device():
+    from floatlab.mixed.autocast import AUTOCAST_LISTS, NOTES
+
+    assert set(AUTOCAST_LISTS) == {"cuda", "cpu"}
+    assert set(AUTOCAST_LISTS["cuda"]) == set(AUTOCAST_LISTS["cpu"])  # every op, both devices
+    allowed = {"lower_precision_fp", "fp32", "fp32_set_opt_dtype", "promote", "none"}
+    for table in AUTOCAST_LISTS.values():
+        assert set(table.values()) <= allowed
+    transformer = {"layer_norm", "gelu", "embedding", "scaled_dot_product_attention", "dropout",
+                   "cross_entropy", "mse_loss", "nll_loss", "softmax", "bmm", "baddbmm"}
+    assert set(fm.LAB_OPS) | transformer <= set(AUTOCAST_LISTS["cpu"])
+    assert all(device in ("cuda", "cpu") and op in AUTOCAST_LISTS[device] for device, op in NOTES)
+
+
+@pytest.mark.parametrize("op, cuda, cpu", [
+    # torch 2.13: autocast_mode.h (CUDA), autocast_mode.cpp (CPU), the CPU column run on torch
+    ("matmul", "lower_precision_fp", "lower_precision_fp"),
+    ("scaled_dot_product_attention", "lower_precision_fp", "lower_precision_fp"),
+    ("exp", "fp32", "none"), ("log", "fp32", "none"),
+    ("softmax", "fp32_set_opt_dtype", "none"), ("log_softmax", "fp32_set_opt_dtype", "none"),
+    ("sum", "fp32_set_opt_dtype", "none"), ("mean", "none", "none"),
+    ("layer_norm", "fp32", "none"), ("gelu", "none", "none"), ("embedding", "none", "none"),
+    ("dropout", "none", "none"), ("cross_entropy", "fp32", "fp32"), ("mse_loss", "fp32", "fp32"),
+    ("nll_loss", "fp32", "fp32"), ("prod", "fp32_set_opt_dtype", "fp32"),
+    ("cat", "none", "promote"),
+])
+def test_autocast_lists_are_torchs(op, cuda, cpu):
+    from floatlab.mixed.autocast import cast_policy
+
+    assert (cast_policy(op, "cuda"), cast_policy(op, "cpu")) == (cuda, cpu)
+
+
+def test_policy_device_routes_the_lab_ops():
+    cuda, cpu = get_policy("16-mixed"), get_policy("16-mixed", device="cpu")
+    assert cuda.device == "cuda" and cpu.device == "cpu" and cpu.name == "16-mixed (cpu autocast)"
+    for op in ("exp", "log", "softmax", "log_softmax", "sum"):
+        assert cuda.op_format(op, F("fp16")) == F("fp32")
+        assert cpu.op_format(op, F("fp16")) == F("fp16")
+        assert cpu.op_format(op, F("fp32")) == F("fp32")  # on no list: the input's format
+    for op in ("cross_entropy", "mse_loss"):
+        assert cuda.op_format(op, F("fp16")) == cpu.op_format(op, F("fp16")) == F("fp32")
+    assert cuda.op_format("mean", F("fp16")) == F("fp16")  # mean is on no CUDA list either
+    assert fm.OP_KINDS["cpu"]["softmax"] == "promote" and fm.OP_KINDS["cuda"]["softmax"] == "safe"
+    assert get_policy("bf16-true", device="cpu").name == "bf16-true"  # no lists in a true run
+    assert "torch's CPU lists" in cpu.describe() and "torch's CUDA lists" in cuda.describe()
+    assert "only the losses in float32" in cpu.note and "CPU" not in cuda.note
+    safe_row = next(line for line in cpu.describe().splitlines() if "cross_entropy" in line)
+    assert "exp" not in safe_row and safe_row.rstrip().endswith("float32")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"device": "gpu"}, "device='gpu': use 'cuda'"),
+    ({"device": 0}, "device=0: use 'cuda'"),
+    ({"precision": "O2", "device": "cpu"}, "Apex O2 has its own op lists"),
+])
+def test_bad_devices(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        get_policy(**kwargs)
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("fp16", "'16-mixed'"), ("half", "'16-true'"), ("bfloat16", "'bf16-mixed'"),
+    ("fp32", "'32-true'"), ("e4m3fn", "'float8_e4m3fn-mixed'"),
+])
+def test_format_names_where_a_precision_belongs_get_a_hint(name, hint):
+    with pytest.raises(ValueError, match=f"names a format, not a precision: .*{hint}"):
+        get_policy(name)

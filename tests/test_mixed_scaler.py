@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 import pytest
+from torch_models import round_binary, scaler_times
 
 import floatlab
 import floatlab.mixed as fm
 from floatlab.mixed import SGD, GradScaler, StaticScaler, Tensor, parameter, use_precision
+from floatlab.mixed.scaler import GradScalerError, GradScalerValueError
 
 
 def _run(scaler, inf_at, iterations, factor=3.0):
@@ -139,6 +144,8 @@ def test_update_with_new_scale_leaves_the_tracker():
     assert s.get_scale() == 32.0
     with pytest.raises(ValueError, match="1-element"):
         s.update(np.ones(2))
+    s.update(Tensor([16.0]))
+    assert s.get_scale() == 16.0
 
 
 def test_state_dict_round_trip():
@@ -197,3 +204,98 @@ def test_exported_names():
     if "GradScaler" not in floatlab.__all__:
         pytest.skip("floatlab.GradScaler is exported from floatlab/__init__.py by the lead")
     assert floatlab.GradScaler is GradScaler
+
+
+# --------------------------------------------------------------------------- torch fidelity
+
+def test_backoff_by_a_factor_float32_cannot_hold_matches_torch():
+    # torch 2.13: GradScaler(init_scale=3.0, backoff_factor=0.9), one inf step, update()
+    s = GradScaler(init_scale=3.0, backoff_factor=0.9)
+    _run(s, {0}, 1)
+    assert s.get_scale() == 2.700000047683716  # not float32(3) * float32(0.9) = 2.6999998...
+    assert s.get_scale() == scaler_times(3.0, 0.9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_factor_sequences_follow_torchs_double_product(seed):
+    """The scale after every update equals the exact model: the float32 scale times the
+    Python-float factor, rounded to float64 and then to float32 (torch's C++ arithmetic)."""
+    rng = np.random.default_rng(seed)
+    growth = float(rng.choice([1.1, 1.3, 2.0, 1.0001, rng.uniform(1.0, 3.0)]))
+    backoff = float(rng.choice([0.9, 0.8, 0.5, 0.3333, rng.uniform(0.01, 1.0)]))
+    init = float(rng.choice([3.0, 0.1, 65536.0, rng.uniform(1e-3, 1e5)]))
+    interval = int(rng.integers(1, 4))
+    infs = set(np.flatnonzero(rng.random(40) < 0.3).tolist())
+    s = GradScaler(init_scale=init, growth_factor=growth, backoff_factor=backoff,
+                   growth_interval=interval)
+    got = [t[0] for t in _run(s, infs, 40, factor=2.0**-20)]
+    expected, scale, tracker = [], round_binary(init, "float32"), 0
+    for it in range(40):
+        if it in infs:
+            scale, tracker = scaler_times(scale, backoff), 0
+        elif tracker + 1 == interval:
+            grown = scaler_times(scale, growth)
+            scale = grown if math.isfinite(grown) else scale
+            tracker = 0
+        else:
+            tracker += 1
+        expected.append(scale)
+    assert got == expected
+
+
+def test_errors_where_torch_asserts_are_assertion_errors_too():
+    w = parameter([1.0])
+    opt = SGD([w], lr=0.1)
+    fix = ("  This may indicate your script did not use scaler.scale(loss or outputs) earlier in "
+           "the iteration.")
+    for call, what in ((lambda s: s.update(), "update"), (lambda s: s.unscale_(opt), "unscale_"),
+                       (lambda s: s.step(opt), "step")):
+        with pytest.raises(AssertionError) as err:
+            call(GradScaler())
+        assert isinstance(err.value, RuntimeError)
+        assert str(err.value) == f"Attempted {what} but _scale is None." + fix
+    s = GradScaler()
+    s.scale(w.sum())
+    with pytest.raises(AssertionError, match="^No inf checks were recorded prior to update.$"):
+        s.update()  # no step
+    with pytest.raises(AssertionError, match="^No inf checks were recorded for this optimizer.$"):
+        s.step(opt)  # no gradient
+    with pytest.raises(GradScalerValueError, match="new_scale should be a float or a 1-element"):
+        s.update(np.ones(2))
+    for kwargs, message in (({"growth_factor": 1.0}, "The growth factor must be > 1.0."),
+                            ({"backoff_factor": 1.0}, "The backoff factor must be < 1.0.")):
+        with pytest.raises(AssertionError, match=re.escape(message)) as err:
+            GradScaler(**kwargs)
+        assert isinstance(err.value, ValueError)
+    assert issubclass(GradScalerError, RuntimeError) and issubclass(GradScalerValueError,
+                                                                    ValueError)
+
+
+def test_numpy_scalars_are_numbers():
+    s = GradScaler(init_scale=np.float32(1024), growth_factor=np.float64(2.0),
+                   backoff_factor=np.float16(0.5), growth_interval=np.int64(3))
+    assert s.get_scale() == 1024.0 and s.get_growth_interval() == 3
+    _run(s, {0}, 1)
+    assert s.get_scale() == 512.0
+    s.update(np.float32(8.0))
+    assert s.get_scale() == 8.0
+    assert StaticScaler(np.int32(8)).get_scale() == 8.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"backoff_factor": "0.5"}, r"backoff_factor must be a number such as 0.5, got '0.5' \(str\)"),
+    ({"growth_factor": None}, "growth_factor must be a number"),
+    ({"init_scale": "1024"}, "init_scale must be a number"),
+    ({"init_scale": True}, "init_scale must be a number"),
+    ({"max_scale": "big"}, "max_scale must be a number"),
+])
+def test_non_numbers_are_refused_by_name(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        GradScaler(**kwargs)
+
+
+def test_new_scale_of_the_wrong_type():
+    s = GradScaler()
+    s.scale(Tensor([1.0]))
+    with pytest.raises(TypeError, match="new_scale='8'.*Pass a number"):
+        s.update("8")

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from floatlab import get_format
 from floatlab.mixed import (
@@ -323,3 +324,117 @@ def test_compare_keeps_runs_whose_names_coincide():
         result = compare(["16-mixed", 16], steps=2, progress=False,
                          data=teacher_gaussians(n=1024))
     assert list(result.histories) == ["16-mixed", "16-mixed #2"]
+
+
+# ------------------------------------------------------------------- bad input, answered
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"lr": "0.1"}, TypeError, r"lr must be a number such as 0.001, got '0.1' \(str\)"),
+    ({"lr": float("nan")}, ValueError, "lr must be finite"),
+    ({"lr": float("inf")}, ValueError, "lr must be finite"),
+    ({"lr": -1e-3}, ValueError, "lr must be > 0"),
+    ({"loss_multiplier": "a"}, TypeError, "loss_multiplier must be a number such as 2\\*\\*-16"),
+    ({"batch_size": "a"}, TypeError, r"batch_size must be a whole number \(int\) >= 1, got 'a'"),
+    ({"batch_size": 2.5}, TypeError, r"batch_size must be a whole number.*round it with int"),
+    ({"momentum": "0.9", "optimizer": "sgd"}, TypeError, "momentum must be a number such as 0.9"),
+    ({"eps": -1.0}, ValueError, "eps must be >= 0"),
+    ({"hidden": 64}, TypeError, r"hidden must be a sequence .* write hidden=\(64,\)"),
+    ({"hidden": (64, "a")}, TypeError, r"hidden\[1\] must be a whole number"),
+    ({"activation": "gelu"}, ValueError, "'relu' or 'tanh'"),
+    ({"telemetry": "no"}, TypeError, "telemetry must be True or False"),
+    ({"fused": True, "optimizer": "sgd"}, ValueError, "fused=True is an option of Adam"),
+    ({"device": "gpu"}, ValueError, "device='gpu': use 'cuda'"),
+    ({"precision": "fp16"}, ValueError, "names a format, not a precision: use '16-mixed'"),
+    ({"precision": "O1", "device": "cpu"}, ValueError, "Apex O1 .* CUDA only"),
+])
+def test_bad_trainer_arguments_get_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Trainer(**kwargs, progress=False)
+
+
+@pytest.mark.parametrize("steps, error, match", [
+    (2.5, TypeError, r"steps must be a whole number \(int\) >= 1, got 2.5"),
+    ("3", TypeError, r"steps must be a whole number .* int\('3'\)"),
+    (0, ValueError, "steps must be >= 1"),
+])
+def test_bad_steps(small, steps, error, match):
+    with pytest.raises(error, match=match):
+        Trainer(progress=False).fit(small, steps=steps)
+    with pytest.raises(error, match=match):
+        compare(["32-true"], steps=steps, progress=False, data=small)
+
+
+def test_arrays_as_data_say_how_to_wrap_them(small):
+    pair = (small.X_train, small.y_train)
+    with pytest.raises(TypeError, match=r"data=\(X, y\): wrap the arrays .*Dataset.from_arrays"):
+        Trainer(progress=False).fit(pair, steps=1)
+    with pytest.raises(TypeError, match="data must be a floatlab.mixed.Dataset"):
+        compare(["32-true"], steps=1, progress=False, data="iris")
+    wrapped = __import__("floatlab.mixed", fromlist=["Dataset"]).Dataset.from_arrays(*pair)
+    assert len(Trainer(progress=False).fit(wrapped, steps=2)) == 2
+    assert wrapped.features == 16 and len(wrapped.X_test) == len(small.X_train) // 2
+
+
+def test_compare_takes_one_precision_as_a_string_and_hints_formats(small):
+    result = compare("16-mixed", steps=2, progress=False, data=small)
+    assert list(result.histories) == ["16-mixed"]
+    with pytest.raises(ValueError, match="precision='fp16' names a format.*'16-mixed'"):
+        compare(["32-true", "fp16"], steps=2, progress=False, data=small)
+    with pytest.raises(ValueError, match="precisions is empty"):
+        compare([], steps=2, progress=False, data=small)
+
+
+# ------------------------------------------------------------------- autocast lists by device
+
+def test_device_picks_torchs_op_lists_and_the_tables_say_so(small):
+    result = compare(["bf16-mixed"], steps=3, progress=False, data=small, device="cpu")
+    history = result["bf16-mixed (cpu autocast)"]
+    assert history.info["device"] == "cpu" and history.info["policy"].device == "cpu"
+    assert "torch's CPU autocast op lists" in str(result).splitlines()[0]
+    default = compare(["bf16-mixed"], steps=3, progress=False, data=small)
+    assert "torch's CUDA autocast op lists" in str(default).splitlines()[0]
+    assert default["bf16-mixed"].info["device"] == "cuda"
+    # an MLP's only listed op is its loss (float32 on both devices); the lists differ elsewhere:
+    with use_precision("bf16-mixed", device="cpu"):
+        assert fm_softmax_format() == "bfloat16"
+    with use_precision("bf16-mixed"):
+        assert fm_softmax_format() == "float32"
+
+
+def fm_softmax_format():
+    from floatlab.mixed import Tensor, softmax
+
+    return softmax(Tensor([[1.0, 2.0]], "bf16")).fmt.name
+
+
+# ------------------------------------------------------------------- fused Adam, BLAS threads
+
+def test_fused_adam_trains_pure_fp16_without_nan(small):
+    plain = Trainer("16-true", progress=False).fit(small, steps=5)
+    fused = Trainer("16-true", fused=True, progress=False).fit(small, steps=5)
+    assert plain.went_nan and not fused.went_nan
+    assert "Adam (fused)" in fused.info["experiment"]
+
+
+def test_runs_use_one_blas_thread_and_restore_the_setting(small):
+    from floatlab.mixed import Module
+
+    seen = []
+
+    class Spy(Module):
+        def __init__(self):
+            self.net = MLP((16, 8, 4), seed=0)
+
+        def forward(self, x):
+            seen.append([p["num_threads"] for p in threadpoolctl.threadpool_info()
+                         if p["user_api"] == "blas"])
+            return self.net(x)
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = [p["num_threads"] for p in threadpoolctl.threadpool_info()
+                  if p["user_api"] == "blas"]
+        Trainer(model=Spy(), progress=False).fit(small, steps=2)
+        after = [p["num_threads"] for p in threadpoolctl.threadpool_info()
+                 if p["user_api"] == "blas"]
+    assert seen and all(threads == [1] * len(threads) for threads in seen)
+    assert after == before

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import doctest
 import importlib.util
 import re
 from pathlib import Path
+
+import pytest
+
+import floatlab
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -40,9 +45,67 @@ def test_readme_pictures_are_made_by_the_script(tmp_path):
     assert all(p.stat().st_size > 5_000 for p in written)
 
 
+def bash_lines() -> list[str]:
+    """Every command line of the README's ```bash blocks, in order."""
+    blocks = re.findall(r"```bash\n(.*?)\n```", README, flags=re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
 def test_ci_runs_the_readme_test_command():
-    commands = re.findall(r"```bash\n(.+?)\n```", README)
-    test_commands = [c for c in commands if "pytest" in c]
+    test_commands = [line for line in bash_lines() if "pytest" in line]
     assert len(test_commands) == 1
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_commands[0] in ci.splitlines()
+
+
+def test_fresh_machine_commands_start_in_a_virtual_environment():
+    """Stock Debian / Ubuntu Pythons refuse pip outside a venv (PEP 668): create and activate
+    one before the first pip install, as .ci/run does."""
+    lines = bash_lines()
+    first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    venv = [i for i, line in enumerate(lines) if re.search(r"python3 -m venv (\S+)", line)]
+    assert venv and venv[0] < first_pip, "create the virtual environment before pip install"
+    folder = re.search(r"python3 -m venv (\S+)", lines[venv[0]])[1]
+    assert f". {folder}/bin/activate" in lines[venv[0]], "activate the venv it creates"
+    assert "python3 -m venv" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_readme_says_how_to_get_jupyter():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+    assert any(dep.startswith("jupyter") for dep in extras["notebooks"])
+    assert 'pip install -e\n".[notebooks]"' in README or 'pip install -e ".[notebooks]"' in README
+
+
+def test_readme_command_table_names_every_subcommand_and_option():
+    from floatlab.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    section = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    assert "--version" in section
+    for name, sub in subparsers.choices.items():
+        assert f"floatlab {name}" in section or f"/ {name}" in section, name
+        if name in ("compare", "finfo", "values", "formats", "tour"):
+            continue  # their options are in their --help; the table shows the main ones
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert option in section, f"floatlab {name} {option} is not in the README"
+    assert "-f all" in section and "fp16,bf16" in section
+
+
+def test_readme_peer_differences_are_true():
+    """The conventions say what gfloat does differently at overflow; keep that true."""
+    gfloat = pytest.importorskip("gfloat")
+    from gfloat.formats import format_info_binary16
+
+    inf = float("inf")
+    assert gfloat.round_float(format_info_binary16, inf, sat=True) == 65504.0
+    assert floatlab.round(inf, "fp16", saturate=True) == inf
+    assert floatlab.round(-inf, "e5m2", saturate=True) == -inf
+    assert floatlab.round(inf, "e4m3fn", saturate=True) == 448.0  # no inf in E4M3FN
+    assert floatlab.round(70000.0, "fp16", rounding="odd") == 65504.0
+    if hasattr(gfloat.RoundMode, "ToOdd"):  # newer than gfloat 0.5.2
+        assert gfloat.round_float(format_info_binary16, 70000.0, gfloat.RoundMode.ToOdd) == inf

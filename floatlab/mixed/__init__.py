@@ -11,18 +11,20 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 >>> [name for name in result.histories]
 ['32-true', 'bf16-mixed']
 
-Layout: ``policy`` (which format where), ``tensor`` (Tensor, ops, the hook), ``nn`` (layers,
-losses), ``optim`` (SGD, Adam), ``scaler`` (GradScaler, StaticScaler), ``telemetry`` (per-step
-counters), ``history`` (History, Comparison), ``trainer`` (Trainer, compare), ``data``,
-``progress``; for transformers: ``layers`` (embedding, layer norm, GELU, softmax, attention,
-dropout, and the per-device autocast lists), ``models`` (Transformer), ``textdata`` (char_lm,
-digit_reversal), ``seqtrain`` (the Trainer's loop for token sequences).
+Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per device),
+``tensor`` (Tensor, ops, the hook), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
+``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
+``telemetry`` (per-step counters), ``history`` (History, Comparison), ``trainer`` (Trainer,
+compare), ``checks`` (argument validation), ``data``, ``progress``; for transformers:
+``layers`` (embedding, layer norm, GELU, softmax, attention, dropout), ``models``
+(Transformer), ``textdata`` (char_lm, digit_reversal), ``seqtrain`` (the Trainer's loop for
+token sequences).
 """
 
+from floatlab.mixed.autocast import AUTOCAST_LISTS
 from floatlab.mixed.data import Dataset, digits, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
 from floatlab.mixed.layers import (
-    AUTOCAST_LISTS,
     autocast_device,
     bmm,
     dropout,
@@ -36,6 +38,7 @@ from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
 from floatlab.mixed.policy import (
+    LAB_OPS,
     LEGACY_ALIASES,
     MATMUL_PRECISIONS,
     OP_KINDS,
@@ -43,7 +46,7 @@ from floatlab.mixed.policy import (
     Policy,
     get_policy,
 )
-from floatlab.mixed.scaler import GradScaler, StaticScaler
+from floatlab.mixed.scaler import GradScaler, GradScalerError, GradScalerValueError, StaticScaler
 from floatlab.mixed.telemetry import StepStats, log2_histogram
 from floatlab.mixed.tensor import (
     Tensor,
@@ -51,6 +54,7 @@ from floatlab.mixed.tensor import (
     add,
     cast,
     cross_entropy,
+    div,
     exp,
     linear,
     log,
@@ -76,18 +80,20 @@ from floatlab.mixed.trainer import DEFAULT_PRECISIONS, Trainer, bytes_held, comp
 __all__ = [
     # policies
     "Policy", "get_policy", "PRECISIONS", "LEGACY_ALIASES", "MATMUL_PRECISIONS", "OP_KINDS",
+    "LAB_OPS", "AUTOCAST_LISTS",
     # autograd
     "Tensor", "quantize", "use_precision", "no_grad", "recording", "active_policy",
     "prime_copies",
     # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
-    "matmul", "linear", "add", "sub", "mul", "neg", "relu", "tanh", "exp", "log", "mean",
+    "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "mean",
     "softmax", "log_softmax", "cross_entropy", "cast",
-    # transformer ops (floatlab.mixed.layers.softmax adds subtract_max= and per-device lists)
+    # transformer ops
     "embedding", "layer_norm", "gelu", "bmm", "scaled_dot_product_attention", "dropout",
-    "sequence_loss", "AUTOCAST_LISTS", "autocast_device",
+    "sequence_loss", "autocast_device",
     # networks and training
     "Module", "Linear", "MLP", "Transformer", "LayerNorm", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
+    "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # data

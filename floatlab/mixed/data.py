@@ -15,6 +15,7 @@ read-only so no experiment can change another's data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,37 @@ class Dataset:
     def __repr__(self) -> str:
         return (f"Dataset({self.name!r}: {len(self.X_train)} train / {len(self.X_test)} test, "
                 f"{self.features} features, {self.classes} classes)")
+
+    @classmethod
+    def from_arrays(cls, X: Any, y: Any, *, test_fraction: float = 0.5, seed: int = 0,
+                    name: str = "arrays") -> Dataset:
+        """A Dataset from features ``X`` (n, features) and integer labels ``y`` (n,): the rows
+        are shuffled with ``seed`` and ``test_fraction`` of them kept for testing. The arrays
+        are copied (as read-only float32 / int64), never modified.
+
+        >>> import numpy as np
+        >>> d = Dataset.from_arrays(np.zeros((10, 3)), np.arange(10) % 2)
+        >>> d
+        Dataset('arrays': 5 train / 5 test, 3 features, 2 classes)
+        """
+        X = np.asarray(X)
+        y = np.asarray(y)
+        if X.dtype.kind not in "iuf" or X.ndim != 2:
+            raise TypeError(f"X must be a 2-D array of real numbers (rows, features), got "
+                            f"dtype {X.dtype} and shape {X.shape}")
+        if y.dtype.kind == "f" and y.size and np.all(y == np.round(y)):
+            y = y.astype(np.int64)
+        if y.dtype.kind not in "iu" or y.shape != (len(X),):
+            raise TypeError(f"y must hold one integer class label per row of X, shape "
+                            f"({len(X)},); got dtype {y.dtype} and shape {y.shape}")
+        if len(X) < 2 or (y.size and y.min() < 0):
+            raise ValueError("need at least 2 rows and labels >= 0")
+        if not 0 < test_fraction < 1:
+            raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
+        order = np.random.default_rng(seed).permutation(len(X))
+        n_train = max(1, min(len(X) - 1, round(len(X) * (1 - test_fraction))))
+        return _split(name, X[order].astype(np.float32), y[order].astype(np.int64),
+                      int(y.max()) + 1, n_train, f"{len(X)} rows given as arrays")
 
 
 def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,

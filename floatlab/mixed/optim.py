@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.policy import nbytes, storage_dtype
+from floatlab.mixed.checks import flag, number
+from floatlab.mixed.opmath import axpy, fma32, scale
+from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
 __all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
@@ -117,6 +119,7 @@ class Optimizer:
         seed: int = 0,
         low_copies: str | Format | None = "auto",
     ) -> None:
+        kahan = flag("kahan", kahan)
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
@@ -154,18 +157,21 @@ class Optimizer:
         return quantize(np.asarray(values), fmt, what="optimizer")
 
     def _write(self, group: _Group, where: np.ndarray | slice, old: np.ndarray,
-               update: np.ndarray) -> np.ndarray:
-        """``old + update`` rounded into the weights' format (``update`` is unrounded opmath)."""
+               direction: np.ndarray, alpha: float) -> np.ndarray:
+        """torch's ``param.add_(direction, alpha=alpha)`` into the weights' format.
+
+        One rounding (see :mod:`.opmath`); stochastic updates round that store stochastically.
+        """
         fmt = group.fmt
         if not self.kahan:
             rounding = None if self.update_rounding == "nearest_even" else "stochastic"
-            return quantize(old + update, fmt, what="optimizer", rounding=rounding, rng=self._rng)
+            return axpy(old, alpha, direction, fmt, rounding=rounding, rng=self._rng)
         # Kahan: y is the update plus what earlier roundings dropped; (new - old) is exactly
         # what this rounding kept, so the new compensation is what it dropped.
         if "kahan" not in group.state:  # lives in the weights' format, not the state format
             group.state["kahan"] = np.zeros(int(group.offsets[-1]), storage_dtype(fmt))
         c = group.state["kahan"]
-        y = self._q(self._q(update, fmt) - c[where], fmt)
+        y = self._q(self._q(alpha * direction, fmt) - c[where], fmt)
         new = self._q(old + y, fmt)
         c[where] = self._q(self._q(new - old, fmt) - y, fmt)
         return new
@@ -192,8 +198,7 @@ class Optimizer:
                     continue
                 group.steps[active] += 1
                 old = weights[where]
-                update = self._update(group, where, grad, old, active)
-                new = self._write(group, where, old, update)
+                new = self._new_weights(group, where, grad, old, active)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
                 lost += int(np.count_nonzero(moved & (new == old)))
@@ -207,9 +212,16 @@ class Optimizer:
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
 
+    def _new_weights(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
+                     weights: np.ndarray, active: list[int]) -> np.ndarray:
+        """The active entries' new weights: ``weights.add_(direction, alpha)`` of the update."""
+        direction, alpha = self._update(group, where, grad, weights, active)
+        return self._write(group, where, weights, direction, alpha)
+
     def _update(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
-                weights: np.ndarray, active: list[int]) -> np.ndarray:
-        """The unrounded update of the active entries (subclasses)."""
+                weights: np.ndarray, active: list[int]) -> tuple[np.ndarray, float]:
+        """``(direction, alpha)`` of the active entries: the step is
+        ``weights.add_(direction, alpha=alpha)`` (subclasses)."""
         raise NotImplementedError
 
     def state_bytes(self) -> dict[str, int]:
@@ -234,7 +246,9 @@ class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, torch's formulas.
 
     ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step), and
-    ``w = w - lr * buf`` (or ``g + momentum * buf`` with Nesterov), each op rounded.
+    ``w = w - lr * buf`` (or ``g + momentum * buf`` with Nesterov). Each torch tensor op rounds
+    once, as on torch's CPU: ``w.add_(d, alpha=-lr)`` is one fused multiply-add in float32, so
+    ``lr * d`` is not rounded on its own (see :mod:`floatlab.mixed.opmath`).
 
     >>> from floatlab.mixed import parameter
     >>> w = parameter([1.0]); w.grad = np.array([0.5], np.float32)
@@ -252,29 +266,35 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         **options: Any,
     ) -> None:
-        super().__init__(params, **options)
+        lr = number("lr", lr)
+        momentum, weight_decay = number("momentum", momentum), number("weight_decay",
+                                                                      weight_decay)
+        dampening, nesterov = number("dampening", dampening), flag("nesterov", nesterov)
         if lr <= 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: need lr > 0, momentum >= 0, weight_decay >= 0; got lr={lr}, "
                              f"momentum={momentum}, weight_decay={weight_decay}")
+        super().__init__(params, **options)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.nesterov, self.weight_decay = nesterov, weight_decay
 
     def _update(self, group, where, grad, weights, active):
-        f = group.state_fmt
-        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        # torch's single-tensor SGD (its CPU default), each tensor op rounded as torch rounds
+        # it (see .opmath): one rounding per add_ / mul_, alpha in the tensor's format.
+        fmt, sf = group.fmt, group.state_fmt
+        g = grad if not self.weight_decay else axpy(grad, self.weight_decay, weights, fmt)
         if not self.momentum:
-            return -self.lr * g
+            return g, -self.lr
         buf_all = self._state(group, "momentum")
         first = group.steps[active] == 1  # torch starts the buffer at the first gradient
-        buf = self._q(self._q(buf_all[where] * self.momentum, f) + (1 - self.dampening) * g, f)
+        buf = axpy(scale(buf_all[where], self.momentum, sf), 1 - self.dampening, g, sf)
         if first.any():
             fresh = np.repeat(first, group.sizes[active])
-            buf = np.where(fresh, self._q(g, f), buf)
+            buf = np.where(fresh, self._q(g, sf), buf)
         buf_all[where] = buf
-        d = self._q(g + self.momentum * buf, f) if self.nesterov else buf
-        return -self.lr * d
+        d = axpy(g, self.momentum, buf, widest(fmt, sf)) if self.nesterov else buf
+        return d, -self.lr
 
     def __repr__(self) -> str:
         return f"SGD(lr={self.lr:g}, momentum={self.momentum:g}{self._describe()})"
@@ -293,6 +313,17 @@ class Adam(Optimizer):
     ...     _ = Adam([w]).step()
     >>> w.data.tolist()        # 0 / (0 + 0) and 1e-5 / (0 + 0): the seed article's NaN
     [nan, -inf]
+
+    ``fused=True`` is torch's fused kernel (``torch.optim.Adam(fused=True)``): the same moments,
+    stored in the state format, but the update computed in float32 from their unrounded values,
+    so ``eps`` survives and pure fp16 does not go NaN -- the NaN is a property of the unfused
+    update, not of fp16 itself:
+
+    >>> with use_precision("16-true"):
+    ...     w = parameter([1.0, 1.0]); w.grad = np.array([0.0, 1e-4], np.float32)
+    ...     _ = Adam([w], fused=True).step()
+    >>> w.data.tolist()        # torch 2.13 on CPU: [1.0, 0.9990234375]
+    [1.0, 0.9990234375]
     """
 
     def __init__(
@@ -302,14 +333,66 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        *,
+        fused: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(params, **options)
-        b1, b2 = betas
+        lr, eps = number("lr", lr), number("eps", eps)
+        weight_decay = number("weight_decay", weight_decay)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
+                            f"got {betas!r}")
+        b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
         if lr <= 0 or not (0 <= b1 < 1 and 0 <= b2 < 1) or eps < 0 or weight_decay < 0:
             raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
                              f"got lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        self.fused = flag("fused", fused)
+        if self.fused and options.get("kahan"):
+            raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "
+                             "kernel; kahan=True needs the unfused update (fused=False)")
+        super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, (b1, b2), eps, weight_decay
+
+    def _corrections(self, group: _Group, active: list[int]) -> tuple[Any, Any]:
+        """``(lr / (1 - beta1**t), sqrt(1 - beta2**t))`` in float64, torch's Python scalars
+        (an array per element when parameters of the group have different step counts)."""
+        b1, b2 = self.betas
+        t = group.steps[active]
+        if (t == t[0]).all():  # the usual case: one step count, Python-float corrections
+            t = int(t[0])
+            return self.lr / (1 - b1**t), math.sqrt(1 - b2**t)
+        t = np.repeat(t, group.sizes[active])  # parameters that missed steps
+        return self.lr / (1 - b1**t), np.sqrt(1 - b2**t)
+
+    def _new_weights(self, group, where, grad, weights, active):
+        if not self.fused:
+            return super()._new_weights(group, where, grad, weights, active)
+        # torch's fused CPU kernel (FusedAdamKernel.cpp, vectorised body): every value loaded
+        # into opmath (float32; float64 for wider formats), every constant converted to opmath,
+        # each op rounded there, three of them fused multiply-adds (weight decay, the lerp of
+        # m, the update of v: measured on torch 2.13); the moments are stored in the state
+        # format but the update uses their unrounded opmath values; the weight is stored once.
+        # So eps = 1e-8 survives in float32 where the unfused update, rounding each op to
+        # fp16, loses it.
+        b1, b2 = self.betas
+        fmt, sf = group.fmt, group.state_fmt
+        wide = not (contains(FP32, fmt) and contains(FP32, sf))
+        dt = np.dtype(np.float64 if wide else np.float32)
+        c = dt.type
+        fma = (lambda a, b, s: a * b + s) if wide else fma32  # numpy has no float64 FMA
+        p, g = weights.astype(dt), grad.astype(dt)
+        if self.weight_decay:
+            g = fma(p, c(self.weight_decay), g).astype(dt)
+        m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
+        m, v = m_all[where].astype(dt), v_all[where].astype(dt)
+        m = fma(c(1 - b1), g - m, m).astype(dt)  # lerp with weight 1 - beta1 < 0.5
+        v = fma(c(1 - b2) * g, g, v * c(b2)).astype(dt)
+        m_all[where], v_all[where] = self._q(m, sf), self._q(v, sf)
+        step_size, bc2_sqrt = self._corrections(group, active)
+        denom = np.sqrt(v) / np.asarray(bc2_sqrt).astype(dt) + c(self.eps)
+        new = p - np.asarray(step_size).astype(dt) * m / denom
+        rounding = None if self.update_rounding == "nearest_even" else "stochastic"
+        return quantize(new, fmt, what="optimizer", rounding=rounding, rng=self._rng)
 
     def _update(self, group, where, grad, weights, active):
         b1, b2 = self.betas
@@ -318,19 +401,14 @@ class Adam(Optimizer):
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m = m_all[where] = self._q(m_all[where] + (g - m_all[where]) * (1 - b1), f)  # lerp_
         v = v_all[where] = self._q(self._q(v_all[where] * b2, f) + (1 - b2) * g * g, f)
-        t = group.steps[active]
-        if (t == t[0]).all():  # the usual case: one step count, Python-float corrections
-            t = int(t[0])
-        else:  # parameters that missed steps have their own bias corrections
-            t = np.repeat(t, group.sizes[active])
         # Python floats (as torch's scalars): a NumPy float64 would promote float32 arrays.
-        if isinstance(t, int):
-            step_size, bc2_sqrt = self.lr / (1 - b1**t), math.sqrt(1 - b2**t)
-        else:
-            step_size = (self.lr / (1 - b1**t)).astype(v.dtype)
-            bc2_sqrt = np.sqrt(1 - b2**t).astype(v.dtype)
+        step_size, bc2_sqrt = self._corrections(group, active)
+        if not isinstance(step_size, float):
+            step_size, bc2_sqrt = step_size.astype(v.dtype), bc2_sqrt.astype(v.dtype)
         denom = self._q(self._q(self._q(np.sqrt(v), f) / bc2_sqrt, f) + self.eps, f)
-        return -step_size * (m / denom)  # addcdiv_: one rounding, in the write
+        return -step_size * (m / denom), 1.0  # addcdiv_: one rounding, in the write
 
     def __repr__(self) -> str:
-        return f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{self._describe()})"
+        fused = ", fused" if self.fused else ""
+        return (f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{fused}"
+                f"{self._describe()})")

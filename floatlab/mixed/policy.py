@@ -14,14 +14,22 @@ any floatlab format.
 >>> get_policy("float8_e5m2-mixed").compute.name     # push past what the hardware names
 'float8_e5m2'
 
-Which ops run where (the CUDA autocast lists, as the mixed-precision papers use them):
+Which ops run where follows torch's autocast lists for :attr:`Policy.device` ("cuda" by default,
+the GPU case the mixed-precision papers describe; "cpu" for a CPU run -- the lists differ, see
+:mod:`floatlab.mixed.autocast`):
 
 * ``"low"`` ops -- matmul, linear -- produce :attr:`Policy.compute` values from inputs rounded to
   :attr:`Policy.matmul_inputs`; products accumulate in :attr:`Policy.accumulate`.
-* ``"safe"`` ops -- exp, log, softmax, log_softmax, sum, mean and every loss -- run in
-  :attr:`Policy.safe` (float32 in mixed modes), or wider if an input is wider.
-* ``"promote"`` ops -- add, sub, mul, neg, relu, tanh and other element-wise ops -- produce the
-  widest of their inputs' formats.
+* ``"safe"`` ops run in :attr:`Policy.safe` (float32 in mixed modes), or wider if an input is
+  wider. On CUDA: exp, log, softmax, log_softmax, sum and the losses; on CPU only the losses.
+* ``"promote"`` ops produce the widest of their inputs' formats: add, sub, mul, div, neg, relu,
+  tanh, and mean everywhere; on CPU also exp, log, softmax, log_softmax and sum (so a bf16 input
+  gives a bf16 result).
+
+>>> get_policy("bf16-mixed").op_format("softmax", BF16).name
+'float32'
+>>> get_policy("bf16-mixed", device="cpu").op_format("softmax", BF16).name
+'bfloat16'
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from floatlab.formats import Format, FormatNameError, get_format
+from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 
 __all__ = [
     "Policy",
@@ -43,6 +52,7 @@ __all__ = [
     "LEGACY_ALIASES",
     "MATMUL_PRECISIONS",
     "OP_KINDS",
+    "LAB_OPS",
     "contains",
     "widest",
     "storage_dtype",
@@ -56,13 +66,15 @@ TF32 = get_format("tensorfloat32")
 
 OpKind = Literal["low", "safe", "promote"]
 
-#: Which list each op of :mod:`floatlab.mixed.tensor` belongs to (reference section 2).
-OP_KINDS: dict[str, OpKind] = {
-    "matmul": "low", "linear": "low",
-    "exp": "safe", "log": "safe", "sum": "safe", "mean": "safe", "softmax": "safe",
-    "log_softmax": "safe", "cross_entropy": "safe", "mse_loss": "safe",
-    "add": "promote", "sub": "promote", "mul": "promote", "neg": "promote",
-    "relu": "promote", "tanh": "promote",
+#: The ops of :mod:`floatlab.mixed.tensor` and :mod:`floatlab.mixed.nn` that autocast routes.
+LAB_OPS: tuple[str, ...] = (
+    "matmul", "linear", "exp", "log", "sum", "mean", "softmax", "log_softmax", "cross_entropy",
+    "mse_loss", "add", "sub", "mul", "div", "neg", "relu", "tanh",
+)
+
+#: The kind of each lab op per device, ``OP_KINDS[device][op]``, from torch's autocast lists.
+OP_KINDS: dict[str, dict[str, OpKind]] = {
+    device: {op: op_kind(op, device) for op in LAB_OPS} for device in DEVICES
 }
 
 ScalerSpec = Literal["dynamic"] | float | None
@@ -218,6 +230,8 @@ class Policy:
     rounding : rounding mode of every op result ("nearest_even" or "stochastic").
     saturate : op results that overflow become +-max instead of inf / NaN.
     note : one line for tables and reprs.
+    device : whose autocast op lists route the ops: "cuda" (default) or "cpu" (they differ:
+        on CPU, exp / log / softmax / sum run in their input's format).
 
     >>> p = Policy.mixed("float8_e5m2")
     >>> p.name, p.master_weights, p.scaler
@@ -237,6 +251,7 @@ class Policy:
     rounding: str = "nearest_even"
     saturate: bool = False
     note: str = ""
+    device: str = "cuda"
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -292,6 +307,24 @@ class Policy:
         """Format of the optimizer's state (momentum, Adam moments)."""
         return self.optimizer_state or self.weights
 
+    @property
+    def autocasts(self) -> bool:
+        """Whether the op lists matter: some ops run in another format than the compute one."""
+        return self.safe != self.compute
+
+    def op_kind(self, op: str) -> OpKind:
+        """The kind of ``op`` under this policy's device lists ("low", "safe", "promote")."""
+        return op_kind(op, self.device)
+
+    def op_format(self, op: str, *inputs: Format) -> Format:
+        """The format ``op`` produces from inputs of formats ``inputs`` on this device.
+
+        >>> p = get_policy("16-mixed")
+        >>> p.op_format("exp", FP16).name, p.op_format("mean", FP16).name
+        ('float32', 'float16')
+        """
+        return self.format_for(self.op_kind(op), *inputs)
+
     def format_for(self, kind: OpKind, *inputs: Format) -> Format:
         """The format an op of ``kind`` produces from inputs of formats ``inputs``.
 
@@ -312,14 +345,17 @@ class Policy:
         >>> print(get_policy("bf16-true").describe().splitlines()[0])
         policy bf16-true: bfloat16 everywhere: weights, activations, gradients, optimizer state
         """
+        safe_ops = ", ".join(ops_of_kind("safe", self.device, LAB_OPS))
+        promote_ops = ", ".join(ops_of_kind("promote", self.device, LAB_OPS))
         rows = [
+            ("autocast op lists", f"torch's {self.device.upper()} lists"),
             ("weights updated by the optimizer", self.weights.name),
             ("weight copy read by matmuls", self.compute.name if self.master_weights else "-"),
             ("matmul / linear inputs", self.matmul_inputs.name),
             ("matmul accumulation", self.accumulate.name),
             ("matmul / linear results", self.compute.name),
-            ("exp, log, softmax, sums, losses", self.safe.name),
-            ("add, mul, relu, tanh", "widest input"),
+            (safe_ops, self.safe.name),
+            (promote_ops, "widest input"),
             ("data enters as", self.inputs.name),
             ("optimizer state", self.state_format.name),
             ("loss scaling", _scaler_text(self.scaler, self.scaler_max)),
@@ -410,6 +446,22 @@ def _resolve_name(precision: Any) -> Policy:
             except FormatNameError as err:
                 raise ValueError(f"unknown precision {precision!r}: {err} Valid precisions: "
                                  f"{_valid_list()}") from None
+    try:
+        fmt = get_format(key)
+    except (FormatNameError, ValueError, TypeError):
+        fmt = None
+    if fmt is not None:  # a format where a precision belongs: say which precisions use it
+        if fmt == FP16:
+            options = "'16-mixed' (float32 master weights, float16 matmuls, a GradScaler) or " \
+                      "'16-true' (float16 everywhere)"
+        elif fmt == BF16:
+            options = "'bf16-mixed' or 'bf16-true'"
+        elif fmt in (FP32, FP64):
+            options = f"'{fmt.bits}-true'"
+        else:
+            options = f"'{fmt.name}-mixed' or '{fmt.name}-true'"
+        raise ValueError(f"precision={precision!r} names a format, not a precision: use "
+                         f"{options}")
     close = difflib.get_close_matches(key, list(PRECISIONS), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown precision {precision!r}.{hint} Valid: {_valid_list()}")
@@ -423,6 +475,7 @@ def get_policy(
     scaler: Any = "auto",
     optimizer_state: str | Format | None = None,
     rounding: str | None = None,
+    device: str | None = None,
 ) -> Policy:
     """Resolve a precision name (or Policy) and optional overrides to a :class:`Policy`.
 
@@ -438,15 +491,20 @@ def get_policy(
         "bf16-mixed" refuses a scaler, as Lightning does.
     optimizer_state : format of the optimizer state (default: the weights' format).
     rounding : rounding mode of every op result ("nearest_even" or "stochastic").
+    device : "cuda" or "cpu": whose autocast op lists route the ops (None keeps the policy's,
+        "cuda" for the named precisions). The name of a mixed policy says "cpu autocast".
 
     >>> get_policy("16-mixed", scaler=None).name
     '16-mixed (no scaler)'
+    >>> get_policy("bf16-mixed", device="cpu").name
+    'bf16-mixed (cpu autocast)'
     >>> get_policy("bf16-mixed", scaler="dynamic")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), ...
     """
     policy = _resolve_name(precision)
+    base = policy.name
     suffix: list[str] = []
     if matmul_precision is not None:
         if matmul_precision not in MATMUL_PRECISIONS:
@@ -473,6 +531,18 @@ def get_policy(
     if rounding is not None:
         policy = replace(policy, rounding=rounding)
         suffix.append(f"{rounding} rounding")
+    if device is not None and check_device(device) != policy.device:
+        if base in ("O1", "O2"):
+            raise ValueError(f"device={device!r}: Apex {base} has its own op lists "
+                             "and runs on CUDA only; use '16-mixed' or 'bf16-mixed' for a CPU "
+                             "run")
+        policy = replace(policy, device=device)
+        if policy.autocasts:
+            suffix.append(f"{device} autocast")
+            if device == "cpu":  # the notes describe the CUDA lists
+                policy = replace(policy, note=f"{policy.note}; torch's CPU lists: only the "
+                                              "losses in float32, softmax / exp / log / sums in "
+                                              "their input's format")
     if suffix:
         policy = replace(policy, name=f"{policy.name} ({', '.join(suffix)})")
     return policy

@@ -29,16 +29,43 @@ The order in a training step is torch's::
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 
+from floatlab.mixed.checks import number
 from floatlab.mixed.policy import FP16
 from floatlab.mixed.tensor import Tensor, mul, quantize
 
-__all__ = ["GradScaler", "StaticScaler"]
+__all__ = ["GradScaler", "StaticScaler", "GradScalerError", "GradScalerValueError"]
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+
+# torch's own wording, two spaces included, so logs and tests written for torch match.
+_FIX = ("This may indicate your script did not use scaler.scale(loss or outputs) earlier in the "
+        "iteration.")
+_NEW_SCALE_REASON = ("new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                     "torch.FloatTensor with requires_grad=False.")
+
+
+class GradScalerError(RuntimeError, AssertionError):
+    """A scaler misused where torch raises ``AssertionError`` (update or unscale_ before
+    scale(), update without a step, a step with no gradients).
+
+    It is also a RuntimeError, so ``except AssertionError`` (code written for torch) and
+    ``except RuntimeError`` both catch it.
+    """
+
+
+class GradScalerValueError(ValueError, AssertionError):
+    """A bad scaler argument where torch raises ``AssertionError`` (growth_factor <= 1,
+    backoff_factor >= 1, a new_scale with more than one element); also a ValueError."""
+
+
+def _real(name: str, value: Any) -> float:
+    """``value`` as a float if it is a real number (Python or NumPy scalar), else a TypeError."""
+    return number(name, value, finite=False)
 
 
 class _LossScaler:
@@ -47,11 +74,11 @@ class _LossScaler:
     _allow_fp16_grads = False
 
     def __init__(self, init_scale: float, enabled: bool) -> None:
-        if not (isinstance(init_scale, (int, float)) and np.isfinite(init_scale)
-                and init_scale > 0):
+        value = _real("init_scale", init_scale)
+        if not (np.isfinite(value) and value > 0):
             raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
         self._enabled = bool(enabled)
-        self._init_scale = float(init_scale)
+        self._init_scale = value
         self._scale: np.float32 | None = None
         self._per_optimizer: dict[int, dict[str, Any]] = {}
 
@@ -68,9 +95,7 @@ class _LossScaler:
 
     def _check_scale(self, what: str) -> np.float32:
         if self._scale is None:
-            raise RuntimeError(f"Attempted {what} but _scale is None. This may indicate your "
-                               "script did not use scaler.scale(loss or outputs) earlier in the "
-                               "iteration.")
+            raise GradScalerError(f"Attempted {what} but _scale is None.  {_FIX}")
         return self._scale
 
     # ------------------------------------------------------------------ torch's API
@@ -134,13 +159,14 @@ class _LossScaler:
         inf / NaN. Returns the optimizer's return value, or None when the step was skipped."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
+        self._check_scale("step")
         st = self._state(optimizer)
         if st["stage"] == _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         if st["stage"] == _READY:
             self.unscale_(optimizer)
         if st["found_inf"] is None:
-            raise RuntimeError("No inf checks were recorded for this optimizer.")
+            raise GradScalerError("No inf checks were recorded for this optimizer.")
         result = None if self._skip(st["found_inf"]) else optimizer.step(*args, **kwargs)
         st["stage"] = _STEPPED
         return result
@@ -152,16 +178,36 @@ class _LossScaler:
         raise NotImplementedError
 
     def _set_scale(self, new_scale: Any) -> None:
-        if isinstance(new_scale, Tensor):
-            new_scale = new_scale.data
-        value = np.asarray(new_scale, dtype=np.float64)
-        if value.size != 1 or isinstance(new_scale, bool):
-            raise ValueError("new_scale should be a float or a 1-element tensor")
-        self._scale = np.float32(value.reshape(-1)[0])
+        """torch's ``_scale.fill_(new_scale)`` / ``copy_``: one rounding to float32."""
+        values = new_scale.data if isinstance(new_scale, Tensor) else new_scale
+        if isinstance(values, numbers.Real) and not isinstance(values, (bool, np.bool_)):
+            self._scale = np.float32(float(values))
+            return
+        if not isinstance(values, (np.ndarray, list, tuple)):
+            raise TypeError(f"update(new_scale={new_scale!r}): {_NEW_SCALE_REASON} Pass a "
+                            "number such as 1024.0")
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"update(new_scale=...): got an array of dtype {arr.dtype}; "
+                            f"{_NEW_SCALE_REASON}")
+        if arr.size != 1:
+            raise GradScalerValueError(f"{_NEW_SCALE_REASON} (got {arr.size} elements)")
+        self._scale = np.float32(arr.reshape(-1)[0])
 
     def __repr__(self) -> str:
         state = f"scale={self.get_scale():g}" if self._enabled else "disabled"
         return f"{type(self).__name__}({state})"
+
+
+def _times(scale: np.float32, factor: float) -> np.float32:
+    """torch's ``_amp_update_scale_``: ``float * double`` in C++ is a double product (the exact
+    product rounded to float64), stored back into the float32 scale (one more rounding).
+
+    The factor is NOT rounded to float32 first: 3.0 * 0.9 gives 2.700000047683716, not the
+    2.6999998 of float32(3) * float32(0.9). NumPy's casts are IEEE round-to-nearest-even, the
+    same two roundings C++ performs.
+    """
+    return np.float32(np.float64(scale) * factor)
 
 
 class GradScaler(_LossScaler):
@@ -195,20 +241,25 @@ class GradScaler(_LossScaler):
         max_scale: float | None = None,
     ) -> None:
         super().__init__(init_scale, enabled)
-        if not growth_factor > 1.0:
-            raise ValueError(f"The growth factor must be > 1.0, got {growth_factor}.")
-        if not 0.0 < backoff_factor < 1.0:
-            raise ValueError(f"The backoff factor must be in (0, 1), got {backoff_factor}.")
-        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or (
-            growth_interval < 1
-        ):
+        growth, backoff = _real("growth_factor", growth_factor), _real("backoff_factor",
+                                                                       backoff_factor)
+        if not growth > 1.0:  # torch: AssertionError with this message
+            raise GradScalerValueError(f"The growth factor must be > 1.0. (got {growth_factor!r})")
+        if not backoff < 1.0:
+            raise GradScalerValueError(f"The backoff factor must be < 1.0. (got "
+                                       f"{backoff_factor!r})")
+        if not backoff > 0.0:  # torch accepts it; a scale of 0 or below is never meant
+            raise ValueError(f"The backoff factor must be in (0, 1), got {backoff_factor!r}.")
+        if isinstance(growth_interval, (bool, np.bool_)) or not isinstance(
+            growth_interval, numbers.Integral
+        ) or growth_interval < 1:
             raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
-        if max_scale is not None and not max_scale > 0:
+        if max_scale is not None and not _real("max_scale", max_scale) > 0:
             raise ValueError(f"max_scale must be positive or None, got {max_scale!r}")
         self.device = device
-        self._growth_factor = float(growth_factor)
-        self._backoff_factor = float(backoff_factor)
-        self._growth_interval = growth_interval
+        self._growth_factor = growth
+        self._backoff_factor = backoff
+        self._growth_interval = int(growth_interval)
         self._max_scale = max_scale
         self._growth_tracker = 0
 
@@ -228,13 +279,13 @@ class GradScaler(_LossScaler):
             found = [st["found_inf"] for st in self._per_optimizer.values()
                      if st["found_inf"] is not None]
             if not found:
-                raise RuntimeError("No inf checks were recorded prior to update.")
+                raise GradScalerError("No inf checks were recorded prior to update.")
             if any(found):
-                self._scale = np.float32(scale * np.float32(self._backoff_factor))
+                self._scale = _times(scale, self._backoff_factor)
                 self._growth_tracker = 0
             elif self._growth_tracker + 1 == self._growth_interval:
                 with np.errstate(over="ignore"):  # checked for finiteness just below
-                    grown = np.float32(scale * np.float32(self._growth_factor))
+                    grown = _times(scale, self._growth_factor)
                 if self._max_scale is not None:
                     grown = min(grown, np.float32(self._max_scale))
                 if np.isfinite(grown):
@@ -249,13 +300,13 @@ class GradScaler(_LossScaler):
         return self._growth_factor
 
     def set_growth_factor(self, new_factor: float) -> None:
-        self._growth_factor = float(new_factor)
+        self._growth_factor = _real("new_factor", new_factor)
 
     def get_backoff_factor(self) -> float:
         return self._backoff_factor
 
     def set_backoff_factor(self, new_factor: float) -> None:
-        self._backoff_factor = float(new_factor)
+        self._backoff_factor = _real("new_factor", new_factor)
 
     def get_growth_interval(self) -> int:
         return self._growth_interval

@@ -86,6 +86,7 @@ def sequence_metrics(model: Transformer, data: SequenceDataset, split: str = "va
 def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> History:
     """The Trainer's fit() for sequence data (see the module docstring)."""
     history = History(trainer.policy.name, {"policy": trainer.policy,
+                                            "device": trainer.policy.device,
                                             "experiment": trainer.describe(data, steps)})
     bar = Progress(steps, desc=trainer.policy.name, enabled=trainer.progress)
     rng = np.random.default_rng(trainer.seed)
@@ -122,12 +123,15 @@ def batch_loss(model: Module, xb: Any, yb: np.ndarray) -> tuple[Tensor, Tensor, 
 
 
 def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None) -> str:
-    opt = f"{'Adam' if trainer.optimizer_name == 'adam' else 'SGD'} lr {trainer.lr:g}"
+    name = ("SGD" if trainer.optimizer_name == "sgd" else "Adam (fused)" if trainer.fused
+            else "Adam")
+    opt = f"{name} lr {trainer.lr:g}"
     model = trainer._model_in if isinstance(trainer._model_in, Module) else None
     net = repr(model) if model is not None else (
         f"Transformer(vocab={data.vocab_size}, d_model=64, heads=4, layers=2, "
         f"context={data.context})")
     run = f"{steps} steps of {trainer.batch_size} sequences, " if steps else ""
     lam = "λ = 1" if trainer.loss_multiplier == 1 else f"λ = {trainer.loss_multiplier:g}"
-    return f"{data!r}, {net}, {opt}, {run}{lam}"
+    lists = f"torch's {trainer.policy.device.upper()} autocast op lists"
+    return f"{data!r}, {net}, {opt}, {run}{lam}, {lists}"
 

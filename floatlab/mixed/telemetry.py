@@ -63,7 +63,7 @@ class StepStats:
             self.nonfinite_results += 1
             self.overflow += int(np.count_nonzero(bad & np.isfinite(before)))
         zeros_after = n - int(np.count_nonzero(after))
-        self.subnormal += int(np.count_nonzero(mag < fmt.smallest_normal)) - zeros_after
+        self.subnormal += int(np.count_nonzero(mag < fmt.normal_threshold)) - zeros_after
         if before is not after:  # rounding never turns a zero into a non-zero
             self.flushed += zeros_after - (before.size - int(np.count_nonzero(before)))
 

@@ -48,7 +48,7 @@ from floatlab.rounding import round as _round
 
 __all__ = [
     "Tensor", "quantize", "use_precision", "no_grad", "recording", "active_policy",
-    "matmul", "linear", "add", "sub", "mul", "neg", "relu", "tanh", "exp", "log",
+    "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log",
     "sum", "mean", "softmax", "log_softmax", "cross_entropy", "cast", "prime_copies",
 ]
 
@@ -174,8 +174,10 @@ def quantize(
         rounding = rounding or policy.rounding
         if rounding == "stochastic" and rng is None:
             rng = scope.rng or _FALLBACK_RNG
-        out = _round(values, fmt, rounding=rounding, saturate=policy.saturate, rng=rng,
-                     dtype=dtype)
+        # floatlab.round warns about an rng passed with a deterministic mode: only hand it on
+        # when it is used (the optimizer threads its Generator through every write).
+        out = _round(values, fmt, rounding=rounding, saturate=policy.saturate,
+                     rng=rng if rounding == "stochastic" else None, dtype=dtype)
     if scope.stats is not None and what != "partial":
         scope.stats.observe(values, out, fmt, what)
     return out
@@ -291,10 +293,10 @@ class Tensor:
         return mul(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        if not _is_scalar(other):
-            raise TypeError("Tensor / x is defined for Python numbers only; for tensors use "
-                            "x * (1 / y) with log/exp, or mean()")
-        return _scalar_div(self, float(other))
+        return div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return div(other, self)
 
     def __neg__(self) -> Tensor:
         return neg(self)
@@ -486,7 +488,14 @@ def _broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:
 
 
 def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
-    """An element-wise op of two operands; Python numbers are 'weak' (take the tensor's format)."""
+    """An element-wise op of two operands; Python numbers are 'weak' (take the tensor's format).
+
+    ``grads(g, x, y, r)`` returns the two element-wise gradients; ``r`` rounds an intermediate
+    result to the op's format, for formulas of several torch ops (div). Backward follows
+    torch's order: the element-wise gradient is rounded to the op's format first, then summed
+    over the broadcast axes (``sum_to_size``: accumulated in float32, or float64 for wider
+    formats, and rounded once), then cast to the input's format.
+    """
     if _is_scalar(a) or _is_scalar(b):
         t, s, t_first = (b, float(a), False) if _is_scalar(a) else (a, float(b), True)
         t = _operand(t)
@@ -494,25 +503,33 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
         out = quantize(fn(t.data, s) if t_first else fn(s, t.data), fmt)
 
         def backward_scalar(g: np.ndarray) -> None:
-            ga, gb = grads(g, t.data, s) if t_first else grads(g, s, t.data)
+            r = _rounder(fmt)
+            ga, gb = grads(g, t.data, s, r) if t_first else grads(g, s, t.data, r)
             _send(t, ga if t_first else gb, fmt)
 
         return _result(out, fmt, (t,), backward_scalar, op)
     a, b = _operand(a), _operand(b)
-    fmt = active_policy().format_for("promote", a.fmt, b.fmt)
+    fmt = active_policy().op_format(op, a.fmt, b.fmt)
     try:
         out = quantize(fn(_work(a, fmt), _work(b, fmt)), fmt)
     except ValueError:
         raise _broadcast_error(op, a, b) from None
 
     def backward(g: np.ndarray) -> None:
-        ga, gb = grads(g, a.data, b.data)
+        ga, gb = grads(g, _work(a, fmt), _work(b, fmt), _rounder(fmt))
         for t, gt in ((a, ga), (b, gb)):
             if t.requires_grad:
-                gt, _ = _unbroadcast(np.broadcast_to(gt, g.shape), t.shape)
+                gt = np.broadcast_to(gt, g.shape)
+                if gt.shape != t.shape:  # torch: round the element-wise gradient, then reduce
+                    gt, _ = _unbroadcast(quantize(gt, fmt, what="grads"), t.shape)
                 _send(t, gt, fmt)
 
     return _result(out, fmt, (a, b), backward, op)
+
+
+def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:
+    """Rounds an intermediate of a gradient formula (transient: not counted by telemetry)."""
+    return lambda v: quantize(np.asarray(v), fmt, what="partial")
 
 
 def add(a: Any, b: Any) -> Tensor:
@@ -521,12 +538,12 @@ def add(a: Any, b: Any) -> Tensor:
     >>> (Tensor([[1.0, 2.0]]) + Tensor([10.0])).data.tolist()
     [[11.0, 12.0]]
     """
-    return _binary("add", a, b, np.add, lambda g, x, y: (g, g))
+    return _binary("add", a, b, np.add, lambda g, x, y, r: (g, g))
 
 
 def sub(a: Any, b: Any) -> Tensor:
     """``a - b`` with broadcasting (one rounding, not add + neg)."""
-    return _binary("sub", a, b, np.subtract, lambda g, x, y: (g, -g))
+    return _binary("sub", a, b, np.subtract, lambda g, x, y, r: (g, -g))
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -536,11 +553,21 @@ def mul(a: Any, b: Any) -> Tensor:
     ...     (Tensor([2.0**-13]) * Tensor([2.0**-13])).data.tolist()   # below fp16's subnormals
     [0.0]
     """
-    return _binary("mul", a, b, np.multiply, lambda g, x, y: (g * y, g * x))
+    return _binary("mul", a, b, np.multiply, lambda g, x, y, r: (g * y, g * x))
 
 
-def _scalar_div(a: Tensor, s: float) -> Tensor:
-    return _binary("div", a, s, np.divide, lambda g, x, y: (g / y, None))
+def div(a: Any, b: Any) -> Tensor:
+    """``a / b`` with broadcasting; the result takes the wider input format.
+
+    Backward is torch's: ``g / b`` for ``a`` and ``-g * ((a / b) / b)`` for ``b``, each op
+    rounded to the op's format.
+
+    >>> x, y = Tensor([[3.0], [5.0]], requires_grad=True), Tensor([2.0], requires_grad=True)
+    >>> (x / y).sum().backward(); x.grad.tolist(), y.grad.tolist()
+    ([[0.5], [0.5]], [-2.0])
+    """
+    return _binary("div", a, b, np.divide,
+                   lambda g, x, y, r: (g / y, -(g * r(r(x / y) / y))))
 
 
 def neg(a: Tensor) -> Tensor:
@@ -588,7 +615,7 @@ def tanh(x: Tensor) -> Tensor:
 
 def _safe_unary(op: str, x: Any, fn: Callable, dfn: Callable) -> Tensor:
     x = _operand(x)
-    fmt = active_policy().format_for("safe", x.fmt)
+    fmt = active_policy().op_format(op, x.fmt)
     xin = _work(x, fmt)
     y = quantize(fn(xin), fmt)
 
@@ -599,7 +626,7 @@ def _safe_unary(op: str, x: Any, fn: Callable, dfn: Callable) -> Tensor:
 
 
 def exp(x: Any) -> Tensor:
-    """``exp(x)``, on the float32 list in mixed modes.
+    """``exp(x)``: on CUDA's float32 list in mixed modes; in its input's format on CPU.
 
     >>> with use_precision("16-mixed"):
     ...     exp(Tensor([12.0], "fp16")).fmt.name      # e**12 > 65504 would overflow fp16
@@ -609,7 +636,7 @@ def exp(x: Any) -> Tensor:
 
 
 def log(x: Any) -> Tensor:
-    """``log(x)``, on the float32 list in mixed modes."""
+    """``log(x)``: on CUDA's float32 list in mixed modes; in its input's format on CPU."""
     return _safe_unary("log", x, np.log, lambda g, x, y: g / x)
 
 
@@ -631,13 +658,14 @@ def _count(shape: tuple[int, ...], axis: Any) -> int:
 def sum(  # noqa: A001 - torch's name
     x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
 ) -> Tensor:
-    """Sum over ``axis`` (all axes by default), accumulated in float32 (or wider).
+    """Sum over ``axis`` (all axes by default), accumulated in float32 (or wider); the result is
+    float32 in mixed modes on CUDA, in the input's format on CPU.
 
     >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
     [4.0, 6.0]
     """
     x = _operand(x)
-    fmt = active_policy().format_for("safe", x.fmt)
+    fmt = active_policy().op_format("sum", x.fmt)
     out = quantize(np.asarray(_work(x, fmt).sum(axis=axis, keepdims=keepdims)), fmt)
 
     def backward(g: np.ndarray) -> None:
@@ -647,9 +675,10 @@ def sum(  # noqa: A001 - torch's name
 
 
 def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider)."""
+    """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
+    to the input's format: autocast lists mean on neither device."""
     x = _operand(x)
-    fmt = active_policy().format_for("safe", x.fmt)
+    fmt = active_policy().op_format("mean", x.fmt)
     n = _count(x.shape, axis)
     out = quantize(np.asarray(_work(x, fmt).mean(axis=axis, keepdims=keepdims)), fmt)
 
@@ -660,9 +689,10 @@ def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = Fal
 
 
 def softmax(x: Any, axis: int = -1) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably, on the float32 list."""
+    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably; on CUDA's float32 list, in the
+    input's format on CPU."""
     x = _operand(x)
-    fmt = active_policy().format_for("safe", x.fmt)
+    fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
     e = np.exp(z - z.max(axis=axis, keepdims=True))
     y = quantize(e / e.sum(axis=axis, keepdims=True), fmt)
@@ -674,9 +704,10 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
 
 
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
-    """``x - log(sum(exp(x)))`` along ``axis``, computed stably, on the float32 list."""
+    """``x - log(sum(exp(x)))`` along ``axis``, computed stably; on CUDA's float32 list, in the
+    input's format on CPU."""
     x = _operand(x)
-    fmt = active_policy().format_for("safe", x.fmt)
+    fmt = active_policy().op_format("log_softmax", x.fmt)
     z = _work(x, fmt)
     shifted = z - z.max(axis=axis, keepdims=True)
     y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
@@ -706,7 +737,7 @@ def _check_targets(targets: Any, batch: int, classes: int) -> np.ndarray:
 
 def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy of ``logits`` (batch, classes) against class indices, in float32
-    in mixed modes (as autocast runs every loss).
+    in mixed modes (autocast's float32 list on CUDA and CPU).
 
     >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
     0.693147
@@ -720,7 +751,7 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     batch, classes = logits.shape
     y = _check_targets(targets, batch, classes)
     rows = np.arange(batch)
-    fmt = active_policy().format_for("safe", logits.fmt)
+    fmt = active_policy().op_format("cross_entropy", logits.fmt)
     z = _work(logits, fmt)
     shifted = z - z.max(axis=1, keepdims=True)
     lse = np.log(np.exp(shifted).sum(axis=1))

@@ -17,13 +17,16 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from floatlab.formats import Format
+from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
 from floatlab.mixed.models import Transformer
@@ -118,7 +121,14 @@ class Trainer:
     eval_every : evaluate test accuracy every this many steps (and at the end).
     matmul_precision, accumulate, optimizer_state, rounding : passed to
         :func:`~floatlab.mixed.get_policy`.
+    device : "cuda" (default) or "cpu": whose autocast op lists the policy follows (torch's
+        CPU lists run exp, log, softmax and sums in the low format; see
+        :mod:`floatlab.mixed.autocast`). None keeps a Policy object's own.
+    fused : Adam only: torch's ``Adam(fused=True)`` (the update in float32; no NaN in fp16).
     update_rounding, kahan : remedies for low-precision weights (see :mod:`.optim`).
+
+    The runs use one BLAS thread (set with threadpoolctl and restored afterwards): the lab's
+    matrices are tiny, and a second thread only doubles the CPU time.
 
     >>> from floatlab.mixed import teacher_gaussians
     >>> h = Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=1024), steps=20)
@@ -152,12 +162,17 @@ class Trainer:
         rounding: str | None = None,
         update_rounding: str = "nearest_even",
         kahan: bool = False,
+        device: str | None = None,
+        fused: bool = False,
     ) -> None:
         scaler_object = scaler if isinstance(scaler, _LossScaler) else None
         spec = "auto" if scaler_object is not None else scaler
+        if device is None and not isinstance(precision, Policy):
+            device = "cuda"
         self.policy = get_policy(precision, matmul_precision=matmul_precision,
                                  accumulate=accumulate, scaler=spec,
-                                 optimizer_state=optimizer_state, rounding=rounding)
+                                 optimizer_state=optimizer_state, rounding=rounding,
+                                 device=device)
         if scaler_object is not None:
             refuse_scaler_for_bf16_mixed(self.policy, scaler_object)
             if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16:
@@ -166,21 +181,35 @@ class Trainer:
                                  "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
         if optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer={optimizer!r}: use 'adam' or 'sgd'")
-        if not (loss_multiplier > 0 and math.isfinite(loss_multiplier)):
-            raise ValueError(f"loss_multiplier must be positive and finite, got {loss_multiplier}")
-        if model is not None and not isinstance(model, Module) and model != "transformer":
+        lr = None if lr is None else number("lr", lr, positive=True)
+        loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
+        if isinstance(model, str) and model != "transformer":
             raise ValueError(f"model={model!r}: pass None (an MLP), 'transformer', or a Module")
         if batch_size is None:
             batch_size = 32 if model == "transformer" or isinstance(model, Transformer) else 512
-        if batch_size < 1 or eval_every < 1:
-            raise ValueError(f"batch_size and eval_every must be >= 1, got {batch_size}, "
-                             f"{eval_every}")
+        batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
+        seed = whole("seed", seed, minimum=0)
+        momentum = number("momentum", momentum, nonnegative=True)
+        weight_decay = number("weight_decay", weight_decay, nonnegative=True)
+        eps = number("eps", eps, nonnegative=True)
+        self.hidden = _widths(hidden)
+        if activation not in ("relu", "tanh"):
+            raise ValueError(f"activation={activation!r}: use 'relu' or 'tanh'")
+        if model is not None and not isinstance(model, (Module, str)):
+            raise TypeError(f"model must be a floatlab.mixed Module (e.g. MLP((16, 64, 4))) or "
+                            f"'transformer', got {type(model).__name__}")
+        if fused and optimizer != "adam":
+            raise ValueError("fused=True is an option of Adam (torch.optim.Adam(fused=True)); "
+                             "use optimizer='adam'")
+        self.fused = flag("fused", fused)
+        progress, telemetry = flag("progress", progress), flag("telemetry", telemetry)
+        kahan = flag("kahan", kahan)
         self.optimizer_name = optimizer
         self.lr = lr if lr is not None else (1e-3 if optimizer == "adam" else 1e-2)
         self.momentum, self.weight_decay, self.betas, self.eps = momentum, weight_decay, betas, eps
         self._scaler_object = scaler_object
         self.loss_multiplier = float(loss_multiplier)
-        self.hidden, self.activation, self._model_in = tuple(hidden), activation, model
+        self.activation, self._model_in = activation, model
         self.batch_size, self.seed, self.progress = batch_size, seed, progress
         self.telemetry, self.eval_every = telemetry, eval_every
         self.update_rounding, self.kahan = update_rounding, kahan
@@ -211,7 +240,7 @@ class Trainer:
         options = dict(update_rounding=self.update_rounding, kahan=self.kahan, seed=self.seed)
         if self.optimizer_name == "adam":
             return Adam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                        weight_decay=self.weight_decay, **options)
+                        weight_decay=self.weight_decay, fused=self.fused, **options)
         return SGD(model.parameters(), lr=self.lr, momentum=self.momentum,
                    weight_decay=self.weight_decay, **options)
 
@@ -229,7 +258,8 @@ class Trainer:
         """One line describing the experiment (used as the compare() table's header)."""
         if isinstance(data, SequenceDataset):
             return describe_sequences(self, data, steps)
-        opt = f"{'Adam' if self.optimizer_name == 'adam' else 'SGD'} lr {self.lr:g}"
+        name = "SGD" if self.optimizer_name == "sgd" else "Adam (fused)" if self.fused else "Adam"
+        opt = f"{name} lr {self.lr:g}"
         net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
                            + ((data.classes,) if data else ())))
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
@@ -238,7 +268,8 @@ class Trainer:
         where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
                  if data else "")
         run = f"{steps} steps of {self.batch_size}, " if steps else ""
-        return f"{where}MLP {net}, {opt}, {run}{lam}"
+        lists = f"torch's {self.policy.device.upper()} autocast op lists"
+        return f"{where}MLP {net}, {opt}, {run}{lam}, {lists}"
 
     # ------------------------------------------------------------------ running
     def evaluate(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
@@ -259,15 +290,19 @@ class Trainer:
     def fit(self, data: Dataset | None = None, steps: int = 500) -> History:
         """Train for ``steps`` batches and return the :class:`History` (also ``self.history``).
 
-        ``data`` defaults to :func:`~floatlab.mixed.teacher_gaussians` (seed 0).
+        ``data`` defaults to :func:`~floatlab.mixed.teacher_gaussians` (seed 0). The run uses
+        one BLAS thread; the previous limits are restored afterwards.
         """
-        data = teacher_gaussians() if data is None else data
-        if steps < 1:
-            raise ValueError(f"steps must be >= 1, got {steps}")
-        if isinstance(data, SequenceDataset):
-            return fit_sequences(self, data, steps)
-        history = History(self.policy.name, {"policy": self.policy, "experiment":
-                                             self.describe(data, steps)})
+        data = _dataset(data)
+        steps = whole("steps", steps)
+        with threadpool_limits(limits=1, user_api="blas"):
+            if isinstance(data, SequenceDataset):
+                return fit_sequences(self, data, steps)
+            return self._fit(data, steps)
+
+    def _fit(self, data: Dataset, steps: int) -> History:
+        history = History(self.policy.name, {"policy": self.policy, "device": self.policy.device,
+                                             "experiment": self.describe(data, steps)})
         bar = Progress(steps, desc=self.policy.name, enabled=self.progress)
         start = time.perf_counter()
         with use_precision(self.policy, rng=self.seed):
@@ -318,6 +353,43 @@ class Trainer:
         return row
 
 
+def _widths(hidden: Any) -> tuple[int, ...]:
+    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
+        raise TypeError(f"hidden must be a sequence of layer widths such as (64, 64), got "
+                        f"{hidden!r}; for one hidden layer of 64 write hidden=(64,)")
+    return tuple(whole(f"hidden[{i}]", h) for i, h in enumerate(hidden))
+
+
+def _dataset(data: Any) -> Dataset | SequenceDataset:
+    """``data`` if it is a Dataset or SequenceDataset (None: the default teacher_gaussians()),
+    else a clear error."""
+    if data is None:
+        return teacher_gaussians()
+    if isinstance(data, (Dataset, SequenceDataset)):
+        return data
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        raise TypeError("data=(X, y): wrap the arrays in a Dataset, which also holds a test "
+                        "split: Dataset.from_arrays(X, y) (keeps a seeded half for testing) or "
+                        "Dataset(name, X_train, y_train, X_test, y_test, classes)")
+    raise TypeError(f"data must be a floatlab.mixed.Dataset (e.g. teacher_gaussians(), "
+                    f"spirals() or Dataset.from_arrays(X, y)) or a SequenceDataset (char_lm(), "
+                    f"digit_reversal()), got {type(data).__name__}")
+
+
+def _entries(precisions: Any) -> list[Any]:
+    """compare()'s precisions as a list: one precision (a string, Policy or dict) is a list of
+    one; strings that are formats, not precisions, get the precision they probably mean."""
+    if isinstance(precisions, (str, int, Policy, dict)) and not isinstance(precisions, bool):
+        return [precisions]
+    if not isinstance(precisions, Sequence):
+        raise TypeError(f"precisions must be a list such as ['32-true', '16-mixed'] (or one "
+                        f"precision), got {type(precisions).__name__}")
+    entries = list(precisions)
+    if not entries:
+        raise ValueError("precisions is empty: name at least one, e.g. ['32-true', '16-mixed']")
+    return entries
+
+
 def compare(
     precisions: Sequence[Any] = DEFAULT_PRECISIONS,
     steps: int = 500,
@@ -328,7 +400,8 @@ def compare(
     """Run the same experiment under several precisions; ``str(result)`` is the table.
 
     Each entry of ``precisions`` is a precision string, a Policy, or a dict of Trainer
-    arguments with a "precision" key (and an optional "label"), e.g.
+    arguments with a "precision" key (and an optional "label"); a single entry (e.g.
+    ``compare("16-mixed")``) is one run. Example of a dict entry:
     ``{"precision": "16-mixed", "scaler": None, "label": "fp16 mixed, no scaler"}``.
     ``trainer_options`` go to every :class:`Trainer` (e.g. ``loss_multiplier=2**-16``).
 
@@ -338,9 +411,16 @@ def compare(
     >>> [h.went_nan for h in r]
     [False, True]
     """
-    data = teacher_gaussians() if data is None else data
+    data = _dataset(data)
+    steps = whole("steps", steps)
+    entries = _entries(precisions)
+    # Resolve every entry first, so a typo in the last one fails before the first run.
+    with warnings.catch_warnings():  # legacy-alias warnings come once, from the Trainer
+        warnings.simplefilter("ignore")
+        for entry in entries:
+            get_policy(entry.get("precision", "32-true") if isinstance(entry, dict) else entry)
     histories, header = [], ""
-    for entry in precisions:
+    for entry in entries:
         options = dict(trainer_options)
         label = None
         if isinstance(entry, dict):

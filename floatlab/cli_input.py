@@ -1,0 +1,259 @@
+"""Reading what people type on the ``floatlab`` command line: numbers, codes, format lists,
+rounding options, and values from arguments, files or a pipe (see floatlab.cli).
+
+>>> parse_number("-2**-24"), parse_number("0x1.8p1")
+(-5.960464477539063e-08, 3.0)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+import numpy as np
+
+from floatlab.formats import Format, format_names, get_format
+from floatlab.rounding import _resolve_mode
+
+__all__ = [
+    "parse_number", "parse_code", "positive_int", "nonnegative_int", "rounding_mode",
+    "positive_number", "stdin_is_piped", "read_words", "read_numbers", "format_list",
+    "one_format", "rounding_options",
+]
+
+
+# --------------------------------------------------------------------------- parsing numbers
+
+def parse_number(text: str) -> float:
+    """A float64 from what people type: ``3.141``, ``-1e-8``, ``-inf``, ``nan``, a hex float
+    (``0x1.8p1``, as ``float.hex`` writes) or a power with an integer exponent (``2**-24``).
+
+    Numbers float64 cannot hold (``1e400``, ``1e-400``, ``2**10000``) are refused rather than
+    silently turned into inf or 0.
+
+    >>> parse_number("2**-24"), parse_number("-0x1.8p1"), parse_number("-inf")
+    (5.960464477539063e-08, -3.0, -inf)
+    """
+    cleaned = text.strip().replace(" ", "")
+    if "**" in cleaned:
+        return _parse_power(text, cleaned)
+    try:
+        value = float(cleaned)
+    except ValueError:
+        value = _parse_hex_float(text, cleaned)
+        if value is None:
+            raise ValueError(
+                f"{text!r} is not a number (try 3.141, -1e-8, inf, nan, 0x1.8p1 or 2**-24)"
+            ) from None
+        return value
+    _check_decimal_fits(text, cleaned, value)
+    return value
+
+
+_TOO_BIG = "is beyond float64's range (max about 1.8e308 = 2**1024)"
+_TOO_SMALL = "is below float64's smallest positive value (about 4.9e-324 = 2**-1074)"
+
+
+def _parse_hex_float(text: str, cleaned: str) -> float | None:
+    if "0x" not in cleaned.lower():
+        return None
+    try:
+        value = float.fromhex(cleaned)
+    except OverflowError:
+        raise ValueError(f"{text!r} {_TOO_BIG}") from None
+    except ValueError:
+        return None
+    digits = cleaned.lower().split("0x", 1)[1].split("p", 1)[0]
+    if value == 0 and digits.strip("0.") != "":  # fromhex rounds 0x1p-1080 to 0 silently
+        raise ValueError(f"{text!r} {_TOO_SMALL}")
+    return value
+
+
+def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
+    """float() turns 1e400 into inf and 1e-400 into 0 without a word: refuse both."""
+    if math.isfinite(value) and value != 0:
+        return
+    try:
+        exact = Decimal(cleaned)
+    except InvalidOperation:  # pragma: no cover - float() accepted it, so Decimal does too
+        return
+    if exact.is_finite() and exact != 0:
+        raise ValueError(f"{text!r} {_TOO_BIG if value else _TOO_SMALL}; floatlab reads values "
+                         "as float64")
+
+
+def _parse_power(text: str, cleaned: str) -> float:
+    """``base**exponent`` computed exactly, then rounded once to float64 (so 0.1**2 is the
+    float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002)."""
+    base_text, _, exponent_text = cleaned.partition("**")
+    sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
+    try:
+        base, exponent = Fraction(base_text.lstrip("+-")), int(exponent_text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a number: powers need a number and an integer exponent, "
+            "e.g. 2**-16 or 10**3"
+        ) from None
+    if base == 0 and exponent < 0:
+        raise ValueError(f"{text!r} divides by zero")
+    if base not in (0, 1) and abs(exponent) > 10_000:  # an exact power would be huge
+        big = (base > 1) == (exponent > 0)
+        raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
+    exact = sign * base**exponent
+    try:
+        value = float(exact)
+    except OverflowError:
+        raise ValueError(f"{text!r} {_TOO_BIG}") from None
+    if value == 0 and exact != 0:
+        raise ValueError(f"{text!r} {_TOO_SMALL}")
+    return value
+
+
+def parse_code(text: str, fmt: Format) -> int:
+    """An integer code of ``fmt`` in decimal, 0x hex, 0b binary or 0o octal.
+
+    >>> parse_code("0x3c00", get_format("fp16"))
+    15360
+    """
+    try:
+        code = int(text.strip(), 0)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not an integer code: give decimal (72), hex (0x48) or binary "
+            "(0b01001000)"
+        ) from None
+    limit = 1 << fmt.bits
+    if code < 0:
+        raise ValueError(
+            f"{text!r} is negative, but codes are the unsigned bit patterns 0..{limit - 1:#x} of "
+            f"{fmt.name}; for the code of the value {text}, run: floatlab encode -f {fmt.name} "
+            f"{text}"
+        )
+    if code >= limit:
+        raise ValueError(
+            f"code {text} does not fit in the {fmt.bits} bits of {fmt.name}: valid codes are "
+            f"0..{limit - 1:#x}"
+        )
+    return code
+
+
+# argparse ``type=`` functions: their ArgumentTypeError is a usage error (exit 2).
+
+def positive_int(text: str) -> int:
+    """1, 2, 3, ... (steps, rows, limits)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 500)") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return number
+
+
+def nonnegative_int(text: str) -> int:
+    """0, 1, 2, ... (seeds)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 0)") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: give 0, 1, 2, ...")
+    return number
+
+
+def rounding_mode(text: str) -> str:
+    """A rounding mode or alias, resolved by floatlab.round's own table (rtz -> toward_zero)."""
+    try:
+        return _resolve_mode(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error} (or an alias such as rne, rtz, sr)") from None
+
+
+def positive_number(text: str, option: str, example: str) -> float:
+    """A finite number above 0 for a compare option (a bad one is bad input: exit 1)."""
+    try:
+        value = parse_number(text)
+    except ValueError as error:
+        raise ValueError(f"{option} {text}: {error}; try e.g. {option} {example}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{option} must be a finite number above 0, got {text}; try e.g. "
+                         f"{option} {example}")
+    return value
+
+
+# --------------------------------------------------------------------------- reading input
+
+def stdin_is_piped() -> bool:
+    """Read stdin only when something is piped or redirected into it, never from a terminal."""
+    return sys.stdin is not None and not sys.stdin.isatty()
+
+
+def read_words(args: argparse.Namespace, what: str = "values") -> list[str]:
+    """The words of the positional arguments, then of --file (``-``: stdin); with neither, of
+    a piped stdin."""
+    words = list(args.values)
+    path = args.file
+    if path is None and not words and stdin_is_piped():
+        path = "-"
+    if path == "-":
+        words += sys.stdin.read().replace(",", " ").split()
+    elif path:
+        with open(path, encoding="utf-8") as handle:
+            words += handle.read().replace(",", " ").split()
+    if not words:
+        raise ValueError(
+            f"no input: give {what} as arguments, --file PATH (- for stdin), or pipe them in "
+            f"(echo 3.141 | floatlab {args.command} -f fp16)"
+        )
+    return words
+
+
+def add_input_arguments(p: argparse.ArgumentParser, what: str = "values") -> None:
+    example = "0x4248 0b0011110000000000 72" if what == "codes" else "3.141 -1e-8 -inf 2**-24"
+    p.add_argument("values", nargs="*", metavar=what[:-1].upper(),
+                   help=f"{what}, e.g. {example} (none: read them from --file or a pipe)")
+    p.add_argument("--file", metavar="PATH",
+                   help=f"read (more) {what} from a file, separated by spaces, commas or lines "
+                   "(- for stdin)")
+
+
+def read_numbers(args: argparse.Namespace) -> tuple[list[str], np.ndarray]:
+    """The words as typed and their float64 values."""
+    words = read_words(args)
+    return words, np.array([parse_number(w) for w in words], dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- formats
+
+def format_list(text: str) -> list[Format]:
+    """``fp16``, a comma list ``fp16,bf16,e4m3fn`` or ``all`` (every preset)."""
+    names = format_names() if text.strip().lower() == "all" else text.split(",")
+    names = [n for n in names if n.strip()]
+    if not names:
+        raise ValueError("no format given: try -f fp16, -f fp16,bf16 or -f all")
+    return [get_format(name) for name in names]
+
+
+def one_format(text: str, command: str) -> Format:
+    """The single format of a command that takes one (round, encode, decode)."""
+    formats = format_list(text)
+    if len(formats) != 1:
+        raise ValueError(
+            f"{command} takes one format, got {text!r}; to see values in several formats use "
+            f"floatlab bits VALUE -f {text}"
+        )
+    return formats[0]
+
+
+def rounding_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of floatlab.round that the options describe."""
+    if args.seed is not None and args.rounding != "stochastic":
+        raise ValueError(
+            f"--seed only affects stochastic rounding, but --rounding is {args.rounding}: "
+            "add --rounding stochastic (or sr), or drop --seed"
+        )
+    return dict(rounding=args.rounding, saturate=args.saturate, subnormals=not args.ftz,
+                rng=args.seed)

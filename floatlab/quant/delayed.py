@@ -1,0 +1,421 @@
+"""Per-tensor scaling: the amax scale, current scaling and delayed scaling.
+
+The FP8 recipes' per-tensor convention (FP8 paper, Transformer Engine, torchao's tensorwise
+float8): the *multiplier* ``scale = fmt.max / amax / 2**margin`` moves the tensor's largest
+magnitude to the top of the format; the stored values are ``round(x * scale)`` and mean
+``values / scale``. (Block schemes in :mod:`floatlab.quant.scheme` store the reciprocal, the
+dequantisation scale ``amax / fmt.max``, as MX, NVFP4 and DeepSeek-V3 do.) Rounding is
+:func:`floatlab.round`; ``x * scale`` is the float64 product (one rounding unless the scale is
+a power of two).
+
+* :func:`amax_scale` computes the scale, :func:`quantize_scaled` applies it.
+* :class:`CurrentScaling` (Transformer Engine's ``Float8CurrentScaling``): the scale comes from
+  the tensor's own amax at every call, with ``amax_epsilon`` as a floor on amax.
+* :class:`DelayedScaling` (Transformer Engine's ``DelayedScaling``): the scale comes from a
+  history of previous amaxes, reduced by ``amax_compute_algo`` ("max" over the history, or
+  "most_recent"), with ``amax_epsilon``.
+
+>>> from floatlab.quant.delayed import CurrentScaling
+>>> cs = CurrentScaling("e4m3fn", amax_epsilon=1e-3)
+>>> cs.quantize([0.5, -2.0]).scale, cs.quantize([0.0, 0.0]).scale   # 448/2; 448/1e-3
+(224.0, 448000.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.rounding import as_float_array
+from floatlab.rounding import round as round_to_format
+
+__all__ = [
+    "amax_scale",
+    "quantize_scaled",
+    "ScaledTensor",
+    "CurrentScaling",
+    "DelayedScaling",
+    "AMAX_COMPUTE_ALGOS",
+]
+
+AMAX_COMPUTE_ALGOS = ("max", "most_recent")
+
+
+# ================================================================================ input checks
+
+def _as_float64(x: Any, name: str = "x") -> np.ndarray:
+    """x as a float64 array (a new array or x itself; never written to)."""
+    return as_float_array(x, name=name).astype(np.float64, copy=False)
+
+
+def _signed_format(fmt: Any, what: str) -> Format:
+    fmt = get_format(fmt)
+    if not (fmt.signed and fmt.has_zero):
+        raise ValueError(
+            f"{fmt.name} cannot be {what}: it has no sign bit or no zero, so it cannot hold a "
+            "tensor's negative or zero values; use a signed format such as 'e4m3fn', 'e5m2', "
+            "'e3m2', 'e2m3' or 'e2m1'"
+        )
+    return fmt
+
+
+def _check_int(value: Any, name: str, minimum: int, hint: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}; {hint}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}; {hint}")
+    return int(value)
+
+
+def _check_margin(margin: Any) -> int:
+    return _check_int(
+        margin, "margin", 0, "the margin is the headroom in powers of two (0, 1, 2, ...)"
+    )
+
+
+def _amax(arr: np.ndarray, what: str = "x") -> float:
+    """max|arr| of a non-empty, all-finite array, as a Python float."""
+    if arr.size == 0:
+        raise ValueError(
+            f"{what} is empty, so it has no amax to compute a scale from; pass a scale "
+            "explicitly or a non-empty array"
+        )
+    amax = float(np.max(np.abs(arr)))
+    if not math.isfinite(amax):
+        _raise_nonfinite(arr, what)
+    return amax
+
+
+def _raise_nonfinite(arr: np.ndarray, what: str) -> None:
+    n_nan = int(np.count_nonzero(np.isnan(arr)))
+    n_inf = int(np.count_nonzero(np.isinf(arr)))
+    raise ValueError(
+        f"{what} holds {n_nan} NaN and {n_inf} inf values, so its amax is undefined and no "
+        "scale can be computed; remove or replace them first (e.g. np.nan_to_num), or pass "
+        "an explicit scale to quantize_scaled"
+    )
+
+
+# ================================================================================ per-tensor
+
+def amax_scale(x: Any, fmt: str | Format | Any, margin: int = 0, *,
+               power_of_two: bool = False) -> float:
+    """The per-tensor scale ``fmt.max / amax / 2**margin``, with ``amax = max|x|``.
+
+    This is the exact form of the FP8 paper and of Transformer Engine's delayed scaling
+    (``fp8_max / amax / 2**margin``, computed in floating point, so not a power of two): the
+    scaled amax lands on ``fmt.max / 2**margin`` up to one float64 rounding, and ``margin``
+    binades are left free for a tensor that grows.
+
+    Parameters
+    ----------
+    x : an array (its amax is taken) or a single amax; NaN / inf raise ValueError.
+    fmt : a signed format with zero (a name, a :class:`Format` or a dtype).
+    margin : headroom in powers of two, an int >= 0.
+    power_of_two : round the scale *down* to a power of two, ``2**floor(log2(...))``, computed
+        from the exponents (exact, no log2), so that ``x * scale`` is exact and the scaled amax
+        lies in ``(fmt.max / 2**(margin + 1), fmt.max / 2**margin]``.
+
+    amax = 0 gives 1.0 (Transformer Engine's initial scale; zeros quantise exactly anyway).
+    A scale beyond float64's range (amax below about ``fmt.max / 1.8e308``) raises ValueError.
+
+    >>> amax_scale([0.5, -3.5, 2.0], "e4m3fn")                   # 448 / 3.5
+    128.0
+    >>> amax_scale(3.0, "e4m3fn"), amax_scale(3.0, "e4m3fn", power_of_two=True)
+    (149.33333333333334, 128.0)
+    >>> amax_scale(0.25, "e2m1", margin=1)                       # 6 / 0.25 / 2
+    12.0
+    """
+    fmt = _signed_format(fmt, "scaled into")
+    margin = _check_margin(margin)
+    amax = _amax(_as_float64(x))
+    return _scale_from_amax(amax, fmt, margin, power_of_two)
+
+
+def _scale_from_amax(amax: float, fmt: Format, margin: int, power_of_two: bool) -> float:
+    if amax == 0:
+        return 1.0
+    if power_of_two:
+        # Largest k with amax * 2**k <= fmt.max / 2**margin, from the exact frexp exponents:
+        # amax = ma * 2**ea and max = mf * 2**ef with ma, mf in [0.5, 1).
+        ma, ea = math.frexp(amax)
+        mf, ef = math.frexp(fmt.max)
+        k = ef - ea - (1 if ma > mf else 0) - margin
+        scale = math.ldexp(1.0, k) if k <= 1023 else math.inf
+    else:
+        with np.errstate(over="ignore", under="ignore"):
+            scale = float(np.float64(fmt.max) / amax / np.float64(2.0) ** margin)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(
+            f"the scale {fmt.max:g} / {amax:g} / 2**{margin} is not a positive float64 "
+            f"(it is {scale!r}): amax {amax:g} is too small or the margin too large for "
+            f"{fmt.name}; pass a scale explicitly"
+        )
+    return scale
+
+
+@dataclass(frozen=True, eq=False)
+class ScaledTensor:
+    """A tensor quantised with one scale: ``values`` are the format's values of ``x * scale``.
+
+    Attributes
+    ----------
+    values : float64 array, the rounded ``x * scale`` (every entry a value of ``fmt``).
+    scale : the scale that was applied.
+    fmt : the :class:`Format` of ``values``.
+    n_saturated : how many finite entries of ``x`` landed beyond the format's range, i.e.
+        round-to-nearest would overflow them: ``|x * scale|`` above ``max + ulp(max) / 2``
+        (E4M3FN: 464). Saturation clipped them to +-max (``saturate=False``: inf / NaN).
+
+    The arrays are read-only.
+
+    >>> q = quantize_scaled([1.0, -2.0, 4.0], "e4m3fn", scale=150.0)
+    >>> q
+    ScaledTensor(float8_e4m3fn, shape (3,), scale 150, 1 saturated)
+    >>> q.values                                  # 4 * 150 = 600 saturates to 448
+    array([ 144., -288.,  448.])
+    """
+
+    values: np.ndarray
+    scale: float
+    fmt: Format
+    n_saturated: int = 0
+
+    def dequantize(self) -> np.ndarray:
+        """``values / scale`` as float64 (exact when the scale is a power of two)."""
+        return self.values / self.scale
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def __repr__(self) -> str:
+        return (
+            f"ScaledTensor({self.fmt.name}, shape {self.values.shape}, scale {self.scale:.6g}, "
+            f"{self.n_saturated} saturated)"
+        )
+
+
+def quantize_scaled(
+    x: Any,
+    fmt: str | Format | Any,
+    scale: float | None = None,
+    margin: int = 0,
+    *,
+    power_of_two: bool = False,
+    rounding: str = "nearest_even",
+    saturate: bool = True,
+    rng: np.random.Generator | int | None = None,
+) -> ScaledTensor:
+    """Scale ``x``, round it to ``fmt`` and keep the scale: ``round(x * scale)``.
+
+    Parameters
+    ----------
+    x : numbers or an array (float64 / float32 / ints / ml_dtypes floats). Never modified.
+    fmt : a signed format with zero.
+    scale : a positive finite number; None computes ``amax_scale(x, fmt, margin,
+        power_of_two=power_of_two)`` from ``x`` itself (NaN / inf / empty ``x`` then raise).
+    margin, power_of_two : passed to :func:`amax_scale` when ``scale`` is None.
+    rounding, saturate, rng : passed to :func:`floatlab.round`. ``saturate=True`` (default)
+        clips to +-max as the FP8 recipes do; False gives inf / NaN on overflow.
+
+    ``x * scale`` is computed in float64 (one rounding unless the scale is a power of two),
+    then rounded to the format once by :func:`floatlab.round`.
+
+    >>> q = quantize_scaled([0.001, 0.5, -1.0], "e4m3fn")
+    >>> q.scale, q.values.tolist()
+    (448.0, [0.4375, 224.0, -448.0])
+    >>> quantize_scaled([1e-3, 0.3], "e5m2", scale=1.0).values.tolist()   # unscaled
+    [0.0009765625, 0.3125]
+    >>> quantize_scaled([3.0], "e4m3fn", power_of_two=True).scale   # exact scaling
+    128.0
+    """
+    fmt = _signed_format(fmt, "scaled into")
+    margin = _check_margin(margin)
+    arr = _as_float64(x)
+    if scale is None:
+        scale = _scale_from_amax(_amax(arr), fmt, margin, power_of_two)
+    elif margin or power_of_two:
+        raise ValueError(
+            "margin and power_of_two shape a scale computed from amax; with an explicit scale "
+            "they would be ignored: pass either scale=... or margin / power_of_two"
+        )
+    else:
+        scale = _check_scale(scale)
+    with np.errstate(over="ignore"):
+        scaled = arr * scale
+    values = round_to_format(scaled, fmt, rounding=rounding, saturate=saturate, rng=rng)
+    n_saturated = _count_beyond_range(scaled[np.isfinite(arr)], fmt)
+    values.setflags(write=False)
+    return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
+
+
+def _count_beyond_range(scaled: np.ndarray, fmt: Format) -> int:
+    """How many values round-to-nearest would overflow: |v| beyond max + ulp(max) / 2.
+
+    At exactly that threshold the tie goes to the even neighbour: up (overflow) when max's code
+    is odd (fp16 65520 -> inf, E2M1 7 -> overflow), down when it is even (E4M3FN 464 -> 448).
+    A float64 rounding of a non-power-of-two scale can put the amax entry a hair above max; it
+    rounds to max and is not counted.
+    """
+    threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)  # inf for float64
+    mag = np.abs(scaled)
+    beyond = mag > threshold
+    if fmt.max_code & 1:
+        beyond |= mag == threshold
+    return int(np.count_nonzero(beyond))
+
+
+def _check_scale(scale: Any) -> float:
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(
+        scale, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(
+            f"scale must be a positive number (one scale per tensor), got {scale!r}; "
+            "for one scale per block use mx_quantize or floatlab.quantize"
+        )
+    value = float(scale)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"scale must be positive and finite, got {value!r}")
+    return value
+
+
+# ================================================================================ current
+
+def _check_epsilon(amax_epsilon: Any) -> float:
+    if isinstance(amax_epsilon, (bool, np.bool_)) or not isinstance(
+            amax_epsilon, (int, float, np.integer, np.floating)):
+        raise TypeError(f"amax_epsilon must be a number >= 0, got {amax_epsilon!r}")
+    value = float(amax_epsilon)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"amax_epsilon must be finite and >= 0, got {value!r}")
+    return value
+
+
+class CurrentScaling:
+    """Transformer Engine's current (just-in-time) scaling: each call scales by its own amax.
+
+    ``scale = fmt.max / max(amax(x), amax_epsilon) / 2**margin``. ``amax_epsilon`` (TE's
+    ``Float8CurrentScaling(amax_epsilon=...)``, default 0) floors the amax, so a tiny or zero
+    amax never gives a huge or infinite scale; with amax 0 and no epsilon the scale is 1.0
+    (TE's initial scale). NaN / inf in x raise ValueError.
+
+    >>> cs = CurrentScaling("e4m3fn")
+    >>> q = cs.quantize([1.0, -3.5])
+    >>> q.scale, q.values.tolist()
+    (128.0, [128.0, -448.0])
+    """
+
+    def __init__(self, fmt: str | Format | Any, margin: int = 0, *, amax_epsilon: float = 0.0,
+                 power_of_two: bool = False):
+        self.fmt = _signed_format(fmt, "scaled into")
+        self.margin = _check_margin(margin)
+        self.amax_epsilon = _check_epsilon(amax_epsilon)
+        self.power_of_two = bool(power_of_two)
+
+    def scale_for(self, amax: float) -> float:
+        """The scale for a tensor with this amax."""
+        return _scale_from_amax(max(float(amax), self.amax_epsilon), self.fmt, self.margin,
+                                self.power_of_two)
+
+    def quantize(self, x: Any, *, rounding: str = "nearest_even",
+                 rng: np.random.Generator | int | None = None) -> ScaledTensor:
+        """Quantise ``x`` (saturating) with the scale of its own amax."""
+        arr = _as_float64(x)
+        return quantize_scaled(arr, self.fmt, scale=self.scale_for(_amax(arr)),
+                               rounding=rounding, rng=rng)
+
+    def __repr__(self) -> str:
+        return (f"CurrentScaling({self.fmt.name}, margin={self.margin}, "
+                f"amax_epsilon={self.amax_epsilon:g})")
+
+
+# ================================================================================ delayed
+
+class DelayedScaling:
+    """Transformer Engine's delayed scaling: the scale comes from the previous steps' amaxes.
+
+    Each :meth:`quantize` call uses ``scale = fmt.max / reduce(history) / 2**margin``
+    computed from the history *before* it sees ``x`` (so the scale needs no extra pass over
+    the tensor), then appends ``amax(x)``; the history keeps the last ``history_len`` amaxes.
+
+    * ``amax_compute_algo``: "max" (default, TE's default) reduces the history by its maximum,
+      "most_recent" takes the last recorded amax.
+    * ``amax_epsilon``: a floor on the reduced amax (TE's recipe field, default 0), so a tiny
+      or all-zero history never gives a huge or infinite scale.
+    * **First call** (empty history): floatlab uses the current amax, i.e. just-in-time
+      scaling. (Transformer Engine starts from scale 1.0 instead.)
+    * **All-zero history** without epsilon: scale 1.0, as :func:`amax_scale` gives for amax 0.
+    * **NaN / inf in x**: ValueError, and the history is left unchanged.
+
+    >>> ds = DelayedScaling("e4m3fn", history_len=2)
+    >>> ds.scale is None                         # nothing seen yet
+    True
+    >>> ds.quantize([1.0, -2.0]).scale           # first call: its own amax, 448 / 2
+    224.0
+    >>> ds.quantize([0.5, 4.0]).n_saturated      # still 224: 4.0 * 224 > 448 saturates
+    1
+    >>> ds.history, ds.scale                     # the next call uses 448 / max(2, 4)
+    ((2.0, 4.0), 112.0)
+    >>> DelayedScaling("e4m3fn", amax_compute_algo="most_recent").quantize([8.0]).scale
+    56.0
+    """
+
+    def __init__(self, fmt: str | Format | Any, history_len: int = 16, margin: int = 0, *,
+                 power_of_two: bool = False, amax_compute_algo: str = "max",
+                 amax_epsilon: float = 0.0):
+        self.fmt = _signed_format(fmt, "scaled into")
+        self.history_len = _check_int(
+            history_len, "history_len", 1, "it is how many past amaxes are kept"
+        )
+        self.margin = _check_margin(margin)
+        self.power_of_two = bool(power_of_two)
+        if amax_compute_algo not in AMAX_COMPUTE_ALGOS:
+            raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS} (as "
+                             f"Transformer Engine's recipe), got {amax_compute_algo!r}")
+        self.amax_compute_algo = amax_compute_algo
+        self.amax_epsilon = _check_epsilon(amax_epsilon)
+        self._history: deque[float] = deque(maxlen=self.history_len)
+
+    @property
+    def history(self) -> tuple[float, ...]:
+        """The recorded amaxes, oldest first (at most ``history_len``)."""
+        return tuple(self._history)
+
+    def _scale_of(self, amax: float) -> float:
+        return _scale_from_amax(max(amax, self.amax_epsilon), self.fmt, self.margin,
+                                self.power_of_two)
+
+    @property
+    def scale(self) -> float | None:
+        """The scale the next :meth:`quantize` will use (None before the first call)."""
+        if not self._history:
+            return None
+        reduced = max(self._history) if self.amax_compute_algo == "max" else self._history[-1]
+        return self._scale_of(reduced)
+
+    def quantize(self, x: Any, *, rounding: str = "nearest_even",
+                 rng: np.random.Generator | int | None = None) -> ScaledTensor:
+        """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
+        arr = _as_float64(x)
+        amax = _amax(arr)
+        scale = self.scale
+        if scale is None:
+            scale = self._scale_of(amax)
+        out = quantize_scaled(arr, self.fmt, scale=scale, rounding=rounding, rng=rng)
+        self._history.append(amax)
+        return out
+
+    def __repr__(self) -> str:
+        extra = "" if self.amax_compute_algo == "max" else ", amax_compute_algo='most_recent'"
+        if self.amax_epsilon:
+            extra += f", amax_epsilon={self.amax_epsilon:g}"
+        return (
+            f"DelayedScaling({self.fmt.name}, history_len={self.history_len}, "
+            f"margin={self.margin}{extra}, {len(self._history)} amaxes recorded)"
+        )

@@ -1,0 +1,144 @@
+"""Block scales from block amaxes: the four scale-rounding rules and the scale formats.
+
+A scale ``s`` is the *dequantisation* multiplier: a block stores elements ``e = round(x / s)``
+and means ``e * s``. The rules choose ``s`` from the block's ``amax = max|x|`` and the element
+format's ``max`` (its largest exponent ``emax = floor(log2 max)``), as torchao's MX code
+(``ScaleCalculationMode``) defines them. For power-of-two scales ("e8m0", "pow2")
+``s = 2**k`` with, worked on a block whose amax is 150 with E4M3FN elements (max 448, emax 8,
+3 mantissa bits):
+
+* ``"floor"`` (OCP MX spec, microxcaling, torchao's default): ``k = floor(log2 amax) - emax``.
+  150 = 1.171875 * 2**7: k = 7 - 8 = -1, s = 0.5, amax / s = 300 <= 448. In general amax / s
+  lands in [2**emax, 2**(emax+1)), which can exceed max: E4M3's max 448 < 512, so a block whose
+  amax is in (464, 512) * s is *clipped* (about 0.9% of N(0,1) elements with blocks of 32).
+* ``"ceil"``: ``k = ceil(log2 amax) - emax`` (floor, plus one unless amax is a power of two).
+  150: k = 8 - 8 = 0 (E8M0 code 127), s = 1, amax / s = 150: never clips, but wastes up to a
+  binade.
+* ``"even"``: round amax to the element's mantissa width first (half up: add half an element
+  ulp to amax's float32 bits and truncate), then floor. 150 stays 1.171875 * 2**7 -> k = -1.
+  An amax of 1.97 * 2**7 becomes 2**8 -> k = 0.
+* ``"rceil"`` (cuBLAS, Transformer Engine MXFP8, torchao RCEIL): ``k`` is the E8M0 round-up of
+  ``amax * (1 / max)``, both computed in float32 as torchao does: any nonzero mantissa bit
+  rounds the exponent up. 150 * (1/448) = 0.3348 = 1.339 * 2**-2 -> k = -1 (E8M0 code 126),
+  s = 0.5, amax / s = 300. So rceil gives code 126 where ceil gives 127: rceil never clips
+  (amax / s <= max) and never wastes a binade.
+
+E8M0 holds 2**-127 .. 2**127: k is clamped below at -127 (an all-zero block gets 2**-127, as
+torchao and microxcaling give it), and a k above 127 raises (torchao would write the NaN scale
+0xFF). "pow2" scales are float32 powers of two (clamped to 2**-149 .. 2**127), stored as
+float32.
+
+For the other scale formats ("float32", "bf16", "e4m3fn") ``s = amax / max * 2**margin`` is
+computed in float64, clamped into [the scale format's smallest normal, its max] (torchao's
+NVFP4 clamps E4M3 scales to [2**-6, 448]; an all-zero block therefore gets the smallest normal)
+and rounded to the scale format by the rule: "even" to nearest-even, "floor" down, "ceil" and
+"rceil" up. With ``global_scale`` (NVFP4's two levels, as torchao's ``nvfp4_quantize``) every
+step is float32: ``g = amax_tensor / (scale.max * element.max)``, ``b = block_amax /
+element.max``, ``b / g`` clamped and rounded to the scale format, and the block's effective
+scale is ``g * that``. A tensor whose amax is 0 gets ``g = 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.quant.scheme import Scheme, element_emax, element_max
+from floatlab.rounding import round as round_to_format
+
+__all__ = ["block_scales", "pow2_exponents"]
+
+_RULE_MODE = {"even": "nearest_even", "floor": "down", "ceil": "up", "rceil": "up"}
+_E8M0 = get_format("e8m0")
+_FLOAT32 = get_format("float32")
+
+
+def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.ndarray:
+    """The exponent k of the power-of-two scale 2**k of each amax (int64), before clamping.
+
+    amax must be finite and >= 0; amax = 0 gives a very negative k (clamped later).
+
+    >>> from floatlab import get_format
+    >>> e4m3 = get_format("e4m3fn")
+    >>> [int(pow2_exponents(np.float32(150), e4m3, r)) for r in ("floor", "ceil", "even", "rceil")]
+    [-1, 0, -1, -1]
+    """
+    amax = np.asarray(amax)
+    emax = element_emax(element)
+    if rule == "rceil":
+        # torchao: descale = amax * (1 / max) in float32, then E8M0 round-up.
+        descale = amax.astype(np.float32) * np.float32(1.0 / np.float32(element_max(element)))
+        mant, e = np.frexp(descale.astype(np.float64))
+        k = e.astype(np.int64) - 1 + (mant != 0.5)
+        return np.where(descale > 0, k, -100000)
+    work = amax.astype(np.float64)
+    if rule == "even":
+        # round amax half-up at the element's mantissa width (torchao adds half an ulp to the
+        # float32 bits and truncates): the binade bumps iff the significand >= 2 - 2**-(m+1).
+        m = element.man_bits
+        mant, e = np.frexp(work)
+        k = e.astype(np.int64) - 1 + (mant >= 1.0 - 2.0 ** -(m + 2))
+    else:
+        mant, e = np.frexp(work)
+        k = e.astype(np.int64) - 1
+        if rule == "ceil":
+            k = k + (mant != 0.5)
+    return np.where(work > 0, k - emax, -100000)
+
+
+def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = None):
+    """Scales (float64 values), their codes, and the global scale (or None) for block amaxes.
+
+    Returns ``(scales, codes, global_scale, effective)`` where ``effective`` is the
+    multiplier each block's elements are dequantised with (``scales`` times the global scale).
+    """
+    element, rule = scheme.element, scheme.scale_rounding
+    if scheme.scale in ("e8m0", "pow2"):
+        k = pow2_exponents(amax, element, rule) + scheme.margin
+        low, high = (-127, 127) if scheme.scale == "e8m0" else (-149, 127)
+        too_big = k > high
+        if np.any(too_big):
+            worst = float(np.max(np.asarray(amax)[too_big]))
+            raise ValueError(
+                f"a block amax of {worst:g} needs a scale above 2**{high}, the largest "
+                f"{scheme.scale} scale (with {element.name} elements); scale the tensor down "
+                "first"
+            )
+        k = np.maximum(k, low)
+        scales = np.ldexp(1.0, k)
+        if scheme.scale == "e8m0":
+            codes = (k + 127).astype(np.uint8)
+        else:
+            codes = scales.astype(np.float32).view(np.uint32)
+        return scales, codes, None, scales
+    fmt = scheme.scale_format
+    mode = _RULE_MODE[rule]
+    emax_value = element_max(element)
+    if scheme.global_scale:
+        f32 = np.float32
+        tmax = f32(tensor_amax)
+        g = f32(tmax / f32(fmt.max * emax_value)) if tmax > 0 else f32(1.0)
+        if not np.isfinite(g) or g == 0:
+            raise ValueError(f"the tensor amax {tensor_amax:g} gives a global scale outside "
+                             "float32's normal range; scale the tensor first")
+        b = (amax.astype(f32) / f32(emax_value)).astype(f32)
+        if scheme.margin:
+            b = b * f32(2.0**scheme.margin)
+        ratio = np.clip(b / g, fmt.smallest_normal, fmt.max).astype(f32)
+        scales = round_to_format(ratio, fmt, rounding=mode)
+        effective = (f32(g) * scales.astype(f32)).astype(np.float64)
+        codes = _codes(scales, fmt)
+        return scales, codes, float(g), effective
+    raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin
+    raw = np.clip(raw, fmt.smallest_normal, fmt.max)
+    scales = round_to_format(raw, fmt, rounding=mode)
+    return scales, _codes(scales, fmt), None, scales
+
+
+def _codes(scales: np.ndarray, fmt: Format) -> np.ndarray:
+    """Codes of scales that are already values of ``fmt``."""
+    if fmt == _FLOAT32:
+        return scales.astype(np.float32).view(np.uint32)
+    from floatlab.quant.quantize import _codes_of_values  # the element codes' fast path
+
+    return _codes_of_values(scales, fmt)
