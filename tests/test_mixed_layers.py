@@ -13,7 +13,9 @@ import floatlab
 import floatlab.mixed as fm
 from floatlab import get_format
 from floatlab.mixed import Tensor, use_precision
+from floatlab.mixed import attention as A
 from floatlab.mixed import layers as L
+from floatlab.mixed.autocast import op_kind
 
 F = get_format
 RNG = np.random.default_rng(4321)
@@ -47,20 +49,20 @@ CASES = [
     ("layer_norm stats=welford", lambda x: L.layer_norm(x, stats="welford"), [_arr(3, 7)]),
     ("gelu exact", lambda x: L.gelu(x), [_arr(4, 5, low=-4, high=4)]),
     ("gelu tanh", lambda x: L.gelu(x, "tanh"), [_arr(4, 5, low=-4, high=4)]),
-    ("softmax", lambda x: L.softmax(x), [_arr(3, 5)]),
-    ("softmax without max subtraction", lambda x: L.softmax(x, axis=0, subtract_max=False),
+    ("softmax", lambda x: fm.softmax(x), [_arr(3, 5)]),
+    ("softmax without max subtraction", lambda x: fm.softmax(x, axis=0, subtract_max=False),
      [_arr(3, 5)]),
-    ("bmm", lambda a, b: L.bmm(a, b), [_arr(2, 3, 4), _arr(2, 4, 5)]),
-    ("bmm broadcast batch", lambda a, b: L.bmm(a, b), [_arr(2, 3, 4), _arr(4, 5)]),
-    ("masked_fill", lambda x: L.softmax(L.masked_fill(x, CAUSAL, -np.inf)), [_arr(4, 4)]),
-    ("attention causal", lambda q, k, v: L.scaled_dot_product_attention(q, k, v),
+    ("bmm", lambda a, b: A.bmm(a, b), [_arr(2, 3, 4), _arr(2, 4, 5)]),
+    ("bmm broadcast batch", lambda a, b: A.bmm(a, b), [_arr(2, 3, 4), _arr(4, 5)]),
+    ("masked_fill", lambda x: fm.softmax(A.masked_fill(x, CAUSAL, -np.inf)), [_arr(4, 4)]),
+    ("attention causal", lambda q, k, v: A.scaled_dot_product_attention(q, k, v),
      [_arr(2, 2, 4, 3), _arr(2, 2, 4, 3), _arr(2, 2, 4, 3)]),
     ("attention queries scaled first, no max subtraction",
-     lambda q, k, v: L.scaled_dot_product_attention(q, k, v, scale_queries=True,
+     lambda q, k, v: A.scaled_dot_product_attention(q, k, v, scale_queries=True,
                                                     subtract_max=False),
      [_arr(1, 2, 4, 3), _arr(1, 2, 4, 3), _arr(1, 2, 4, 3)]),
     ("attention not causal, scale 0.7",
-     lambda q, k, v: L.scaled_dot_product_attention(q, k, v, causal=False, scale=0.7),
+     lambda q, k, v: A.scaled_dot_product_attention(q, k, v, causal=False, scale=0.7),
      [_arr(3, 4, 2), _arr(3, 5, 2), _arr(3, 5, 2)]),
     ("dropout with a seeded mask", _dropout_fixed_mask, [_arr(4, 5)]),
     ("residual add (fan-out)", lambda x, w: fm.add(x, fm.linear(L.layer_norm(x), w)),
@@ -149,8 +151,8 @@ def test_softmax_without_max_subtraction_overflows_exactly_where_exp_exceeds_fp1
     xs = FP16_FINITE[(FP16_FINITE > 10) & (FP16_FINITE < 12)]
     with use_precision("16-true"):
         rows = np.stack([xs, np.zeros_like(xs)], axis=1)
-        naive = L.softmax(Tensor(rows), subtract_max=False).data
-        stable = L.softmax(Tensor(rows)).data
+        naive = fm.softmax(Tensor(rows), subtract_max=False).data
+        stable = fm.softmax(Tensor(rows)).data
     overflowed = np.isnan(naive[:, 0])
     np.testing.assert_array_equal(overflowed, np.exp(xs) >= math.exp(threshold))
     assert 11.0 < xs[overflowed].min() < 11.1
@@ -164,10 +166,10 @@ def test_softmax_rounds_once_to_its_list_format():
     e = np.exp(x - x.max(axis=1, keepdims=True))
     exact = e / e.sum(axis=1, keepdims=True)
     with use_precision("16-true"):
-        out = L.softmax(Tensor(x)).data
+        out = fm.softmax(Tensor(x)).data
     assert_correctly_rounded(out.astype(np.float64), exact, "fp16")
     with use_precision("16-mixed"):  # CUDA: softmax is on the float32 list
-        assert L.softmax(Tensor(x, "fp16")).fmt.name == "float32"
+        assert fm.softmax(Tensor(x, "fp16")).fmt.name == "float32"
 
 
 def test_layer_norm_float32_stats_round_once_and_format_stats_round_every_step():
@@ -233,7 +235,7 @@ def test_bmm_rounds_like_the_2d_matmul_for_every_batch_entry():
     a, b = _arr(3, 5, 8), _arr(3, 8, 2)
     for precision, options in [("16-mixed", {}), ("bf16-true", {"accumulate": "bf16"})]:
         with use_precision(precision, **options):
-            batched = L.bmm(Tensor(a), Tensor(b)).data
+            batched = A.bmm(Tensor(a), Tensor(b)).data
             for i in range(3):
                 one = fm.matmul(Tensor(a[i]), Tensor(b[i])).data
                 np.testing.assert_array_equal(batched[i], one)
@@ -241,10 +243,10 @@ def test_bmm_rounds_like_the_2d_matmul_for_every_batch_entry():
 
 def test_causal_attention_ignores_the_future():
     q, k, v = _arr(1, 1, 5, 4), _arr(1, 1, 5, 4), _arr(1, 1, 5, 4)
-    out = L.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
+    out = A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
     v2 = v.copy()
     v2[..., 3:, :] += 10  # change the last positions' values
-    out2 = L.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v2)).data
+    out2 = A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v2)).data
     np.testing.assert_array_equal(out[..., :3, :], out2[..., :3, :])
     assert not np.allclose(out[..., 3:, :], out2[..., 3:, :])
 
@@ -253,40 +255,46 @@ def test_attention_scores_overflow_fp16_unless_the_queries_are_scaled_first():
     base = RNG.normal(0, 1, (1, 1, 4, 64))
     q, k, v = base * 40, base * 40, RNG.normal(0, 1, (1, 1, 4, 64))  # q.k ~ 64 * 1600 > 65504
     with use_precision("16-mixed"):
-        late = L.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
-        early = L.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v),
+        late = A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
+        early = A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v),
                                                scale_queries=True).data
     with use_precision("bf16-mixed"):
-        bf16 = L.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
+        bf16 = A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data
     assert np.isnan(late).any()
     assert np.isfinite(early).all() and np.isfinite(bf16).all()
 
 
 # --------------------------------------------------------------------------- autocast lists
 
-def test_autocast_lists_follow_torch_per_device():
-    cuda, cpu = L.AUTOCAST_LISTS["cuda"], L.AUTOCAST_LISTS["cpu"]
+def test_transformer_ops_follow_torchs_autocast_lists_per_device():
+    # torch 2.13's aten/src/ATen/autocast_mode.cpp, as h-transformer read it; the table itself
+    # lives in floatlab.mixed.autocast (tested in test_mixed_policy.py)
     for op in ("matmul", "linear", "bmm", "baddbmm", "scaled_dot_product_attention"):
-        assert cuda[op] == cpu[op] == "low"
-    for op in ("softmax", "log_softmax", "exp", "layer_norm"):
-        assert cuda[op] == "safe" and cpu[op] == "promote"
-    for op in ("gelu", "embedding", "dropout"):
-        assert cuda[op] == cpu[op] == "promote"
-    assert cuda["cross_entropy"] == cpu["cross_entropy"] == "safe"
+        assert op_kind(op, "cuda") == op_kind(op, "cpu") == "low"
+    for op in ("softmax", "log_softmax", "exp", "log", "layer_norm", "sum"):
+        assert op_kind(op, "cuda") == "safe" and op_kind(op, "cpu") == "promote"
+    for op in ("gelu", "embedding", "dropout", "masked_fill", "mean", "add", "mul", "tanh",
+               "relu"):
+        assert op_kind(op, "cuda") == op_kind(op, "cpu") == "promote"
+    for op in ("cross_entropy", "mse_loss"):
+        assert op_kind(op, "cuda") == op_kind(op, "cpu") == "safe"
 
 
 def test_cpu_lists_keep_softmax_and_layer_norm_in_bf16():
     x = _arr(4, 8)
-    with use_precision("bf16-mixed"):
-        xb = Tensor(x, "bf16")
-        on_cuda = L.softmax(xb), L.layer_norm(xb)
-        with L.autocast_device("cpu"):
-            on_cpu = L.softmax(xb), L.layer_norm(xb)
-    assert [t.fmt.name for t in on_cuda] == ["float32", "float32"]
-    assert [t.fmt.name for t in on_cpu] == ["bfloat16", "bfloat16"]
-    np.testing.assert_array_equal(on_cpu[0].data, floatlab.round(on_cuda[0].data, "bf16"))
-    with pytest.raises(ValueError, match="use one of cuda, cpu"):
-        with L.autocast_device("tpu"):
+    results = {}
+    for device in ("cuda", "cpu"):
+        with use_precision("bf16-mixed", device=device) as policy:
+            xb = Tensor(x, "bf16")
+            results[device] = fm.softmax(xb), L.layer_norm(xb), fm.exp(xb), fm.log_softmax(xb)
+        assert policy.device == device
+    assert [t.fmt.name for t in results["cuda"]] == ["float32"] * 4
+    assert [t.fmt.name for t in results["cpu"]] == ["bfloat16"] * 4
+    for on_cuda, on_cpu in zip(results["cuda"], results["cpu"], strict=True):
+        # computed in float32 either way and rounded once: the CPU result is the CUDA one in bf16
+        np.testing.assert_array_equal(on_cpu.data, floatlab.round(on_cuda.data, "bf16"))
+    with pytest.raises(ValueError, match="device='tpu'"):
+        with use_precision("bf16-mixed", device="tpu"):
             pass
 
 
@@ -302,20 +310,20 @@ def test_cpu_lists_keep_softmax_and_layer_norm_in_bf16():
     (lambda: L.layer_norm(Tensor(np.ones((2, 3))), stats="kahan"), ValueError, "welford"),
     (lambda: L.layer_norm(Tensor(np.ones((2, 3))), eps=-1.0), ValueError, "eps"),
     (lambda: L.gelu(Tensor([1.0]), "erf"), ValueError, "'none' or 'tanh'"),
-    (lambda: L.bmm(Tensor(np.ones((2, 3, 4))), Tensor(np.ones((2, 5, 1)))), ValueError,
+    (lambda: A.bmm(Tensor(np.ones((2, 3, 4))), Tensor(np.ones((2, 5, 1)))), ValueError,
      "do not align"),
-    (lambda: L.bmm(Tensor(np.ones((2, 3, 4))), Tensor(np.ones((3, 4, 1)))), ValueError,
+    (lambda: A.bmm(Tensor(np.ones((2, 3, 4))), Tensor(np.ones((3, 4, 1)))), ValueError,
      "batch shapes"),
     (lambda: L.dropout(Tensor([1.0]), 1.0, rng=0), ValueError, r"\[0, 1\)"),
     (lambda: L.dropout(Tensor([1.0]), 0.5, rng=None), ValueError, "rng="),
     (lambda: L.dropout(Tensor([1.0]), 0.5, rng=0, training="no"), TypeError, "True or False"),
-    (lambda: L.softmax(Tensor([1.0]), subtract_max="no"), TypeError, "subtract_max must be"),
-    (lambda: L.scaled_dot_product_attention(*[Tensor(np.ones((2, 4)))] * 3, causal="yes"),
+    (lambda: fm.softmax(Tensor([1.0]), subtract_max="no"), TypeError, "subtract_max must be"),
+    (lambda: A.scaled_dot_product_attention(*[Tensor(np.ones((2, 4)))] * 3, causal="yes"),
      TypeError, "causal must be True or False"),
     (lambda: L.reshape(Tensor(np.ones(6)), (4, 2)), ValueError, "cannot reshape"),
     (lambda: L.permute(Tensor(np.ones((2, 3))), (0, 0)), ValueError, "not a permutation"),
     (lambda: L.narrow(Tensor(np.ones((2, 3))), 1, 2, 2), ValueError, "outside axis 1"),
-    (lambda: L.scaled_dot_product_attention(Tensor(np.ones((2, 3))), Tensor(np.ones((2, 4))),
+    (lambda: A.scaled_dot_product_attention(Tensor(np.ones((2, 3))), Tensor(np.ones((2, 4))),
                                             Tensor(np.ones((2, 4)))), ValueError, "head_dim"),
     (lambda: L.sequence_loss(Tensor(np.ones((1, 2, 3))), [[0, 3]]), ValueError, r"\[0, 3\)"),
     (lambda: L.sequence_loss(Tensor(np.ones((1, 2, 3))), [[0, 1]], [[False, False]]),

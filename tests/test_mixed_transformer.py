@@ -276,7 +276,7 @@ def test_cpu_autocast_lists_change_the_gradients_upstream_of_softmax_only():
     x, y, mask = data.batch(np.random.default_rng(0), 8)
     grads, losses = {}, {}
     for device in ("cuda", "cpu"):
-        with fm.autocast_device(device), use_precision("bf16-mixed"):
+        with use_precision("bf16-mixed", device=device):
             model = Transformer(data.vocab, 16, 2, 1, data.context, seed=2)
             loss = fm.sequence_loss(model(x), y, mask)
             loss.backward()

@@ -16,24 +16,17 @@ Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per devi
 ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
 ``telemetry`` (per-step counters), ``history`` (History, Comparison), ``trainer`` (Trainer,
 compare), ``checks`` (argument validation), ``data``, ``progress``; for transformers:
-``layers`` (embedding, layer norm, GELU, softmax, attention, dropout), ``models``
+``layers`` (embedding, layer norm, GELU, dropout, shape ops, the sequence loss),
+``attention`` (batched matmul, causal mask, scaled dot-product attention), ``models``
 (Transformer), ``textdata`` (char_lm, digit_reversal), ``seqtrain`` (the Trainer's loop for
 token sequences).
 """
 
+from floatlab.mixed.attention import bmm, scaled_dot_product_attention
 from floatlab.mixed.autocast import AUTOCAST_LISTS
 from floatlab.mixed.data import Dataset, digits, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
-from floatlab.mixed.layers import (
-    autocast_device,
-    bmm,
-    dropout,
-    embedding,
-    gelu,
-    layer_norm,
-    scaled_dot_product_attention,
-    sequence_loss,
-)
+from floatlab.mixed.layers import dropout, embedding, gelu, layer_norm, sequence_loss
 from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
@@ -89,7 +82,7 @@ __all__ = [
     "softmax", "log_softmax", "cross_entropy", "cast",
     # transformer ops
     "embedding", "layer_norm", "gelu", "bmm", "scaled_dot_product_attention", "dropout",
-    "sequence_loss", "autocast_device",
+    "sequence_loss",
     # networks and training
     "Module", "Linear", "MLP", "Transformer", "LayerNorm", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",

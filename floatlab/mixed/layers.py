@@ -2,47 +2,45 @@
 
 Every op here is built like the ones in :mod:`floatlab.mixed.tensor`: it computes in float32
 (float64 for wider formats), rounds its result once through :func:`~floatlab.mixed.quantize`
-to the format its autocast list gives it, and its backward rounds the gradients it sends the
-same way. Which list an op is on depends on the device, exactly as in torch's
-``aten/src/ATen/autocast_mode.cpp`` (see :data:`AUTOCAST_LISTS`): softmax and layer norm are on
-CUDA's float32 list but on no CPU list, so on a CPU they run in their input's format.
+to the format :meth:`Policy.op_format <floatlab.mixed.Policy.op_format>` gives it, and its
+backward rounds the gradients it sends the same way. Which autocast list an op is on depends on
+the policy's ``device`` (see :mod:`floatlab.mixed.autocast`): layer norm is on CUDA's float32
+list but on no CPU list, so on a CPU it runs in its input's format.
 
 >>> import numpy as np
 >>> from floatlab.mixed import Tensor, use_precision
->>> from floatlab.mixed.layers import autocast_device, softmax
->>> scores = np.array([[0.0, 0.3]], np.float32)
+>>> from floatlab.mixed.layers import layer_norm
+>>> x = np.array([[0.0, 0.3]], np.float32)
 >>> with use_precision("bf16-mixed"):
-...     cuda = softmax(Tensor(scores, "bf16"))
-...     with autocast_device("cpu"):
-...         cpu = softmax(Tensor(scores, "bf16"))
+...     cuda = layer_norm(Tensor(x, "bf16"))
+>>> with use_precision("bf16-mixed", device="cpu"):
+...     cpu = layer_norm(Tensor(x, "bf16"))
 >>> cuda.fmt.name, cpu.fmt.name
 ('float32', 'bfloat16')
 
-Ops: :func:`embedding`, :func:`layer_norm`, :func:`gelu`, :func:`softmax` (with or without max
-subtraction), :func:`scaled_dot_product_attention` (causal, multi-head, composed of :func:`bmm`,
-a scale, :func:`masked_fill` and :func:`softmax`), :func:`dropout` (seeded mask), the shape ops
-:func:`reshape`, :func:`permute`, :func:`narrow`, and :func:`sequence_loss`. The residual add is
-:func:`~floatlab.mixed.add` (its backward sums the two paths' gradients); weight tying is one
-parameter read by two ops (see :class:`~floatlab.mixed.Transformer`).
+Ops: :func:`embedding`, :func:`layer_norm`, :func:`gelu`, :func:`dropout` (seeded mask), the
+shape ops :func:`reshape`, :func:`permute`, :func:`narrow`, and :func:`sequence_loss`.
+Attention (:func:`~floatlab.mixed.attention.scaled_dot_product_attention`, ``bmm``, the causal
+mask) lives in :mod:`floatlab.mixed.attention`; softmax (with or without max subtraction) is
+:func:`floatlab.mixed.softmax`. The residual add is :func:`~floatlab.mixed.add` (its backward
+sums the two paths' gradients); weight tying is one parameter read by two ops (see
+:class:`~floatlab.mixed.Transformer`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from floatlab.formats import Format
-from floatlab.mixed.policy import FP32, OpKind, contains, storage_dtype
+from floatlab.mixed.checks import flag
+from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.tensor import (
     Tensor,
-    _matmul_input,
     _operand,
-    _product,
     _result,
     _send,
     active_policy,
@@ -53,95 +51,9 @@ from floatlab.mixed.tensor import (
 from floatlab.mixed.tensor import sum as tsum
 
 __all__ = [
-    "AUTOCAST_LISTS", "DEVICES", "autocast_device", "active_device", "op_format",
-    "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "softmax", "bmm", "masked_fill",
-    "scaled_dot_product_attention", "causal_mask", "dropout", "reshape", "permute", "narrow",
-    "sequence_loss", "erf",
+    "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "dropout", "reshape", "permute",
+    "narrow", "sequence_loss", "erf",
 ]
-
-# --------------------------------------------------------------------------- autocast lists
-
-#: Which autocast list each op is on, per device, as torch's aten/src/ATen/autocast_mode.cpp
-#: registers them (CUDA: the AT_FORALL_LOWER_PRECISION_FP / AT_FORALL_FP32 /
-#: AT_FORALL_FP32_SET_OPT_DTYPE macros; CPU: the AutocastCPU block). "low" is
-#: lower_precision_fp, "safe" is fp32 and fp32_set_opt_dtype, "promote" is torch's promote list
-#: *and* every op on no list (both run in their inputs' widest type). The lab's scaled dot-product
-#: attention is the unfused "math" composition (bmm, scale, mask, softmax, bmm), whose parts follow
-#: their own lists; torch's fused ``scaled_dot_product_attention`` is on the lower-precision list
-#: on both devices.
-AUTOCAST_LISTS: dict[str, dict[str, OpKind]] = {
-    "cuda": {
-        "matmul": "low", "linear": "low", "bmm": "low", "baddbmm": "low",
-        "scaled_dot_product_attention": "low",
-        "exp": "safe", "log": "safe", "sum": "safe", "softmax": "safe", "log_softmax": "safe",
-        "layer_norm": "safe", "mse_loss": "safe",
-        # cross_entropy_loss is not listed on CUDA, but runs as log_softmax (fp32_set_opt_dtype)
-        # and nll_loss (fp32): float32 end to end
-        "cross_entropy": "safe",
-        # mean is on no CUDA list (its kernel accumulates in float32 but returns the input's type)
-        "mean": "promote",
-        "embedding": "promote", "gelu": "promote", "dropout": "promote", "add": "promote",
-        "masked_fill": "promote", "mul": "promote", "tanh": "promote", "relu": "promote",
-    },
-    "cpu": {
-        "matmul": "low", "linear": "low", "bmm": "low", "baddbmm": "low",
-        "scaled_dot_product_attention": "low",
-        # cross_entropy_loss, nll_loss and mse_loss are on the CPU fp32 list...
-        "cross_entropy": "safe", "mse_loss": "safe",
-        # ...exp, log, softmax, log_softmax, layer_norm, sum and mean are on no CPU list
-        "exp": "promote", "log": "promote", "sum": "promote", "mean": "promote",
-        "softmax": "promote", "log_softmax": "promote", "layer_norm": "promote",
-        "embedding": "promote", "gelu": "promote", "dropout": "promote", "add": "promote",
-        "masked_fill": "promote", "mul": "promote", "tanh": "promote", "relu": "promote",
-    },
-}
-DEVICES = tuple(AUTOCAST_LISTS)
-
-_DEVICE: ContextVar[str] = ContextVar("floatlab_autocast_device", default="cuda")
-
-
-@contextmanager
-def autocast_device(device: str) -> Iterator[str]:
-    """Use ``device``'s autocast lists ("cuda" or "cpu") for the ops of this module.
-
-    A policy that carries its own ``device`` attribute takes precedence over this setting.
-    """
-    if device not in AUTOCAST_LISTS:
-        raise ValueError(f"autocast_device({device!r}): use one of {', '.join(DEVICES)}")
-    token = _DEVICE.set(device)
-    try:
-        yield device
-    finally:
-        _DEVICE.reset(token)
-
-
-def active_device() -> str:
-    """The device whose autocast lists the ops follow ("cuda" unless set otherwise)."""
-    return getattr(active_policy(), "device", None) or _DEVICE.get()
-
-
-def op_format(op: str, *inputs: Format) -> Format:
-    """The format ``op`` produces from inputs of ``inputs`` under the active policy and device.
-
-    >>> from floatlab.mixed import use_precision; from floatlab import get_format
-    >>> with use_precision("16-mixed"):
-    ...     op_format("layer_norm", get_format("fp16")).name
-    'float32'
-    """
-    return active_policy().format_for(AUTOCAST_LISTS[active_device()][op], *inputs)
-
-
-def _flag(op: str, name: str, value: Any) -> bool:
-    """A true/false option, refusing truthy strings and numbers ("no" would mean True)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{op}: {name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _opmath(fmt: Format) -> np.dtype:
-    """The dtype an op computes in before its one rounding: float32, or float64 for wider."""
-    return storage_dtype(fmt) if contains(FP32, fmt) else np.dtype(np.float64)
-
 
 # --------------------------------------------------------------------------- shape ops (exact)
 
@@ -237,11 +149,11 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
         raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got {shape}")
     vocab, dim = weight.shape
     idx = _token_ids(ids, vocab)
-    fmt = op_format("embedding", weight.fmt)
+    fmt = active_policy().op_format("embedding", weight.fmt)
     out = quantize(weight.data[idx], fmt, exact=True)
 
     def backward(g: np.ndarray) -> None:
-        rows = np.zeros((vocab, dim), _opmath(fmt))
+        rows = np.zeros((vocab, dim), storage_dtype(fmt))
         np.add.at(rows, idx.reshape(-1), g.reshape(-1, dim))
         _send(weight, rows, fmt)
 
@@ -327,8 +239,8 @@ def layer_norm(
                              f"inputs of shape {x.shape}")
     if not (eps >= 0 and math.isfinite(eps)):
         raise ValueError(f"layer_norm: eps must be finite and >= 0, got {eps}")
-    fmt = op_format("layer_norm", x.fmt)
-    dt = _opmath(fmt)
+    fmt = active_policy().op_format("layer_norm", x.fmt)
+    dt = storage_dtype(fmt)
     xw = x.data.astype(dt, copy=False)
     if stats == "float32":
         mean = xw.mean(axis=-1, dtype=dt)
@@ -396,12 +308,12 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     x = _operand(x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh' (torch's)")
-    fmt = op_format("gelu", x.fmt)
+    fmt = active_policy().op_format("gelu", x.fmt)
     if approximate == "tanh":
         # 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u: x / (1 + exp(-2u)) is the same
         # function without the cancellation of 1 + tanh(u) for negative x (where torch's
         # float32 evaluation loses digits).
-        z = x.data.astype(_opmath(fmt), copy=False)
+        z = x.data.astype(storage_dtype(fmt), copy=False)
         c, a = (z.dtype.type(v) for v in (2 * _SQRT_2_OVER_PI, 0.044715))
         e = z * z  # in place from here: large temporaries cost more than the arithmetic
         e *= a
@@ -436,153 +348,6 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     return _result(out, fmt, (x,), backward, "gelu")
 
 
-# --------------------------------------------------------------------------- softmax
-
-def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``axis`` in the format of softmax's autocast list.
-
-    ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
-    overflow, and the result is computed in float32 and rounded once. ``subtract_max=False`` is
-    the textbook formula as written by hand in the op's format: ``exp(x)``, the sum and the
-    quotient are each rounded to it, so in float16 a logit above log(65504) ~ 11.09 gives inf
-    and the row becomes NaN.
-
-    >>> from floatlab.mixed import use_precision
-    >>> with use_precision("16-true"):
-    ...     row = Tensor([[12.0, 0.0]])
-    ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
-    ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
-    """
-    x = _operand(x)
-    subtract_max = _flag("softmax", "subtract_max", subtract_max)
-    fmt = op_format("softmax", x.fmt)
-    z = x.data.astype(_opmath(fmt), copy=False)
-    if subtract_max:  # in place: the score tensors of attention are the largest of a step
-        e = z - z.max(axis=axis, keepdims=True)
-        e = np.exp(e, out=e)
-        e /= e.sum(axis=axis, keepdims=True)
-        y = quantize(e, fmt)
-    else:
-        e = quantize(np.exp(z), fmt)
-        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
-        y = quantize(e / total, fmt)
-
-    def backward(g: np.ndarray) -> None:
-        gx = g * y
-        np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
-        gx *= y
-        _send(x, gx, fmt)
-
-    return _result(y, fmt, (x,), backward, "softmax")
-
-
-# --------------------------------------------------------------------------- attention
-
-def bmm(a: Any, b: Any) -> Tensor:
-    """Batched ``a @ b`` for (..., n, k) and (..., k, m) tensors, like torch.matmul on 3-D/4-D
-    inputs: inputs rounded to the policy's matmul input format, products accumulated in its
-    accumulation format, the result rounded once to its compute format.
-
-    >>> bmm(Tensor(np.ones((2, 1, 3))), Tensor(np.ones((2, 3, 1)))).data.ravel().tolist()
-    [3.0, 3.0]
-    """
-    a, b = _operand(a), _operand(b)
-    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"bmm: shapes {a.shape} and {b.shape} do not align: need (..., n, k) "
-                         "and (..., k, m)")
-    try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"bmm: batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not "
-                         "broadcast") from None
-    policy = active_policy()
-    fin, fmt = policy.matmul_inputs, op_format("bmm")
-    ai, bi = _matmul_input(a, fin), _matmul_input(b, fin)
-    out = quantize(_product(ai, bi, policy), fmt)
-
-    def backward(g: np.ndarray) -> None:
-        gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
-        if a.requires_grad:
-            ga = _product(gi, np.swapaxes(bi, -1, -2), policy)
-            _send(a, _unbroadcast_batch(ga, a.shape), fmt)
-        if b.requires_grad:
-            gb = _product(np.swapaxes(ai, -1, -2), gi, policy)
-            _send(b, _unbroadcast_batch(gb, b.shape), fmt)
-
-    return _result(out, fmt, (a, b), backward, "bmm")
-
-
-def _unbroadcast_batch(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if g.shape == shape:
-        return g
-    lead = g.ndim - len(shape)
-    g = g.sum(axis=tuple(range(lead))) if lead else g
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    return g.sum(axis=axes, keepdims=True) if axes else g
-
-
-def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
-    """``x`` with the entries where ``mask`` is true replaced by ``value`` (exact when ``value``
-    is representable, as -inf is); no gradient flows to the replaced entries.
-
-    >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
-    [[1.0, -inf]]
-    """
-    x = _operand(x)
-    mask = np.asarray(mask, bool)
-    fmt = op_format("masked_fill", x.fmt)
-    fill = quantize(np.asarray(value, x.data.dtype), fmt)
-    out = np.where(mask, fill, x.data)
-    return _result(out, fmt, (x,), lambda g: _send(x, np.where(mask, 0, g), fmt, exact=True),
-                   "masked_fill")
-
-
-def causal_mask(t_q: int, t_k: int) -> np.ndarray:
-    """True above the diagonal: position i may not look at positions after i."""
-    return np.triu(np.ones((t_q, t_k), bool), k=1 + t_k - t_q)
-
-
-def scaled_dot_product_attention(
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    causal: bool = True,
-    scale: float | None = None,
-    scale_queries: bool = False,
-    subtract_max: bool = True,
-) -> Tensor:
-    """``softmax(q k^T * scale + mask) v`` over the last two axes of (..., heads, T, head_dim)
-    tensors, written the unfused way (nanoGPT's "manual" path): ``bmm`` for the scores, the
-    scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
-
-    ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
-    multiplied by it *before* the product, as fused attention kernels (and torch's math path)
-    do, so the scores are born small: in float16 ``q k^T`` can exceed 65504 and become inf
-    although the scaled scores would be modest.
-
-    >>> q = Tensor(np.ones((1, 2, 4)))
-    >>> scaled_dot_product_attention(q, q, q).shape
-    (1, 2, 4)
-    """
-    q, k, v = _operand(q), _operand(k), _operand(v)
-    causal = _flag("scaled_dot_product_attention", "causal", causal)
-    scale_queries = _flag("scaled_dot_product_attention", "scale_queries", scale_queries)
-    if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
-            or q.shape[:-2] != k.shape[:-2]:
-        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
-                         "must be (..., T, head_dim) with equal batch/head axes and k, v alike")
-    s = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    kt = permute(k, tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2))
-    if scale_queries:
-        scores = bmm(mul(q, s), kt)
-    else:
-        scores = mul(bmm(q, kt), s)
-    if causal:
-        scores = masked_fill(scores, causal_mask(q.shape[-2], k.shape[-2]), -np.inf)
-    return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
-
-
 # --------------------------------------------------------------------------- dropout
 
 def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
@@ -597,7 +362,7 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
     [2.0, 0.0, 0.0, 0.0]
     """
     x = _operand(x)
-    training = _flag("dropout", "training", training)
+    training = flag("dropout: training", training)
     if isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1):
         raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
     if not training or p == 0:
@@ -607,8 +372,8 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
             raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
                              "be reproducible")
         rng = np.random.default_rng(rng)
-    fmt = op_format("dropout", x.fmt)
-    dt = _opmath(fmt)
+    fmt = active_policy().op_format("dropout", x.fmt)
+    dt = storage_dtype(fmt)
     keep = (rng.random(x.shape) >= p).astype(dt) * dt.type(1 / (1 - p))
     out = quantize(x.data.astype(dt, copy=False) * keep, fmt)
     return _result(out, fmt, (x,), lambda g: _send(x, g * keep, fmt), "dropout")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.mixed.attention import scaled_dot_product_attention
 from floatlab.mixed.layers import (
     LAYER_NORM_STATS,
     _token_ids,
@@ -34,7 +35,6 @@ from floatlab.mixed.layers import (
     narrow,
     permute,
     reshape,
-    scaled_dot_product_attention,
 )
 from floatlab.mixed.nn import Linear, Module, parameter
 from floatlab.mixed.tensor import Tensor, add, linear
@@ -82,7 +82,7 @@ class LayerNorm(Module):
 
 class CausalSelfAttention(Module):
     """Multi-head causal self-attention on (batch * T, d_model) rows: ``c_attn`` makes q, k, v
-    (weight (3 d_model, d_model)), :func:`~floatlab.mixed.layers.scaled_dot_product_attention`
+    (weight (3 d_model, d_model)), :func:`~floatlab.mixed.attention.scaled_dot_product_attention`
     mixes positions, ``c_proj`` projects back."""
 
     def __init__(self, d_model: int, heads: int, *, proj_std: float, dropout: float,

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import flag
 from floatlab.mixed.policy import (
     FP32,
     FP64,
@@ -325,8 +326,8 @@ class Tensor:
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return mean(self, axis=axis, keepdims=keepdims)
 
-    def softmax(self, axis: int = -1) -> Tensor:
-        return softmax(self, axis=axis)
+    def softmax(self, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+        return softmax(self, axis=axis, subtract_max=subtract_max)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         return log_softmax(self, axis=axis)
@@ -688,17 +689,40 @@ def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = Fal
     return _result(out, fmt, (x,), backward, "mean")
 
 
-def softmax(x: Any, axis: int = -1) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably; on CUDA's float32 list, in the
-    input's format on CPU."""
+def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, in the format of softmax's autocast list (CUDA's
+    float32 list; on CPU, on no list: the input's format).
+
+    ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
+    overflow, and the result is computed in float32 (float64 for wider formats) and rounded
+    once. ``subtract_max=False`` is the textbook formula written by hand in the op's format:
+    ``exp(x)``, the sum and the quotient are each rounded to it, so in float16 a logit above
+    log(65504) ~ 11.09 gives inf and the row becomes NaN.
+
+    >>> with use_precision("16-true"):
+    ...     row = Tensor([[12.0, 0.0]])
+    ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
+    ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
+    """
     x = _operand(x)
+    subtract_max = flag("softmax: subtract_max", subtract_max)
     fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
-    e = np.exp(z - z.max(axis=axis, keepdims=True))
-    y = quantize(e / e.sum(axis=axis, keepdims=True), fmt)
+    if subtract_max:  # in place: attention's score tensors are the largest of a step
+        e = z - z.max(axis=axis, keepdims=True)
+        e = np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+        y = quantize(e, fmt)
+    else:
+        e = quantize(np.exp(z), fmt)
+        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
+        y = quantize(e / total, fmt)
 
     def backward(g: np.ndarray) -> None:
-        _send(x, y * (g - (g * y).sum(axis=axis, keepdims=True)), fmt)
+        gx = g * y  # y * (g - sum(g * y)), in place
+        np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
+        gx *= y
+        _send(x, gx, fmt)
 
     return _result(y, fmt, (x,), backward, "softmax")
 
