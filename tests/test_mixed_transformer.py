@@ -233,6 +233,25 @@ def test_trainer_trains_a_transformer_and_reports_validation_loss():
     assert 0 <= h.final_test_accuracy <= 1
 
 
+def test_trainer_device_reaches_the_transformers_ops():
+    # Trainer(device=...) is the only switch: the CPU lists give the same first loss (the
+    # softmax output is rounded to bf16 for the next bmm either way) but other gradients, so
+    # the trained weights differ
+    data = digit_reversal(n=256, digits=3)
+    model = Transformer(data.vocab, 16, 2, 1, data.context, seed=1)
+    trainers = {device: Trainer("bf16-mixed", device=device, model=model, batch_size=8,
+                                progress=False, telemetry=False) for device in ("cuda", "cpu")}
+    runs = {device: t.fit(data, steps=3) for device, t in trainers.items()}
+    assert runs["cpu"].info["device"] == "cpu" and runs["cuda"].info["device"] == "cuda"
+    assert runs["cpu"].info["experiment"].endswith("torch's CPU autocast op lists")
+    assert runs["cuda"]["loss"][0] == runs["cpu"]["loss"][0]
+    weights = {device: t.model.state_dict() for device, t in trainers.items()}
+    name = "transformer.h.0.attn.c_attn.weight"  # upstream of the attention softmax
+    assert not np.array_equal(weights["cuda"][name], weights["cpu"][name])
+    with pytest.raises(ValueError, match="device='tpu'"):
+        Trainer("bf16-mixed", device="tpu", model="transformer")
+
+
 def test_compare_on_sequences_shows_perplexity_and_16_true_fails():
     data = digit_reversal(n=512, digits=3)
     model = Transformer(data.vocab, 16, 2, 1, data.context)
