@@ -16,6 +16,11 @@ same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8
 compare() of bf16-mixed + 5 recipes x 500 steps serially and with workers=2 (targets: under
 30 s serially, about half with two workers on two free cores).
 
+The Transformer section (``--transformer only`` runs just it) times the same way a GPT-style
+Transformer (d_model 64, 4 heads, 2 layers, context 64, batch 32 of the character data) against
+the same model written in plain NumPy float32; targets: 32-true at most 2x the floor, 16-mixed /
+bf16-mixed at most 4x; 500 steps of the character model under 60 s.
+
     python benchmarks/bench_training.py                 # everything
     python benchmarks/bench_training.py --repeats 50 --no-compare
 
@@ -40,6 +45,8 @@ _parser.add_argument("--no-compare", action="store_true", help="skip timing comp
 _parser.add_argument("--no-recipes", action="store_true", help="skip the training recipes")
 _parser.add_argument("--recipe-repeats", type=int, default=30, help="timed steps per recipe")
 _parser.add_argument("--blas-threads", default="1", help="BLAS threads ('auto': leave as is)")
+_parser.add_argument("--transformer", choices=("also", "only", "no"), default="also",
+                     help="time the Transformer section too, only, or not")
 ARGS = _parser.parse_args() if __name__ == "__main__" else _parser.parse_args([])
 if ARGS.blas_threads != "auto":
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -56,14 +63,19 @@ from floatlab.mixed import (  # noqa: E402
     StaticScaler,
     StepStats,
     Tensor,
+    Trainer,
+    Transformer,
+    char_lm,
     compare,
     cross_entropy,
     get_policy,
     recipe_run,
     recording,
+    sequence_loss,
     teacher_gaussians,
     use_precision,
 )
+from floatlab.mixed.seqtrain import EVAL_TOKENS  # noqa: E402
 
 SIZES = (16, 64, 64, 4)
 BATCH = 512
@@ -187,7 +199,198 @@ def rounding_microbench(repeats: int) -> list[tuple[str, float]]:
             for f in ("fp16", "bf16", "float8_e5m2")]
 
 
+
+# --------------------------------------------------------------------------- the transformer
+
+T_SHAPE = dict(d_model=64, heads=4, layers=2, context=64)
+T_BATCH = 32
+T_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+
+
+def numpy_transformer_floor(state, ids, targets, heads, full=True, lr=1e-3):
+    """Plain NumPy float32 forward + backward (+ Adam with ``full``) of the Transformer whose
+    weights are ``state`` (the lab's state_dict): nanoGPT's model written directly, with the
+    same tanh GELU, float32 layer norms and tied embeddings."""
+    P = {k: np.array(v, np.float32) for k, v in state.items() if k != "lm_head.weight"}
+    names = list(P)
+    moments = {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in P.items()}
+    layers = len({k.split(".")[2] for k in P if k.startswith("transformer.h.")})
+    B, T = ids.shape
+    d = P["transformer.wte.weight"].shape[1]
+    hd = d // heads
+    scale = np.float32(1 / np.sqrt(hd))
+    mask = np.triu(np.ones((T, T), bool), 1)
+    c, a = np.float32(np.sqrt(2 / np.pi)), np.float32(0.044715)
+    flat_ids, flat_y = ids.reshape(-1), targets.reshape(-1)
+    rows = np.arange(B * T)
+    step_no = [0]
+
+    def ln_fwd(x, w, b):
+        mu = x.mean(-1, keepdims=True)
+        xc = x - mu
+        rstd = 1 / np.sqrt((xc * xc).mean(-1, keepdims=True) + np.float32(1e-5))
+        xhat = xc * rstd
+        return xhat * w + b, (xhat, rstd, w)
+
+    def ln_bwd(g, cache):
+        xhat, rstd, w = cache
+        gw, gb = (g * xhat).sum(0), g.sum(0)
+        gx = g * w
+        gx = rstd * (gx - gx.mean(-1, keepdims=True) - xhat * (gx * xhat).mean(-1, keepdims=True))
+        return gx, gw, gb
+
+    def step():
+        G = {k: None for k in names}
+        wte = P["transformer.wte.weight"]
+        x = (wte[ids] + P["transformer.wpe.weight"][:T]).reshape(B * T, d)
+        caches = []
+        for i in range(layers):
+            p = f"transformer.h.{i}."
+            h, c1 = ln_fwd(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"])
+            qkv = h @ P[p + "attn.c_attn.weight"].T + P[p + "attn.c_attn.bias"]
+            q, k, v = (qkv[:, j * d:(j + 1) * d].reshape(B, T, heads, hd).transpose(0, 2, 1, 3)
+                       for j in range(3))
+            s = (q @ k.transpose(0, 1, 3, 2)) * scale
+            s[..., mask] = -np.inf
+            e = np.exp(s - s.max(-1, keepdims=True))
+            pr = e / e.sum(-1, keepdims=True)
+            y = (pr @ v).transpose(0, 2, 1, 3).reshape(B * T, d)
+            x = x + y @ P[p + "attn.c_proj.weight"].T + P[p + "attn.c_proj.bias"]
+            h2, c2 = ln_fwd(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
+            f = h2 @ P[p + "mlp.c_fc.weight"].T + P[p + "mlp.c_fc.bias"]
+            t = np.tanh(c * (f + a * f * f * f))
+            gl = np.float32(0.5) * f * (1 + t)
+            x = x + gl @ P[p + "mlp.c_proj.weight"].T + P[p + "mlp.c_proj.bias"]
+            caches.append((h, c1, q, k, v, pr, y, h2, c2, f, t, gl))
+        hf, cf = ln_fwd(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
+        z = hf @ wte.T
+        e = np.exp(z - z.max(1, keepdims=True))
+        pz = e / e.sum(1, keepdims=True)
+        loss = -np.log(pz[rows, flat_y]).mean()
+        # backward
+        gz = pz
+        gz[rows, flat_y] -= 1
+        gz /= B * T
+        gwte = gz.T @ hf
+        gx, G["transformer.ln_f.weight"], G["transformer.ln_f.bias"] = ln_bwd(gz @ wte, cf)
+        for i in reversed(range(layers)):
+            p = f"transformer.h.{i}."
+            h, c1, q, k, v, pr, y, h2, c2, f, t, gl = caches[i]
+            G[p + "mlp.c_proj.weight"], G[p + "mlp.c_proj.bias"] = gx.T @ gl, gx.sum(0)
+            ggl = gx @ P[p + "mlp.c_proj.weight"]
+            half = np.float32(0.5)
+            gf = ggl * (half * (1 + t) + half * f * (1 - t * t) * c * (1 + 3 * a * f * f))
+            G[p + "mlp.c_fc.weight"], G[p + "mlp.c_fc.bias"] = gf.T @ h2, gf.sum(0)
+            gh2, G[p + "ln_2.weight"], G[p + "ln_2.bias"] = ln_bwd(
+                gf @ P[p + "mlp.c_fc.weight"], c2)
+            gx = gx + gh2
+            G[p + "attn.c_proj.weight"], G[p + "attn.c_proj.bias"] = gx.T @ y, gx.sum(0)
+            gy = (gx @ P[p + "attn.c_proj.weight"]).reshape(B, T, heads, hd).transpose(0, 2, 1, 3)
+            gpr = gy @ v.transpose(0, 1, 3, 2)
+            gv = pr.transpose(0, 1, 3, 2) @ gy
+            gs = pr * (gpr - (gpr * pr).sum(-1, keepdims=True)) * scale
+            gq, gk = gs @ k, gs.transpose(0, 1, 3, 2) @ q
+            gqkv = np.concatenate([g.transpose(0, 2, 1, 3).reshape(B * T, d)
+                                   for g in (gq, gk, gv)], 1)
+            G[p + "attn.c_attn.weight"], G[p + "attn.c_attn.bias"] = gqkv.T @ h, gqkv.sum(0)
+            gh, G[p + "ln_1.weight"], G[p + "ln_1.bias"] = ln_bwd(
+                gqkv @ P[p + "attn.c_attn.weight"], c1)
+            gx = gx + gh
+        gx3 = gx.reshape(B, T, d)
+        G["transformer.wpe.weight"] = np.zeros_like(P["transformer.wpe.weight"])
+        G["transformer.wpe.weight"][:T] = gx3.sum(0)
+        np.add.at(gwte, flat_ids, gx)
+        G["transformer.wte.weight"] = gwte
+        if full:
+            step_no[0] += 1
+            c1_, c2_ = 1 - 0.9 ** step_no[0], (1 - 0.999 ** step_no[0]) ** 0.5
+            for k in names:
+                m, vv = moments[k]
+                g = G[k]
+                m += (g - m) * np.float32(0.1)
+                vv *= np.float32(0.999)
+                vv += np.float32(0.001) * g * g
+                P[k] -= np.float32(lr / c1_) * m / (np.sqrt(vv) / np.float32(c2_)
+                                                     + np.float32(1e-8))
+        return loss, G
+    return step
+
+
+def emulated_transformer(precision: str, data, ids, targets, full: bool):
+    """One floatlab training step of the Transformer with the public API."""
+    policy = get_policy(precision)
+    with use_precision(policy):
+        model = Transformer(data.vocab, seed=0, **T_SHAPE)
+        opt = Adam(model.parameters(), lr=1e-3)
+    scaler = GradScaler() if policy.scaler == "dynamic" else None
+
+    def step() -> None:
+        with use_precision(policy):
+            opt.zero_grad()
+            loss = sequence_loss(model(ids), targets)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                if full:
+                    scaler.step(opt)
+                    scaler.update()
+            else:
+                loss.backward()
+                if full:
+                    opt.step()
+
+    return step
+
+
+def transformer_section(repeats: int) -> None:
+    """The issue's targets: a 32-true step at most 2x the NumPy floor, 16-mixed / bf16-mixed at
+    most 4x; 500 steps of the character model under 60 s."""
+    data = char_lm(context=T_SHAPE["context"])
+    ids, targets, _ = data.batch(np.random.default_rng(0), T_BATCH)
+    state = Transformer(data.vocab, seed=0, **T_SHAPE).state_dict()
+    fns = {("numpy", "fb"): numpy_transformer_floor(state, ids, targets, T_SHAPE["heads"],
+                                                    full=False),
+           ("numpy", "step"): numpy_transformer_floor(state, ids, targets, T_SHAPE["heads"])}
+    for p in T_PRECISIONS:
+        fns[p, "fb"] = emulated_transformer(p, data, ids, targets, full=False)
+        fns[p, "step"] = emulated_transformer(p, data, ids, targets, full=True)
+    t = timed_interleaved(fns, repeats, warmup=3)
+    print(f"Transformer d_model {T_SHAPE['d_model']}, {T_SHAPE['heads']} heads, "
+          f"{T_SHAPE['layers']} layers, context {T_SHAPE['context']}, batch {T_BATCH}, vocab "
+          f"{len(data.vocab)}, Adam; median of {repeats} calls in interleaved rounds")
+    print()
+    head = ("run", "fwd+bwd ms", "x floor", "step ms", "x floor", "target")
+    fb0, st0 = t["numpy", "fb"], t["numpy", "step"]
+    rows = [("numpy float32 (the floor)", f"{fb0 * 1e3:.1f}", "1.00x", f"{st0 * 1e3:.1f}",
+             "1.00x", "")]
+    for p in T_PRECISIONS:
+        fb, st = t[p, "fb"], t[p, "step"]
+        target = {"32-true": "<= 2x", "16-mixed": "<= 4x", "bf16-mixed": "<= 4x"}.get(p, "")
+        rows.append((f"floatlab {p}", f"{fb * 1e3:.1f}", f"{fb / fb0:.2f}x", f"{st * 1e3:.1f}",
+                     f"{st / st0:.2f}x", target))
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    print()
+    for precision in ("32-true", "bf16-mixed"):
+        for telemetry in (False, True):
+            start, cpu = time.perf_counter(), time.process_time()
+            h = Trainer(precision, model="transformer", progress=False, telemetry=telemetry,
+                        eval_every=100).fit(data, steps=500)
+            total, cpu = time.perf_counter() - start, time.process_time() - cpu
+            # CPU seconds are what the run costs when it has a core to itself (BLAS runs on one
+            # thread); wall seconds include waiting for a core when the machine is busy.
+            print(f"500 steps of the character model, {precision}, telemetry "
+                  f"{'on ' if telemetry else 'off'}: {total:.1f} s wall, {cpu:.1f} s CPU "
+                  f"(target < 60 s; 5 evaluations of {EVAL_TOKENS} validation tokens "
+                  f"included), validation loss {h.final_val_loss:.3f}, perplexity "
+                  f"{h.final_val_perplexity:.2f}")
+
+
 def main() -> int:
+    if ARGS.transformer == "only":
+        transformer_section(max(ARGS.repeats // 10, 5))
+        return 0
     data = teacher_gaussians()
     X, y = data.X_train[:BATCH], data.y_train[:BATCH]
     n = ARGS.repeats
@@ -228,6 +431,9 @@ def main() -> int:
               f"{total:.1f} s (target < 30 s)")
     if not ARGS.no_recipes:
         recipes(data, X, y)
+    if ARGS.transformer == "also":
+        print()
+        transformer_section(max(n // 10, 5))
     return 0
 
 

@@ -223,7 +223,8 @@ def test_autocast_table_is_one_clean_structure_per_device():
     for table in AUTOCAST_LISTS.values():
         assert set(table.values()) <= allowed
     transformer = {"layer_norm", "gelu", "embedding", "scaled_dot_product_attention", "dropout",
-                   "cross_entropy", "mse_loss", "nll_loss", "softmax", "bmm", "baddbmm"}
+                   "cross_entropy", "mse_loss", "nll_loss", "softmax", "bmm", "baddbmm",
+                   "masked_fill"}
     assert set(fm.LAB_OPS) | transformer <= set(AUTOCAST_LISTS["cpu"])
     assert all(device in ("cuda", "cpu") and op in AUTOCAST_LISTS[device] for device, op in NOTES)
 
@@ -238,7 +239,8 @@ def test_autocast_table_is_one_clean_structure_per_device():
     ("layer_norm", "fp32", "none"), ("gelu", "none", "none"), ("embedding", "none", "none"),
     ("dropout", "none", "none"), ("cross_entropy", "fp32", "fp32"), ("mse_loss", "fp32", "fp32"),
     ("nll_loss", "fp32", "fp32"), ("prod", "fp32_set_opt_dtype", "fp32"),
-    ("cat", "none", "promote"),
+    ("cat", "none", "promote"), ("masked_fill", "none", "none"),
+    ("bmm", "lower_precision_fp", "lower_precision_fp"),
 ])
 def test_autocast_lists_are_torchs(op, cuda, cpu):
     from floatlab.mixed.autocast import cast_policy

@@ -18,12 +18,18 @@ Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per devi
 operand schemes and accumulators), ``recipe_gemm`` (running them, per-operand telemetry),
 ``optim8bit`` (Adam with quantised moments, bitsandbytes' Adam8bit), ``history`` (History,
 Comparison), ``trainer`` (Trainer, compare), ``checks`` (argument validation), ``data``,
-``progress``.
+``progress``; for transformers: ``layers`` (embedding, layer norm, GELU, dropout, shape ops,
+the sequence loss), ``attention`` (batched matmul, causal mask, scaled dot-product attention),
+``models`` (Transformer), ``textdata`` (char_lm, digit_reversal), ``seqtrain`` (the Trainer's
+loop for token sequences).
 """
 
+from floatlab.mixed.attention import bmm, scaled_dot_product_attention
 from floatlab.mixed.autocast import AUTOCAST_LISTS
-from floatlab.mixed.data import Dataset, spirals, teacher_gaussians
+from floatlab.mixed.data import Dataset, digits, spirals, teacher_gaussians
 from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
+from floatlab.mixed.layers import dropout, embedding, gelu, layer_norm, sequence_loss
+from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
 from floatlab.mixed.optim8bit import Adam8bit, StateAdam
@@ -66,6 +72,7 @@ from floatlab.mixed.tensor import (
     tanh,
     use_precision,
 )
+from floatlab.mixed.textdata import SequenceDataset, char_lm, digit_reversal
 from floatlab.mixed.trainer import DEFAULT_PRECISIONS, Trainer, bytes_held, compare
 
 __all__ = [
@@ -78,8 +85,11 @@ __all__ = [
     # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
     "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "mean",
     "softmax", "log_softmax", "cross_entropy", "cast",
+    # transformer ops
+    "embedding", "layer_norm", "gelu", "bmm", "scaled_dot_product_attention", "dropout",
+    "sequence_loss",
     # networks and training
-    "Module", "Linear", "MLP", "parameter", "mse_loss", "accuracy",
+    "Module", "Linear", "MLP", "Transformer", "LayerNorm", "parameter", "mse_loss", "accuracy",
     "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
     "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
@@ -88,5 +98,6 @@ __all__ = [
     "Recipe", "Gemm", "TensorScaling", "get_recipe", "recipe_names", "RECIPES", "RecipeRun",
     "recipe_run", "Adam8bit", "StateAdam",
     # data
-    "Dataset", "teacher_gaussians", "spirals",
+    "Dataset", "teacher_gaussians", "spirals", "digits",
+    "SequenceDataset", "char_lm", "digit_reversal",
 ]

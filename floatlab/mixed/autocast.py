@@ -14,7 +14,8 @@ torch 2.13's cast policy for each op the lab has or will have, keyed ``[device][
 ``"none"``
     not on any list: the op runs in its inputs' format (a bf16 input gives a bf16 result) with
     ordinary type promotion. On CPU this is where exp, log, softmax, log_softmax, sum and mean
-    live; on CUDA, mean, gelu, relu, tanh, dropout, embedding and the arithmetic operators.
+    live; on CUDA, mean, gelu, relu, tanh, dropout, embedding, masked_fill and the arithmetic
+    operators.
 
 Sources: ``aten/src/ATen/autocast_mode.h`` of torch 2.13 (the lists CUDA uses) and
 ``aten/src/ATen/autocast_mode.cpp`` (the CPU lists); every CPU entry was checked by running the
@@ -69,7 +70,7 @@ AUTOCAST_LISTS: dict[str, dict[str, CastPolicy]] = {
         "mean": _NONE, "add": _NONE, "sub": _NONE, "mul": _NONE, "div": _NONE, "neg": _NONE,
         "relu": _NONE, "tanh": _NONE, "gelu": _NONE, "silu": _NONE, "sigmoid": _NONE,
         "sqrt": _NONE, "embedding": _NONE, "dropout": _NONE, "batch_norm": _NONE,
-        "cat": _NONE, "stack": _NONE, "max": _NONE, "var": _NONE,
+        "cat": _NONE, "stack": _NONE, "max": _NONE, "var": _NONE, "masked_fill": _NONE,
     },
     "cpu": {
         # lower_precision_fp
@@ -90,7 +91,7 @@ AUTOCAST_LISTS: dict[str, dict[str, CastPolicy]] = {
         "add": _NONE, "sub": _NONE, "mul": _NONE, "div": _NONE, "neg": _NONE, "relu": _NONE,
         "tanh": _NONE, "gelu": _NONE, "silu": _NONE, "sigmoid": _NONE, "sqrt": _NONE,
         "embedding": _NONE, "dropout": _NONE, "batch_norm": _NONE, "max": _NONE, "var": _NONE,
-        "addcmul": _NONE, "addcdiv": _NONE, "dot": _NONE,
+        "addcmul": _NONE, "addcdiv": _NONE, "dot": _NONE, "masked_fill": _NONE,
     },
 }
 

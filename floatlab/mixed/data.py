@@ -1,4 +1,5 @@
-"""Small deterministic datasets for the lab: teacher-labelled Gaussians and 2-D spirals.
+"""Small deterministic datasets for the lab: teacher-labelled Gaussians, 2-D spirals, and
+scikit-learn's bundled 8x8 digits (the optional ``data`` extra).
 
 Arrays are float32 (exact in every storage the lab uses), labels int64, and all arrays are
 read-only so no experiment can change another's data.
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Dataset", "teacher_gaussians", "spirals"]
+__all__ = ["Dataset", "teacher_gaussians", "spirals", "digits"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +142,29 @@ def spirals(
     order = rng.permutation(n)
     return _split("spirals", X[order], y[order].astype(np.int64), classes,
                   int(n * train_fraction), f"{classes} spiral arms, {turns} turns, noise {noise}")
+
+
+def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
+    """The 1797 8x8 handwritten digits bundled with scikit-learn (real data for the MLP).
+
+    Pixels (0..16) are divided by 16, so inputs lie in [0, 1]; rows are shuffled with ``seed``
+    before the split. Needs scikit-learn: ``pip install floatlab[data]``.
+
+    >>> d = digits()                                  # doctest: +SKIP
+    >>> d.features, d.classes, len(d.X_train)         # doctest: +SKIP
+    (64, 10, 1257)
+    """
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"digits: train_fraction must be in (0, 1), got {train_fraction}")
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ImportError("floatlab.mixed.digits() reads the 8x8 digits bundled with "
+                          "scikit-learn, which is not installed: pip install floatlab[data] "
+                          "(the 'data' extra), or pip install scikit-learn") from None
+    bunch = load_digits()
+    X = (np.asarray(bunch.data, np.float64) / 16).astype(np.float32)
+    y = np.asarray(bunch.target, np.int64)
+    order = np.random.default_rng(seed).permutation(len(y))
+    return _split("digits", X[order], y[order], 10, int(len(y) * train_fraction),
+                  "scikit-learn's 8x8 handwritten digits, pixels / 16")

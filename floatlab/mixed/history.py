@@ -23,7 +23,10 @@ COLUMNS: dict[str, str] = {
     "step": "step index, from 0",
     "loss": "cross-entropy of the batch (before the loss multiplier and the loss scale)",
     "accuracy": "accuracy on the batch",
-    "test_accuracy": "accuracy on the test split (evaluation steps only)",
+    "test_accuracy": "accuracy on the test split (evaluation steps only); next-token accuracy "
+                     "on the validation split for sequence models",
+    "val_loss": "mean cross-entropy on the validation split (evaluation steps of sequence models "
+                "only; exp of it is the perplexity)",
     "scale": "loss scale used for this step (1 without a scaler)",
     "skipped": "whether the scaler skipped the optimizer step (inf/NaN gradients)",
     "nonfinite": "op results (forward, backward, optimizer) that held inf or NaN",
@@ -65,6 +68,7 @@ class History:
         self.bytes: list[dict[str, dict[str, int]]] = []
         self.final_train_accuracy = float("nan")
         self.final_test_accuracy = float("nan")
+        self.final_val_loss = float("nan")  # sequence models
         self.wall_time = float("nan")
 
     def _append(self, bytes_held: dict[str, dict[str, int]] | None = None, **row: Any) -> None:
@@ -119,6 +123,12 @@ class History:
         return self.bytes[-1] if self.bytes else {}
 
     @property
+    def final_val_perplexity(self) -> float:
+        """``exp(final_val_loss)`` (NaN for classifiers; inf when the loss overflowed)."""
+        loss = self.final_val_loss
+        return math.nan if math.isnan(loss) else math.exp(min(loss, 700.0))
+
+    @property
     def total_bytes(self) -> int:
         return int(sum(sum(v.values()) for v in self.bytes_held.values()))
 
@@ -134,6 +144,8 @@ class History:
             "steps": len(self),
             "final_train_accuracy": self.final_train_accuracy,
             "final_test_accuracy": self.final_test_accuracy,
+            "final_val_loss": self.final_val_loss,
+            "final_val_perplexity": self.final_val_perplexity,
             "wall_time": self.wall_time,
             "total_bytes": self.total_bytes,
             "skipped_steps": self.skipped_steps,
@@ -217,6 +229,11 @@ class Comparison:
             + ((_pct(h.mean("clipped"), 3), _pct(h.mean("flushed"), 2)) if recipes else ())
             for h in self.histories.values()
         ]
+        if any(not math.isnan(h.final_val_loss) for h in self.histories.values()):
+            # language models: validation loss and perplexity beside the accuracies
+            head = (*head[:3], "val loss", "perplexity", *head[3:])
+            body = [(*r[:3], f"{h.final_val_loss:.4f}", f"{h.final_val_perplexity:.3g}", *r[3:])
+                    for r, h in zip(body, self.histories.values(), strict=True)]
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
 
         def line(cells: tuple[str, ...]) -> str:

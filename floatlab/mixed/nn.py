@@ -93,6 +93,63 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    # ------------------------------------------------------------------ torch-style weights
+    def tied_parameters(self) -> dict[str, str]:
+        """Extra state_dict names that alias a parameter (torch lists tied weights under both
+        names): {alias: name}. None by default."""
+        return {}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """{name: a copy of the values}, with torch's names (``layers.0.weight``, ...) and
+        shapes (Linear weights are (out_features, in_features)); tied weights appear under
+        every name, as in torch.
+
+        >>> sorted(MLP((2, 3), seed=0).state_dict())
+        ['layers.0.bias', 'layers.0.weight']
+        """
+        state = {name: p.data.copy() for name, p in self.named_parameters()}
+        for alias, name in self.tied_parameters().items():
+            state[alias] = state[name].copy()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load values by name (NumPy arrays, or anything ``np.asarray`` takes, such as a CPU
+        torch state_dict's tensors), rounded to each parameter's format. Keys and shapes must
+        match exactly; the arrays passed in are never modified or kept.
+
+        >>> net = MLP((2, 3), seed=0); other = MLP((2, 3), seed=1)
+        >>> other.load_state_dict(net.state_dict())
+        >>> bool((other.layers[0].weight.data == net.layers[0].weight.data).all())
+        True
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"load_state_dict: pass a dict of name -> array, got "
+                            f"{type(state).__name__}")
+        params = dict(self.named_parameters())
+        tied = self.tied_parameters()
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params) - set(tied))
+        if missing or unexpected:
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys "
+                           f"{unexpected}; the state_dict must come from the same architecture")
+        values = {}
+        for name, p in params.items():
+            arr = np.asarray(state[name])
+            if arr.dtype.kind not in "fiu":
+                raise TypeError(f"load_state_dict: {name!r} has dtype {arr.dtype}; expected "
+                                "real numbers")
+            if arr.shape != p.shape:
+                raise ValueError(f"load_state_dict: {name!r} has shape {arr.shape}, the model's "
+                                 f"parameter has shape {p.shape}")
+            values[name] = arr
+        for alias, name in tied.items():
+            if alias in state and not np.array_equal(np.asarray(state[alias]), values[name]):
+                raise ValueError(f"load_state_dict: {alias!r} is tied to {name!r} in this model "
+                                 "but the state_dict holds different values for them")
+        for name, p in params.items():
+            new = Tensor(values[name].astype(np.float64), p.fmt)  # a fresh, rounded copy
+            p.data, p.grad, p._copy = new.data, None, None
+
 
 class Linear(Module):
     """``y = x @ weight.T + bias`` with torch's layout: weight is (out_features, in_features).

@@ -35,6 +35,7 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import flag
 from floatlab.mixed.policy import (
     FP32,
     FP64,
@@ -327,8 +328,8 @@ class Tensor:
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return mean(self, axis=axis, keepdims=keepdims)
 
-    def softmax(self, axis: int = -1) -> Tensor:
-        return softmax(self, axis=axis)
+    def softmax(self, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+        return softmax(self, axis=axis, subtract_max=subtract_max)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         return log_softmax(self, axis=axis)
@@ -690,17 +691,40 @@ def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = Fal
     return _result(out, fmt, (x,), backward, "mean")
 
 
-def softmax(x: Any, axis: int = -1) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably; on CUDA's float32 list, in the
-    input's format on CPU."""
+def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, in the format of softmax's autocast list (CUDA's
+    float32 list; on CPU, on no list: the input's format).
+
+    ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
+    overflow, and the result is computed in float32 (float64 for wider formats) and rounded
+    once. ``subtract_max=False`` is the textbook formula written by hand in the op's format:
+    ``exp(x)``, the sum and the quotient are each rounded to it, so in float16 a logit above
+    log(65504) ~ 11.09 gives inf and the row becomes NaN.
+
+    >>> with use_precision("16-true"):
+    ...     row = Tensor([[12.0, 0.0]])
+    ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
+    ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
+    """
     x = _operand(x)
+    subtract_max = flag("softmax: subtract_max", subtract_max)
     fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
-    e = np.exp(z - z.max(axis=axis, keepdims=True))
-    y = quantize(e / e.sum(axis=axis, keepdims=True), fmt)
+    if subtract_max:  # in place: attention's score tensors are the largest of a step
+        e = z - z.max(axis=axis, keepdims=True)
+        e = np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+        y = quantize(e, fmt)
+    else:
+        e = quantize(np.exp(z), fmt)
+        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
+        y = quantize(e / total, fmt)
 
     def backward(g: np.ndarray) -> None:
-        _send(x, y * (g - (g * y).sum(axis=axis, keepdims=True)), fmt)
+        gx = g * y  # y * (g - sum(g * y)), in place
+        np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
+        gx *= y
+        _send(x, gx, fmt)
 
     return _result(y, fmt, (x,), backward, "softmax")
 
@@ -841,7 +865,8 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
 
 
 def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
-    """``a @ b`` with the policy's accumulation format or Accumulator.
+    """``a @ b`` (2-D, or batched over leading axes) with the policy's accumulation format or
+    Accumulator.
 
     float32 accumulation is BLAS sgemm (products of 16-bit inputs are exact in float32, sums
     round in float32): the tensor-core behaviour. A narrower accumulator, or any Accumulator,
@@ -857,7 +882,15 @@ def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
             return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
         rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
         acc = Accumulator(acc, policy.rounding, rng=rng)
-    return accumulate_matmul(a.astype(np.float64), b.astype(np.float64), acc)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if a.ndim == 2 and b.ndim == 2:
+        return accumulate_matmul(a64, b64, acc)
+    # Batched (attention) products: floatlab.matmul is 2-D, so run it per batch entry.
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a64 = np.broadcast_to(a64, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    b64 = np.broadcast_to(b64, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    out = np.stack([accumulate_matmul(x, y, acc) for x, y in zip(a64, b64, strict=True)])
+    return out.reshape(lead + out.shape[-2:])
 
 
 def matmul(a: Any, b: Any) -> Tensor:

@@ -30,6 +30,7 @@ from floatlab.formats import Format
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
+from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
 from floatlab.mixed.optim8bit import Adam8bit, StateAdam
@@ -43,8 +44,10 @@ from floatlab.mixed.policy import (
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
+from floatlab.mixed.seqtrain import batch_loss, check_model_fits, describe_sequences, fit_sequences
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.tensor import Tensor, cross_entropy, no_grad, quantize, recording, use_precision
+from floatlab.mixed.textdata import SequenceDataset
 
 __all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
 
@@ -141,9 +144,12 @@ class Trainer:
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
         network's small gradients, not part of real training).
     hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
-    model : a Module to train instead (deep-copied; its parameters are rounded to the policy).
+    model : a Module to train instead (deep-copied; its parameters are rounded to the policy),
+        or "transformer": a :class:`~floatlab.mixed.Transformer` (d_model 64, 4 heads, 2
+        layers) sized to a :class:`~floatlab.mixed.SequenceDataset`'s vocabulary and context.
+        Sequence data reports validation loss and perplexity (see :mod:`.seqtrain`).
     batch_size, seed : batches of a seeded per-epoch permutation; the seed also fixes the
-        initial weights and stochastic rounding.
+        initial weights and stochastic rounding. Default 512 rows, or 32 sequences.
     progress : draw a progress bar (stderr, or an updating line in Jupyter).
     telemetry : record underflow / subnormal / overflow / bytes (costs a few NumPy passes per op).
     eval_every : evaluate test accuracy every this many steps (and at the end).
@@ -178,8 +184,8 @@ class Trainer:
         loss_multiplier: float = 1.0,
         hidden: Sequence[int] = (64, 64),
         activation: str = "relu",
-        model: Module | None = None,
-        batch_size: int = 512,
+        model: Module | str | None = None,
+        batch_size: int | None = None,
         seed: int = 0,
         progress: bool = True,
         telemetry: bool = True,
@@ -216,6 +222,10 @@ class Trainer:
         self.optimizer_options = dict(optimizer_options or {})
         lr = None if lr is None else number("lr", lr, positive=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
+        if isinstance(model, str) and model != "transformer":
+            raise ValueError(f"model={model!r}: pass None (an MLP), 'transformer', or a Module")
+        if batch_size is None:
+            batch_size = 32 if model == "transformer" or isinstance(model, Transformer) else 512
         batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
         seed = whole("seed", seed, minimum=0)
         momentum = number("momentum", momentum, nonnegative=True)
@@ -224,9 +234,9 @@ class Trainer:
         self.hidden = _widths(hidden)
         if activation not in ("relu", "tanh"):
             raise ValueError(f"activation={activation!r}: use 'relu' or 'tanh'")
-        if model is not None and not isinstance(model, Module):
-            raise TypeError(f"model must be a floatlab.mixed Module (e.g. MLP((16, 64, 4))), got "
-                            f"{type(model).__name__}")
+        if model is not None and not isinstance(model, (Module, str)):
+            raise TypeError(f"model must be a floatlab.mixed Module (e.g. MLP((16, 64, 4))) or "
+                            f"'transformer', got {type(model).__name__}")
         if fused and optimizer != "adam":
             raise ValueError("fused=True is an option of Adam (torch.optim.Adam(fused=True)); "
                              "use optimizer='adam'")
@@ -249,7 +259,14 @@ class Trainer:
         self.recipe_run = None  # the RecipeRun of the last fit (recipes only)
 
     # ------------------------------------------------------------------ building
-    def _build_model(self, data: Dataset) -> Module:
+    def _build_model(self, data: Dataset | SequenceDataset) -> Module:
+        if isinstance(data, SequenceDataset):
+            if self._model_in == "transformer":
+                return Transformer(data.vocab, 64, 4, 2, data.context, seed=self.seed)
+            check_model_fits(self._model_in, data)
+        elif self._model_in == "transformer" or isinstance(self._model_in, Transformer):
+            raise TypeError(f"a Transformer trains on token sequences (char_lm(), "
+                            f"digit_reversal()), not on the classification data {data.name!r}")
         if self._model_in is None:
             sizes = (data.features, *self.hidden, data.classes)
             return MLP(sizes, activation=self.activation, seed=self.seed)
@@ -293,6 +310,8 @@ class Trainer:
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
         """One line describing the experiment (used as the compare() table's header)."""
+        if isinstance(data, SequenceDataset):
+            return describe_sequences(self, data, steps)
         name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
             self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
         opt = f"{name} lr {self.lr:g}"
@@ -332,6 +351,8 @@ class Trainer:
         data = _dataset(data)
         steps = whole("steps", steps)
         with threadpool_limits(limits=1, user_api="blas"):
+            if isinstance(data, SequenceDataset):
+                return fit_sequences(self, data, steps)
             return self._fit(data, steps)
 
     def _fit(self, data: Dataset, steps: int) -> History:
@@ -371,8 +392,12 @@ class Trainer:
         opt.zero_grad()
         scale = scaler.get_scale() if scaler is not None else 1.0
         with recording(stats) if stats is not None else nullcontext():
-            logits = model(Tensor(xb))
-            loss = cross_entropy(logits, yb)
+            if isinstance(xb, tuple):  # token sequences: (ids, loss mask)
+                logits, loss, batch_accuracy = batch_loss(model, xb, yb)
+            else:
+                logits = model(Tensor(xb))
+                loss = cross_entropy(logits, yb)
+                batch_accuracy = accuracy(logits, yb)
             objective = loss * self.loss_multiplier if self.loss_multiplier != 1 else loss
             (scaler.scale(objective) if scaler is not None else objective).backward()
             if scaler is not None:
@@ -380,7 +405,7 @@ class Trainer:
                 scaler.update()
             else:
                 report = opt.step()
-        row = {"loss": loss.item(), "accuracy": accuracy(logits, yb), "scale": scale,
+        row = {"loss": loss.item(), "accuracy": batch_accuracy, "scale": scale,
                "skipped": report is None,
                "lost_updates": report.lost_fraction if report is not None else math.nan}
         if stats is not None:
@@ -396,18 +421,20 @@ def _widths(hidden: Any) -> tuple[int, ...]:
     return tuple(whole(f"hidden[{i}]", h) for i, h in enumerate(hidden))
 
 
-def _dataset(data: Any) -> Dataset:
-    """``data`` if it is a Dataset (None: the default teacher_gaussians()), else a clear error."""
+def _dataset(data: Any) -> Dataset | SequenceDataset:
+    """``data`` if it is a Dataset or SequenceDataset (None: the default teacher_gaussians()),
+    else a clear error."""
     if data is None:
         return teacher_gaussians()
-    if isinstance(data, Dataset):
+    if isinstance(data, (Dataset, SequenceDataset)):
         return data
     if isinstance(data, (tuple, list)) and len(data) == 2:
         raise TypeError("data=(X, y): wrap the arrays in a Dataset, which also holds a test "
                         "split: Dataset.from_arrays(X, y) (keeps a seeded half for testing) or "
                         "Dataset(name, X_train, y_train, X_test, y_test, classes)")
     raise TypeError(f"data must be a floatlab.mixed.Dataset (e.g. teacher_gaussians(), "
-                    f"spirals() or Dataset.from_arrays(X, y)), got {type(data).__name__}")
+                    f"spirals() or Dataset.from_arrays(X, y)) or a SequenceDataset (char_lm(), "
+                    f"digit_reversal()), got {type(data).__name__}")
 
 
 def _entries(precisions: Any) -> list[Any]:

@@ -1,0 +1,144 @@
+"""Attention, written the unfused way: batched matmuls, a scale, a causal mask, softmax.
+
+Each piece rounds through the policy's hook like every other op of the lab, in the format its
+autocast list gives it on the policy's ``device`` (see :mod:`floatlab.mixed.autocast`):
+:func:`bmm` is on the lower-precision list on both devices; :func:`masked_fill` is on no list
+(the input's format); :func:`~floatlab.mixed.softmax` is on CUDA's float32 list but on no CPU
+list. torch's fused ``scaled_dot_product_attention`` is itself on the lower-precision list; the
+lab's :func:`scaled_dot_product_attention` is the composition its "math" path and nanoGPT's
+manual path run, so the formats of the parts can be seen.
+
+>>> import numpy as np
+>>> from floatlab.mixed import Tensor, use_precision
+>>> q = Tensor(np.ones((1, 2, 4)))
+>>> with use_precision("bf16-mixed"):
+...     scaled_dot_product_attention(q, q, q).fmt.name
+'bfloat16'
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from floatlab.mixed.checks import flag
+from floatlab.mixed.layers import permute
+from floatlab.mixed.policy import contains
+from floatlab.mixed.tensor import (
+    Tensor,
+    _matmul_input,
+    _operand,
+    _product,
+    _result,
+    _send,
+    _unbroadcast,
+    active_policy,
+    mul,
+    quantize,
+    softmax,
+)
+
+__all__ = ["bmm", "masked_fill", "causal_mask", "scaled_dot_product_attention"]
+
+
+def bmm(a: Any, b: Any) -> Tensor:
+    """Batched ``a @ b`` for (..., n, k) and (..., k, m) tensors, like torch.matmul on 3-D/4-D
+    inputs: inputs rounded to the policy's matmul input format, products accumulated in its
+    accumulation format, the result rounded once to its compute format.
+
+    >>> bmm(Tensor(np.ones((2, 1, 3))), Tensor(np.ones((2, 3, 1)))).data.ravel().tolist()
+    [3.0, 3.0]
+    """
+    a, b = _operand(a), _operand(b)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"bmm: shapes {a.shape} and {b.shape} do not align: need (..., n, k) "
+                         "and (..., k, m)")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"bmm: batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not "
+                         "broadcast") from None
+    policy = active_policy()
+    fin, fmt = policy.matmul_inputs, policy.op_format("bmm")
+    ai, bi = _matmul_input(a, fin), _matmul_input(b, fin)
+    out = quantize(_product(ai, bi, policy), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
+        if a.requires_grad:
+            ga = _product(gi, np.swapaxes(bi, -1, -2), policy)
+            _send(a, _unbroadcast(ga, a.shape)[0], fmt)
+        if b.requires_grad:
+            gb = _product(np.swapaxes(ai, -1, -2), gi, policy)
+            _send(b, _unbroadcast(gb, b.shape)[0], fmt)
+
+    return _result(out, fmt, (a, b), backward, "bmm")
+
+
+def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
+    """``x`` with the entries where ``mask`` is true replaced by ``value`` (exact when ``value``
+    is representable, as -inf is); no gradient flows to the replaced entries.
+
+    >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
+    [[1.0, -inf]]
+    """
+    x = _operand(x)
+    mask = np.asarray(mask, bool)
+    fmt = active_policy().op_format("masked_fill", x.fmt)
+    fill = quantize(np.asarray(value, x.data.dtype), fmt)
+    out = np.where(mask, fill, x.data)
+    return _result(out, fmt, (x,), lambda g: _send(x, np.where(mask, 0, g), fmt, exact=True),
+                   "masked_fill")
+
+
+def causal_mask(t_q: int, t_k: int) -> np.ndarray:
+    """True above the diagonal: position i may not look at positions after i (with ``t_k >
+    t_q`` the queries are the last ``t_q`` positions).
+
+    >>> causal_mask(2, 2).tolist()
+    [[False, True], [False, False]]
+    """
+    return np.triu(np.ones((t_q, t_k), bool), k=1 + t_k - t_q)
+
+
+def scaled_dot_product_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = True,
+    scale: float | None = None,
+    scale_queries: bool = False,
+    subtract_max: bool = True,
+) -> Tensor:
+    """``softmax(q k^T * scale + mask) v`` over the last two axes of (..., heads, T, head_dim)
+    tensors, written the unfused way (nanoGPT's "manual" path): ``bmm`` for the scores, the
+    scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
+
+    ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
+    multiplied by it *before* the product, as fused attention kernels (and torch's math path)
+    do, so the scores are born small: in float16 ``q k^T`` can exceed 65504 and become inf
+    although the scaled scores would be modest.
+
+    >>> q = Tensor(np.ones((1, 2, 4)))
+    >>> scaled_dot_product_attention(q, q, q).shape
+    (1, 2, 4)
+    """
+    q, k, v = _operand(q), _operand(k), _operand(v)
+    causal = flag("scaled_dot_product_attention: causal", causal)
+    scale_queries = flag("scaled_dot_product_attention: scale_queries", scale_queries)
+    if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
+            or q.shape[:-2] != k.shape[:-2]:
+        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
+                         "must be (..., T, head_dim) with equal batch/head axes and k, v alike")
+    s = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    kt = permute(k, tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2))
+    if scale_queries:
+        scores = bmm(mul(q, s), kt)
+    else:
+        scores = mul(bmm(q, kt), s)
+    if causal:
+        scores = masked_fill(scores, causal_mask(q.shape[-2], k.shape[-2]), -np.inf)
+    return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
