@@ -184,7 +184,10 @@ def cmd_formats(args: argparse.Namespace) -> int:
         print(f"{name:<20}{f.bits:>5}{f.exp_bits:>4}{f.man_bits:>4}{f.bias:>6}  "
               f"{f.special:<8}{f.max:>13.6g}{f.smallest_positive:>14.6g}  "
               f"{', '.join(aliases.get(name, []))}")
-    print("\nAny name works wherever a format is asked for (-f fp16, -f e4m3fn, -f all).")
+    print("\nIEEE P3109: 32 binary8 formats, p3109_k8p<P><s|u><e|f> for precision P = 1..8, "
+          "signed or unsigned, Extended (+-inf) or Finite (aliases binary8p3se ...): "
+          "floatlab finfo binary8p3se")
+    print("Any name works wherever a format is asked for (-f fp16, -f e4m3fn, -f all).")
     print("Compare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
     return EXIT_OK
 

@@ -453,3 +453,12 @@ def test_formats_lists_the_short_names(capsys):
     for name, aliases in short.items():  # every short name shown names its row's format
         for alias in filter(None, aliases):
             assert floatlab.get_format(alias) == floatlab.get_format(name), alias
+
+
+def test_formats_points_to_the_p3109_family(capsys):
+    from floatlab.cli import main
+
+    assert main(["formats"]) == 0
+    out = capsys.readouterr().out
+    assert "IEEE P3109" in out and "binary8p3se" in out
+    assert main(["finfo", "binary8p3se"]) == 0
