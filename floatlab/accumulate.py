@@ -48,6 +48,8 @@ from floatlab.sequential import (
     _native_accumulate,
     _native_dtype,
     _speculative_column,
+    _truncating_products,
+    _truncating_products_apply,
 )
 
 __all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
@@ -178,6 +180,9 @@ class Accumulator:
     # ------------------------------------------------------------------ running it
     def reduce(self, terms: _Terms) -> np.ndarray:
         """Sum ``terms`` (n terms of m independent sums) into an (m,) float64 array."""
+        if self.order != "pairwise" and _truncating(terms, self):
+            partial = _truncating_products(terms.a, terms.b, self.fmt, self.chunk)
+            return self._outer().reduce(_ArrayTerms(partial)) if self.chunk else partial[0]
         if self.chunk is not None:
             return self._chunked(terms)
         if self.order == "pairwise":
@@ -223,11 +228,15 @@ class Accumulator:
         inner_acc = Accumulator(self.fmt, self.rounding, "sequential", fused=True,
                                 rng=self.rng, random_bits=self.random_bits)
         partial = inner_acc.reduce(_ArrayTerms(inner)).reshape(blocks, m)
-        if self.promote is None:
-            outer = inner_acc
-        else:  # CUDA-core FP32 registers: round to nearest even
-            outer = Accumulator(self.promote, "nearest_even")
-        return outer.reduce(_ArrayTerms(partial))
+        return self._outer(inner_acc).reduce(_ArrayTerms(partial))
+
+    def _outer(self, inner: Accumulator | None = None) -> Accumulator:
+        """The adder of the block sums: the promoted register (CUDA-core FP32 registers round
+        to nearest even), else the accumulator itself in sequential order."""
+        if self.promote is not None:
+            return Accumulator(self.promote, "nearest_even")
+        return inner or Accumulator(self.fmt, self.rounding, "sequential", fused=True,
+                                    rng=self.rng, random_bits=self.random_bits)
 
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
@@ -330,6 +339,15 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
 
 
 _SPECULATIVE_MAX_COLUMNS = 8
+
+# Switch for the tests, which check the truncating fast path equal to the general one.
+_FAST_TRUNCATION = True
+
+
+def _truncating(terms: _Terms, acc: Accumulator) -> bool:
+    """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
+    return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
+            and _truncating_products_apply(acc, terms.a, terms.b))
 
 
 # --------------------------------------------------------------------------- the functions
