@@ -290,7 +290,9 @@ class _ProductTerms(_Terms):
         self.a, self.b, self.round_to = a, b, round_to
         self.n = a.shape[1]
         self.m = a.shape[0] * b.shape[1]
-        self.bits = round_to.fmt.p if round_to is not None else _bits(a) + _bits(b)
+        # significant bits of a's and b's values (11, 24 or 53): bound the products' bits
+        self.bits_a, self.bits_b = (None, None) if round_to is not None else (_bits(a), _bits(b))
+        self.bits = round_to.fmt.p if round_to is not None else self.bits_a + self.bits_b
 
     def block(self, start: int, stop: int) -> np.ndarray:
         prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
@@ -347,7 +349,7 @@ _FAST_TRUNCATION = True
 def _truncating(terms: _Terms, acc: Accumulator) -> bool:
     """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
     return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
-            and _truncating_products_apply(acc, terms.a, terms.b))
+            and _truncating_products_apply(acc, terms.a, terms.b, terms.bits_a, terms.bits_b))
 
 
 # --------------------------------------------------------------------------- the functions

@@ -1,0 +1,50 @@
+"""Fast paths of the quantisation core checked against the general code they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab.quant import scales as scales_mod
+from floatlab.quant.delayed import quantize_scaled
+from floatlab.quant.scales import block_scales
+from floatlab.quant.scheme import get_scheme
+
+
+def _float32_midpoints(rng, n):
+    """float64 values at, just below and just above float32 rounding midpoints."""
+    f = rng.standard_normal(n).astype(np.float32).astype(np.float64)
+    mid = f * (1 + 2.0**-24)  # halfway to the next float32 (for |significand| in [1, 2))
+    return np.abs(np.concatenate([mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf), f]))
+
+
+@pytest.mark.parametrize("name", ["fp8_rowwise", "fp8_1x128", "fp8_tensorwise", "int8_row"])
+def test_float32_scales_cast_equals_floatlab_round(name, monkeypatch):
+    rng = np.random.default_rng(0)
+    scheme = get_scheme(name)
+    element_max = float(scheme.element.max)
+    amax = np.concatenate([
+        _float32_midpoints(rng, 2000) * element_max,   # raw = amax / max lands on midpoints
+        np.array([0.0, 1e-60, 2.0**-126 * element_max, 3e38 * element_max, 1e300]),
+        np.abs(rng.standard_normal(500)) * 10.0 ** rng.integers(-40, 40, 500),
+    ])[:, None]
+    fast = block_scales(amax, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", False)
+    slow = block_scales(amax, scheme)
+    for f, s in zip(fast, slow, strict=True):
+        assert np.array_equal(f, s)
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", True)
+    fast_q = floatlab.fake_quantize(x, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", False)
+    assert np.array_equal(fast_q, floatlab.fake_quantize(x, scheme))
+
+
+def test_saturation_count_skips_inf_and_nan_inputs():
+    x = np.array([np.inf, 500.0, np.nan, -1.0, -np.inf, -470.0, 464.0])
+    q = quantize_scaled(x, "e4m3fn", scale=1.0)
+    assert q.n_saturated == 2          # 500 and -470; 464 ties down to 448; inf / NaN are not
+    assert quantize_scaled(x[[0, 2, 3]], "e4m3fn", scale=1.0).n_saturated == 0
+    # float64 elements: the threshold is inf; a finite input scaled to inf is counted
+    assert quantize_scaled(np.array([1e308, np.inf]), "float64", scale=10.0).n_saturated == 1
