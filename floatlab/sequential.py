@@ -42,72 +42,9 @@ def _bits(values: np.ndarray) -> int:
 def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
 
-    Each step adds the outer product of one inner index in float64 and rounds the sums once
-    to float16 (see :func:`_float16_cast_adds` for why that is the fp16 adder), in tiles of
-    rows whose buffers stay in a core's L2 cache. The rounding is NumPy's float64 -> float16
-    cast, computed on the bit patterns where that is provably the same (NumPy's cast converts
-    element by element, several times slower than a pass of integer arithmetic):
-
-    * |s| in [2**-14, 65520): the cast rounds to 11 significant bits, nearest even, inside
-      fp16's normal range (65520 = max + ulp / 2 and above overflow). Rounding the float64
-      pattern at bit 42 (add half - 1, plus 1 if the kept part is odd, clear the low bits)
-      is that rounding: patterns are linear in the value within a binade, a carry steps into
-      the next binade, and no result exceeds max (the largest value below 65520 rounds to it).
-    * zeros keep their pattern (and sign); the few nonzero |s| below 2**-14 (fp16 subnormals)
-      are cast element-wise;
-    * a step where any |s| reaches 65520 or is inf / NaN is cast whole.
-
-    ``_float16_products_by_cast`` is the plain cast loop the tests check this against.
+    Three in-place passes over the (M, N) outputs per inner index (outer product, float64 sum,
+    cast back to float16), in buffers that stay in cache; see :func:`_float16_cast_adds`.
     """
-    n, k = a.shape
-    m = b.shape[1]
-    if m < n:  # the transposed product sums the same products in the same order
-        return _float16_products(b.T, a.T).T
-    total = np.empty((n, m))
-    rows = builtins.max(1, _TILE // builtins.max(m, 1))
-    a_columns = np.ascontiguousarray(a.T)
-    for start in range(0, n, rows):
-        stop = builtins.min(n, start + rows)
-        total[start:stop] = _float16_tile(a_columns[:, start:stop], b)
-    return total
-
-
-_F16_OVERFLOW = np.float64(65520.0).view(np.uint64)        # max + ulp / 2: rounds to inf
-_F16_NORMAL = np.float64(2.0**-14).view(np.uint64)         # fp16's smallest normal
-_ABS = np.uint64((1 << 63) - 1)
-
-
-def _float16_tile(a_columns: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The loop of :func:`_float16_products` on one tile of rows (a_columns: (k, rows))."""
-    shape = (a_columns.shape[1], b.shape[1])
-    total, x, s = np.zeros(shape), np.empty(shape), np.empty(shape)
-    mag = np.empty(shape, dtype=np.uint64)
-    s_bits, total_bits = s.view(np.uint64), total.view(np.uint64)
-    one, half, clear = np.uint64(1), np.uint64((1 << 41) - 1), ~np.uint64((1 << 42) - 1)
-    shift = np.uint64(42)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for a_col, b_row in zip(a_columns, b, strict=True):
-            np.multiply(a_col[:, None], b_row, out=x)  # exact: <= 22 + 24 bits
-            np.add(total, x, out=s)
-            np.bitwise_and(s_bits, _ABS, out=mag)
-            if mag.max() >= _F16_OVERFLOW:  # overflow, inf or NaN: NumPy's cast
-                total[...] = s.astype(np.float16)
-                continue
-            np.subtract(mag, one, out=mag)  # zero wraps to the top: never "tiny"
-            tiny = mag.min() < _F16_NORMAL - one
-            np.right_shift(s_bits, shift, out=total_bits)
-            np.bitwise_and(total_bits, one, out=total_bits)
-            np.add(total_bits, half, out=total_bits)
-            np.add(total_bits, s_bits, out=total_bits)
-            np.bitwise_and(total_bits, clear, out=total_bits)
-            if tiny:
-                where = np.flatnonzero(mag < _F16_NORMAL - one)
-                total.reshape(-1)[where] = s.reshape(-1)[where].astype(np.float16)
-    return total
-
-
-def _float16_products_by_cast(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The reference for :func:`_float16_products`: NumPy's float16 cast at every step."""
     a_columns = np.ascontiguousarray(a.T)
     total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float16)
     work = np.empty(total.shape)
@@ -352,7 +289,7 @@ def _truncating_products(a: np.ndarray, b: np.ndarray, fmt: Format, chunk: int |
     return total.reshape(blocks, n * m)
 
 
-_TILE = 8192  # elements per work buffer
+_TILE = 8192  # elements per work buffer (five float64 buffers: 320 KiB)
 
 
 def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) -> np.ndarray:

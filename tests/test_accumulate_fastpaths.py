@@ -1,9 +1,7 @@
-"""Fast paths of floatlab.sequential's matmul accumulation.
-
-The truncating path (round toward zero, as DeepSeek-V3's e8m13 tensor-core accumulator): equal
-to the general path (TwoSum, round to odd, floatlab.round) everywhere it applies, refused where
-its preconditions fail, and checked against an exact fractions.Fraction model of truncation.
-The fp16 path: its bit-pattern rounding equal to NumPy's float16 cast at every step."""
+"""The truncating fast path of floatlab.sequential (round-toward-zero matmul accumulation, as in
+DeepSeek-V3's e8m13 tensor-core accumulator): equal to the general path (TwoSum, round to odd,
+floatlab.round) everywhere it applies, refused where its preconditions fail, and checked
+against an exact fractions.Fraction model of truncation."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ import pytest
 import floatlab
 from floatlab import accumulate as acc_mod
 from floatlab.accumulate import Accumulator, _ProductTerms, _truncating
-from floatlab.sequential import _float16_products, _float16_products_by_cast
 
 
 def _both(a, b, acc, monkeypatch):
@@ -141,27 +138,3 @@ def test_other_modes_and_unfused_products_are_not_taken(monkeypatch):
         terms = _ProductTerms(a, a.T, None if acc.fused else acc)
         assert not (acc.order != "pairwise" and _truncating(terms, acc))
 
-
-def test_float16_pattern_rounding_equals_the_cast():
-    """Random fp16 products across the range: subnormal sums, zeros of both signs, ties,
-    overflow to inf mid-sum and inf inputs, in both orientations (m < n is transposed)."""
-    rng = np.random.default_rng(5)
-    for trial in range(120):
-        n, k, m = (int(v) for v in rng.integers(1, 60, 3))
-        a = (rng.standard_normal((n, k)) * 2.0 ** rng.integers(-16, 9)).astype(np.float16)
-        b = (rng.standard_normal((k, m)) * 2.0 ** rng.integers(-12, 6)).astype(np.float16)
-        a, b = a.astype(np.float64), b.astype(np.float64)
-        a[rng.random(a.shape) < 0.2] = -0.0
-        if trial % 7 == 0:
-            b[0, 0] = np.inf
-        if trial % 11 == 0:
-            a = 60000.0 * np.sign(a)
-        assert _same(_float16_products(a, b), _float16_products_by_cast(a, b)), trial
-
-
-def test_float16_products_used_by_the_accumulator():
-    a = np.array([[2048.0, 1.0, 1.0, -(2.0**-24)]])
-    b = np.array([[1.0], [1.0], [1.0], [1.0]])
-    out = floatlab.matmul(a, b, Accumulator("fp16"))
-    assert out.tolist() == [[2048.0]]  # 2048 + 1 ties to even twice, then a subnormal loss
-    assert _same(_float16_products(a, b), _float16_products_by_cast(a, b))
