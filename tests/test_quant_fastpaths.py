@@ -48,3 +48,31 @@ def test_saturation_count_skips_inf_and_nan_inputs():
     assert quantize_scaled(x[[0, 2, 3]], "e4m3fn", scale=1.0).n_saturated == 0
     # float64 elements: the threshold is inf; a finite input scaled to inf is counted
     assert quantize_scaled(np.array([1e308, np.inf]), "float64", scale=10.0).n_saturated == 1
+
+
+@pytest.mark.parametrize("name", ["fp8_1x128", "fp8_128x128", "mxfp8", "nvfp4", "mxfp4",
+                                  "nf4_dq", "dynamic8"])
+def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
+    """A tile longer than its axis is cut to it (no padding): same scales, codes, values and
+    statistics as the padded tile."""
+    import importlib
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    rng = np.random.default_rng(1)
+    scheme = get_scheme(name)
+    for shape in ((512, 16), (3, 50), (130, 7), (1, 5), (200, 129)):
+        x = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        x[rng.random(shape) < 0.1] = 0.0
+        results = []
+        for clamp in (True, False):
+            monkeypatch.setattr(quantize_mod, "_CLAMP_TILES", clamp)
+            q = floatlab.quantize(x, scheme)
+            results.append((floatlab.fake_quantize(x, scheme), q.dequantize(), q.codes,
+                            q.scales, q.scale_codes, q.global_scale, q.nbytes, q.stats,
+                            floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape,
+                                                global_scale=q.global_scale)))
+        for fast, slow in zip(*results, strict=True):
+            if isinstance(fast, np.ndarray):
+                assert fast.shape == slow.shape and np.array_equal(fast, slow), (shape, name)
+            else:
+                assert fast == slow, (shape, name)
