@@ -138,3 +138,14 @@ def test_other_modes_and_unfused_products_are_not_taken(monkeypatch):
         terms = _ProductTerms(a, a.T, None if acc.fused else acc)
         assert not (acc.order != "pairwise" and _truncating(terms, acc))
 
+
+
+def test_bits_bound():
+    from floatlab.sequential import _bits
+
+    assert _bits(np.array([1.5, -2.0**-24, 65504.0, np.inf, 0.0])) == 11
+    assert _bits(np.array([1.0, 2.0**-30])) == 24       # below fp16's smallest subnormal
+    assert _bits(np.array([65520.0])) == 24             # fp16's cast overflows to inf
+    assert _bits(np.array([1.0 + 2.0**-30])) == 53
+    assert _bits(np.array([1.0, np.nan])) == 53         # NaN: the bound that always holds
+    assert _bits(np.array([1e39])) == 53                # beyond float32's range
