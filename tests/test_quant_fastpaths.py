@@ -76,3 +76,20 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast.shape == slow.shape and np.array_equal(fast, slow), (shape, name)
             else:
                 assert fast == slow, (shape, name)
+
+
+@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48)])
+def test_block_amax_paths_equal_the_row_reduction(shape):
+    import importlib
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    rng = np.random.default_rng(2)
+    view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
+    view = view.astype(np.float32)
+    view[::7] = -0.0
+    expected = np.abs(view).max(axis=1, keepdims=True)
+    got = quantize_mod._amax(view)
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    view[3, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        quantize_mod._amax(view)

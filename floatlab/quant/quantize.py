@@ -154,6 +154,10 @@ def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
     if view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
         amax = _amax_short_rows(view)[:, None]
+    elif view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256:
+        # Fewer rows than a chunk: |x| transposed once, then one vectorised maximum down its
+        # columns instead of a reduction per short row (same values: max is exact).
+        amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
