@@ -241,8 +241,14 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
 
 def _float32_ok(element: Any) -> bool:
     if isinstance(element, Format):
-        return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
+        return _format_fits_float32(element)
     return bool(element.float32_exact)
+
+
+@lru_cache(maxsize=64)
+def _format_fits_float32(element: Format) -> bool:
+    """Cached: Format.emax is a computed property, and this runs on every quantisation."""
+    return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
 
 
 @lru_cache(maxsize=64)
