@@ -24,7 +24,8 @@ stochastic rounding picks between the same two neighbours with probabilities exa
 A float64 accumulator adds natively (round to nearest even only).
 
 Sequential sums run one vectorised addition per term index across all independent sums;
-single long sums and the native fast paths are in :mod:`floatlab.sequential`.
+single long sums, the native fast paths and the truncating (round-toward-zero) matmul path are
+in :mod:`floatlab.sequential`.
 """
 
 from __future__ import annotations
