@@ -24,7 +24,8 @@ stochastic rounding picks between the same two neighbours with probabilities exa
 A float64 accumulator adds natively (round to nearest even only).
 
 Sequential sums run one vectorised addition per term index across all independent sums;
-single long sums and the native fast paths are in :mod:`floatlab.sequential`.
+single long sums, the native fast paths and the truncating (round-toward-zero) matmul path are
+in :mod:`floatlab.sequential`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from floatlab.sequential import (
     _native_accumulate,
     _native_dtype,
     _speculative_column,
+    _truncating_products,
+    _truncating_products_apply,
 )
 
 __all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
@@ -178,6 +181,9 @@ class Accumulator:
     # ------------------------------------------------------------------ running it
     def reduce(self, terms: _Terms) -> np.ndarray:
         """Sum ``terms`` (n terms of m independent sums) into an (m,) float64 array."""
+        if self.order != "pairwise" and _truncating(terms, self):
+            partial = _truncating_products(terms.a, terms.b, self.fmt, self.chunk)
+            return self._outer().reduce(_ArrayTerms(partial)) if self.chunk else partial[0]
         if self.chunk is not None:
             return self._chunked(terms)
         if self.order == "pairwise":
@@ -223,11 +229,15 @@ class Accumulator:
         inner_acc = Accumulator(self.fmt, self.rounding, "sequential", fused=True,
                                 rng=self.rng, random_bits=self.random_bits)
         partial = inner_acc.reduce(_ArrayTerms(inner)).reshape(blocks, m)
-        if self.promote is None:
-            outer = inner_acc
-        else:  # CUDA-core FP32 registers: round to nearest even
-            outer = Accumulator(self.promote, "nearest_even")
-        return outer.reduce(_ArrayTerms(partial))
+        return self._outer(inner_acc).reduce(_ArrayTerms(partial))
+
+    def _outer(self, inner: Accumulator | None = None) -> Accumulator:
+        """The adder of the block sums: the promoted register (CUDA-core FP32 registers round
+        to nearest even), else the accumulator itself in sequential order."""
+        if self.promote is not None:
+            return Accumulator(self.promote, "nearest_even")
+        return inner or Accumulator(self.fmt, self.rounding, "sequential", fused=True,
+                                    rng=self.rng, random_bits=self.random_bits)
 
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
@@ -281,7 +291,9 @@ class _ProductTerms(_Terms):
         self.a, self.b, self.round_to = a, b, round_to
         self.n = a.shape[1]
         self.m = a.shape[0] * b.shape[1]
-        self.bits = round_to.fmt.p if round_to is not None else _bits(a) + _bits(b)
+        # significant bits of a's and b's values (11, 24 or 53): bound the products' bits
+        self.bits_a, self.bits_b = (None, None) if round_to is not None else (_bits(a), _bits(b))
+        self.bits = round_to.fmt.p if round_to is not None else self.bits_a + self.bits_b
 
     def block(self, start: int, stop: int) -> np.ndarray:
         prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
@@ -330,6 +342,15 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
 
 
 _SPECULATIVE_MAX_COLUMNS = 8
+
+# Switch for the tests, which check the truncating fast path equal to the general one.
+_FAST_TRUNCATION = True
+
+
+def _truncating(terms: _Terms, acc: Accumulator) -> bool:
+    """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
+    return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
+            and _truncating_products_apply(acc, terms.a, terms.b, terms.bits_a, terms.bits_b))
 
 
 # --------------------------------------------------------------------------- the functions

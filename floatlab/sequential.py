@@ -31,12 +31,17 @@ if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fie
 def _bits(values: np.ndarray) -> int:
     """An upper bound on the significant bits of the values: 11 if they are all float16 values,
     24 if float32 values, else 53 (a value equal to its cast is representable, whatever the cast's
-    rounding; so the check is exact)."""
+    rounding; so the check is exact). NaN anywhere gives 53, the bound that always holds.
+
+    The float16 test casts the float32 copy: the values equal it, so it is the values' cast.
+    """
     with np.errstate(over="ignore", invalid="ignore"):
-        for dtype, bits in ((np.float16, 11), (np.float32, 24)):
-            if np.array_equal(values.astype(dtype), values, equal_nan=True):
-                return bits
-    return 53
+        narrow = values.astype(np.float32)
+        if not np.equal(narrow, values).all():
+            return 53
+        if np.equal(narrow.astype(np.float16), narrow).all():
+            return 11
+    return 24
 
 
 def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -190,3 +195,125 @@ def _choose_by_parity(r_even, r_odd, quantum, parity0: int) -> np.ndarray:
     after = (base + flips - flips_before) & 1
     before = np.concatenate([[parity0], after[:-1]]).astype(bool)
     return np.where(before, r_odd, r_even)
+
+
+# --------------------------------------------------------------------------- truncating adders
+
+def _truncating_products_apply(acc: Accumulator, a: np.ndarray, b: np.ndarray,
+                               bits_a: int, bits_b: int) -> bool:
+    """Whether :func:`_truncating_products` is this adder on the products ``a[:, k] * b[k, :]``.
+
+    Round toward zero (DeepSeek-V3's ~14-bit e8m13 tensor-core accumulator, any other binary
+    format with zero, subnormals and a normal range), fused products, and two conditions
+    checked here once for the whole product, which keep every running sum where a mask of the
+    float64 bits is the truncation (see :func:`_truncating_products`):
+
+    * no overflow: ``|a| @ |b|`` (computed in float64, whose relative error is below 2**-40 for
+      these sizes) stays below the format's max; every running sum is at most the sum of the
+      |products| it has seen, since truncation never grows a magnitude;
+    * a common quantum: every product is a multiple of the format's subnormal quantum
+      ``2**(emin - man_bits)``. A value v with |v| in [2**(E-1), 2**E) (frexp's E) and at
+      most ``b`` significant bits (``bits_a`` / ``bits_b``, from :func:`_bits`) is a multiple
+      of ``2**(E - b)``; so ``min(E over a) - bits_a`` plus the same for b bounds the lowest
+      set bit of every product from below (a float64 product is exact or rounded to a coarser
+      grid, a multiple either way).
+    """
+    fmt = acc.fmt
+    if (acc.rounding != "toward_zero" or acc.compensated or not acc.fused
+            or not (fmt.signed and fmt.has_zero and fmt.subnormals and fmt.has_normals)
+            or not 1 <= fmt.man_bits <= 50 or fmt.emin - fmt.man_bits < -1000
+            or a.size == 0 or b.size == 0):
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        peak = float((np.abs(a) @ np.abs(b)).max(initial=0.0))
+    if not peak <= fmt.max * (1 - 2.0**-30):  # also refuses NaN / inf
+        return False
+    return _lowest_bit(a, bits_a) + _lowest_bit(b, bits_b) >= fmt.emin - fmt.man_bits
+
+
+def _lowest_bit(values: np.ndarray, bits: int) -> int:
+    """A lower bound on the exponent of the lowest set bit of every nonzero value (finite),
+    given that every value has at most ``bits`` significant bits (see :func:`_bits`)."""
+    exponents = np.frexp(values)[1]  # |v| < 2**E; zeros give 0, which only lowers the bound
+    return int(exponents.min()) - bits
+
+
+def _truncating_products(a: np.ndarray, b: np.ndarray, fmt: Format, chunk: int | None
+                         ) -> np.ndarray:
+    """Sums of ``a[:, k] * b[k, :]`` added one k at a time, each addition rounded toward zero
+    to ``fmt``: (blocks, M * N) partial sums of consecutive blocks of ``chunk`` inner indices
+    (one block of all of them when chunk is None). Only where
+    :func:`_truncating_products_apply` says so.
+
+    Each addition of a product x to the running sum t (a value of fmt, in float64) is eleven
+    in-place passes on float64 buffers, instead of the general TwoSum, round to odd and
+    floatlab.round (whose temporaries cost more than its arithmetic on these sizes):
+
+    1. ``s = fl(t + x)`` and its exact error ``e`` (Knuth's TwoSum): ``t + x == s + e``.
+    2. Truncating the exact sum X to p = man_bits + 1 bits is masking the low 52 - man_bits
+       bits of s, after one step of s toward zero (its bit pattern minus one: the patterns of
+       float64 magnitudes are monotone) where X lies strictly closer to zero than s
+       (``e * s < 0``). Proof, for |X| >= 2**emin (normal results, fmt's grid there being the
+       float64 values with man_bits fraction bits): the grid points around X are float64
+       values g1 <= X < g2 (magnitudes); if s is not on the grid, |s - X| <= ulp(s) / 2 puts
+       both s and the float64 value next to it toward zero strictly between g1 and g2, so
+       both truncate to g1; if s is on the grid it is g1 when |X| >= |s|, else X lies in
+       (prev(s), s) and the value one ulp below s truncates to the grid point before s.
+    3. Below 2**emin: t and x are multiples of the subnormal quantum q (checked by the caller
+       for the exact products; a float64 rounding of a multiple of q is one too; fmt's values
+       all are), so X is one, below 2**emin: a value of fmt, exact in float64 (s = X, e = 0,
+       nothing to mask).
+    4. ``e * s`` neither underflows nor overflows: both are multiples of q (e is the
+       difference of two such values) below fmt.max.
+    5. Zero: s is +0 for every exact cancellation (float64 addition), t starts at +0 and no
+       -0 product survives an addition to +0, as floatlab.round of the odd sum gives.
+    Blocks are summed side by side (one pass per inner index for all of them); a ragged last
+    block is padded with zero products, which leave a sum unchanged (s = t, e = 0).
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if m < n:  # the transposed product sums the same products in the same order; a long
+        #        last axis keeps the outer products' broadcasting loops long
+        partial = _truncating_products(b.T, a.T, fmt, chunk)
+        return partial.reshape(-1, m, n).transpose(0, 2, 1).reshape(-1, n * m)
+    size = k if chunk is None else builtins.min(chunk, k)  # one short block: no padding
+    blocks = -(-k // size)
+    a_cols = np.zeros((blocks * size, n))
+    a_cols[:k] = a.T
+    b_rows = np.zeros((blocks * size, m))
+    b_rows[:k] = b
+    a_cols = a_cols.reshape(blocks, size, n).transpose(1, 0, 2)  # [i] -> (blocks, n)
+    b_rows = b_rows.reshape(blocks, size, m).transpose(1, 0, 2)  # [i] -> (blocks, m)
+    total = np.empty((blocks, n, m))
+    # Rows of a in tiles whose five work buffers stay in a core's L2 cache.
+    rows = builtins.max(1, _TILE // (blocks * m))
+    keep = ~np.uint64((1 << (52 - fmt.man_bits)) - 1)
+    for start in range(0, n, rows):
+        stop = builtins.min(n, start + rows)
+        total[:, start:stop] = _truncating_tile(a_cols[:, :, start:stop], b_rows, keep)
+    return total.reshape(blocks, n * m)
+
+
+_TILE = 8192  # elements per work buffer (five float64 buffers: 320 KiB)
+
+
+def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) -> np.ndarray:
+    """The loop of :func:`_truncating_products` on one tile of rows: (blocks, rows, m)."""
+    shape = (a_cols.shape[1], a_cols.shape[2], b_rows.shape[2])
+    total = np.zeros(shape)
+    x, s, z, e = (np.empty(shape) for _ in range(4))
+    closer = np.empty(shape, dtype=bool)
+    s_bits, total_bits = s.view(np.uint64), total.view(np.uint64)
+    for a_col, b_row in zip(a_cols, b_rows, strict=True):
+        np.multiply(a_col[:, :, None], b_row[:, None, :], out=x)  # as _ProductTerms does
+        np.add(total, x, out=s)
+        np.subtract(s, total, out=z)      # the part of x that made it into s
+        np.subtract(s, z, out=e)          # the part of t that made it into s
+        np.subtract(total, e, out=e)      # t's lost part
+        np.subtract(x, z, out=z)          # x's lost part
+        np.add(e, z, out=e)               # e: s + e == t + x exactly
+        np.multiply(e, s, out=e)
+        np.less(e, 0.0, out=closer)       # X strictly closer to zero than s
+        np.subtract(s_bits, closer, out=total_bits, casting="unsafe")
+        np.bitwise_and(total_bits, keep, out=total_bits)
+    return total

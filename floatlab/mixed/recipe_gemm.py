@@ -170,7 +170,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     if spec is None:
         return values
     x = np.asarray(values)
-    amax = float(np.max(np.abs(x))) if x.size else 0.0
+    # amax feeds the telemetry (and its lag flag) only: not computed when telemetry is off.
+    amax = float(np.max(np.abs(x))) if x.size and run.telemetry else 0.0
     lag = False
     if isinstance(spec, Format):
         q = round_to_format(x, spec, dtype=np.float64)

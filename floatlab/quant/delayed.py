@@ -250,13 +250,14 @@ def quantize_scaled(
     with np.errstate(over="ignore"):
         scaled = arr * scale
     values = round_to_format(scaled, fmt, rounding=rounding, saturate=saturate, rng=rng)
-    n_saturated = _count_beyond_range(scaled[np.isfinite(arr)], fmt)
+    n_saturated = _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
     return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
 
 
-def _count_beyond_range(scaled: np.ndarray, fmt: Format) -> int:
-    """How many values round-to-nearest would overflow: |v| beyond max + ulp(max) / 2.
+def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> int:
+    """How many finite entries of ``source`` round-to-nearest would overflow once scaled
+    (``scaled``): |v| beyond max + ulp(max) / 2.
 
     At exactly that threshold the tie goes to the even neighbour: up (overflow) when max's code
     is odd (fp16 65520 -> inf, E2M1 7 -> overflow), down when it is even (E4M3FN 464 -> 448).
@@ -264,11 +265,18 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format) -> int:
     rounds to max and is not counted.
     """
     threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)  # inf for float64
+    if not math.isfinite(threshold):
+        scaled = scaled[np.isfinite(source)]
     mag = np.abs(scaled)
     beyond = mag > threshold
     if fmt.max_code & 1:
         beyond |= mag == threshold
-    return int(np.count_nonzero(beyond))
+    count = int(np.count_nonzero(beyond))
+    if count and math.isfinite(threshold):
+        # inf entries of source scale to inf, beyond any finite threshold: counted above, taken
+        # back here (NaN entries compare false). Usually nothing is beyond: no isinf pass.
+        count -= int(np.count_nonzero(np.isinf(source)))
+    return count
 
 
 def _check_scale(scale: Any) -> float:

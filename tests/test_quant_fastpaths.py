@@ -1,0 +1,95 @@
+"""Fast paths of the quantisation core checked against the general code they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab.quant import scales as scales_mod
+from floatlab.quant.delayed import quantize_scaled
+from floatlab.quant.scales import block_scales
+from floatlab.quant.scheme import get_scheme
+
+
+def _float32_midpoints(rng, n):
+    """float64 values at, just below and just above float32 rounding midpoints."""
+    f = rng.standard_normal(n).astype(np.float32).astype(np.float64)
+    mid = f * (1 + 2.0**-24)  # halfway to the next float32 (for |significand| in [1, 2))
+    return np.abs(np.concatenate([mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf), f]))
+
+
+@pytest.mark.parametrize("name", ["fp8_rowwise", "fp8_1x128", "fp8_tensorwise", "int8_row"])
+def test_float32_scales_cast_equals_floatlab_round(name, monkeypatch):
+    rng = np.random.default_rng(0)
+    scheme = get_scheme(name)
+    element_max = float(scheme.element.max)
+    amax = np.concatenate([
+        _float32_midpoints(rng, 2000) * element_max,   # raw = amax / max lands on midpoints
+        np.array([0.0, 1e-60, 2.0**-126 * element_max, 3e38 * element_max, 1e300]),
+        np.abs(rng.standard_normal(500)) * 10.0 ** rng.integers(-40, 40, 500),
+    ])[:, None]
+    fast = block_scales(amax, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", False)
+    slow = block_scales(amax, scheme)
+    for f, s in zip(fast, slow, strict=True):
+        assert np.array_equal(f, s)
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", True)
+    fast_q = floatlab.fake_quantize(x, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_FLOAT32_SCALES", False)
+    assert np.array_equal(fast_q, floatlab.fake_quantize(x, scheme))
+
+
+def test_saturation_count_skips_inf_and_nan_inputs():
+    x = np.array([np.inf, 500.0, np.nan, -1.0, -np.inf, -470.0, 464.0])
+    q = quantize_scaled(x, "e4m3fn", scale=1.0)
+    assert q.n_saturated == 2          # 500 and -470; 464 ties down to 448; inf / NaN are not
+    assert quantize_scaled(x[[0, 2, 3]], "e4m3fn", scale=1.0).n_saturated == 0
+    # float64 elements: the threshold is inf; a finite input scaled to inf is counted
+    assert quantize_scaled(np.array([1e308, np.inf]), "float64", scale=10.0).n_saturated == 1
+
+
+@pytest.mark.parametrize("name", ["fp8_1x128", "fp8_128x128", "mxfp8", "nvfp4", "mxfp4",
+                                  "nf4_dq", "dynamic8"])
+def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
+    """A tile longer than its axis is cut to it (no padding): same scales, codes, values and
+    statistics as the padded tile."""
+    import importlib
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    rng = np.random.default_rng(1)
+    scheme = get_scheme(name)
+    for shape in ((512, 16), (3, 50), (130, 7), (1, 5), (200, 129)):
+        x = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        x[rng.random(shape) < 0.1] = 0.0
+        results = []
+        for clamp in (True, False):
+            monkeypatch.setattr(quantize_mod, "_CLAMP_TILES", clamp)
+            q = floatlab.quantize(x, scheme)
+            results.append((floatlab.fake_quantize(x, scheme), q.dequantize(), q.codes,
+                            q.scales, q.scale_codes, q.global_scale, q.nbytes, q.stats,
+                            floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape,
+                                                global_scale=q.global_scale)))
+        for fast, slow in zip(*results, strict=True):
+            if isinstance(fast, np.ndarray):
+                assert fast.shape == slow.shape and np.array_equal(fast, slow), (shape, name)
+            else:
+                assert fast == slow, (shape, name)
+
+
+@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48)])
+def test_block_amax_paths_equal_the_row_reduction(shape):
+    import importlib
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    rng = np.random.default_rng(2)
+    view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
+    view = view.astype(np.float32)
+    view[::7] = -0.0
+    expected = np.abs(view).max(axis=1, keepdims=True)
+    got = quantize_mod._amax(view)
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    view[3, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        quantize_mod._amax(view)
