@@ -148,11 +148,14 @@ def _codes_from_rounded(values: np.ndarray, fmt: Format, out: np.ndarray) -> Non
         code -= uint(offset)
     inf_bits = uint(L.exp_all_ones << L.man_bits)
     peak = mag.max(initial=0)
-    if peak >= inf_bits:  # branch-free selects: masked writes cost ns per element here
+    if peak >= inf_bits:  # branch-free: masked writes cost ns per element here
         is_nan = mag > inf_bits
-        if fmt.inf_code is not None:
+        top = _code_above_max(fmt, L)
+        if top is not None:  # inf (or, without inf, NaN) takes the code right above max
+            np.minimum(code, uint(top), out=code)
+        elif fmt.inf_code is not None:
             select_bits(code, np.full_like(code, fmt.inf_code), mag == inf_bits)
-        if fmt.nan_code is not None:
+        if fmt.nan_code is not None and fmt.nan_code != top and is_nan.any():
             select_bits(code, np.full_like(code, fmt.nan_code), is_nan)
     if fmt.signed:
         negative = bits >> uint(L.width - 1)
@@ -160,6 +163,23 @@ def _codes_from_rounded(values: np.ndarray, fmt: Format, out: np.ndarray) -> Non
             negative &= ~is_nan  # NaN has one code, whatever its sign
         code |= negative << uint(fmt.bits - 1)
     out[...] = code
+
+
+@lru_cache(maxsize=256)
+def _code_above_max(fmt: Format, L: Any) -> int | None:
+    """The code that ``minimum(code, top)`` gives inf (formats with inf) or NaN (without inf)
+    in _codes_from_rounded, or None where that does not hold.
+
+    Holds when that code is ``max_code + 1`` (IEEE and P3109 inf; the all-ones NaN of FN
+    formats) and the linear map sends the working inf pattern, without wrapping, to at least
+    it: the map is increasing in the magnitude pattern, so every inf / NaN pattern then lands
+    at or above ``top`` and every finite value (at most max) below it.
+    """
+    top = fmt.inf_code if fmt.inf_code is not None else fmt.nan_code
+    if top is None or top != fmt.max_code + 1:
+        return None
+    inf_linear = (L.exp_all_ones << fmt.man_bits) - ((L.bias - fmt.bias) << fmt.man_bits)
+    return top if top <= inf_linear < 1 << L.width else None
 
 
 # --------------------------------------------------------------------------- decode

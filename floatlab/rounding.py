@@ -17,6 +17,14 @@ discarded remainder whether to step up by one quantum. The remainder is an exact
 ties and the sticky information are exact. Overflow is decided *after* rounding with an
 unbounded exponent (E4M3FN: 464 -> 448, 465 -> overflow).
 
+Fast paths, each proved identical to that general path (the proofs are in the docstrings, the
+tests compare both on every edge; ``_FAST_PATHS = False`` switches them off): inputs at or
+above the smallest normal keep a fixed number of discarded bits, so their bit pattern is
+rounded at a fixed position; inputs below it lie on the uniform subnormal grid and are rounded
+by exact float operations on ``x * 2**k`` (``floatlab._rounding_fast``); overflow and the
+selection between the two are branch-free whole-array passes; float32 -> bfloat16 / tf32 is
+the carry alone.
+
 Conventions that differ between libraries (documented here, taught in ``explain``):
 
 * Overflow of finite values gives inf where the format has inf, NaN for FN / FNUZ formats
@@ -198,8 +206,8 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
             and _carry_is_the_whole_rounding(fmt):
         _round_float32_carry_only(work, fmt, out)
         return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
-    # Cache-sized chunks: each of the ~20 element-wise passes then works on memory that is
-    # already in cache and reused, instead of faulting in a fresh full-size temporary.
+    # Chunks: each of the ~20 element-wise passes then works on memory that is already in
+    # cache and reused, instead of faulting in a fresh full-size temporary.
     # Stochastic rounding keeps the chunk size its random stream was defined with (the draw
     # order follows the chunks); the deterministic modes take larger chunks, which pay numpy's
     # per-call overhead (~50 calls per chunk) less often.
@@ -385,7 +393,8 @@ class _PreDrawn:
         self.draws = draws
 
     def random(self, shape) -> np.ndarray:
-        assert self.draws.shape == tuple(np.atleast_1d(shape)), "draws are handed out whole"
+        if self.draws.shape != tuple(np.atleast_1d(shape)):  # an internal invariant
+            raise RuntimeError(f"{self.draws.shape} draws were made, {shape} asked for")
         return self.draws
 
     @staticmethod
