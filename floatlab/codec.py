@@ -134,7 +134,14 @@ def _codes_from_rounded(values: np.ndarray, fmt: Format, out: np.ndarray) -> Non
     mag = bits & L.abs_mask
     offset = ((L.bias - fmt.bias) << M) % (1 << L.width)  # the subtraction wraps, exactly
     tiny = mag < _bits_of(fmt.normal_threshold, L) if fmt.has_zero else None
-    if tiny is not None and tiny.any():
+    n_tiny = 0 if tiny is None else np.count_nonzero(tiny)
+    if 0 < n_tiny <= mag.size // 64:  # a few (N(0,1) data): gather them
+        code = mag >> uint(L.man_bits - M)
+        code -= uint(offset)
+        where = np.flatnonzero(tiny)
+        multiple = np.ldexp(np.abs(values[where]).astype(np.float64), M - fmt.emin)
+        code[where] = multiple.astype(L.uint)
+    elif n_tiny:
         # A magnitude below 2**emin is n * 2**(emin - M), 0 <= n < 2**M; plus 2**emin (exact:
         # the sum is the normal value 2**emin * (1 + n / 2**M) of the format) its code is
         # 2**M + n by the linear map. Branch-free whole-array passes; 0 gives 0 too.
