@@ -2,8 +2,10 @@
 
     python benchmarks/bench_rounding.py [--n 4000000] [--repeat 5]
 
-Each row rounds the same N float32 values, spread over 2**-30 .. 2**30 (so every format sees
-underflow, subnormals, normals and overflow), and returns them as float32:
+Each row rounds the same N float32 values and returns them as float32, for two data sets:
+``spread`` (|x| log-uniform over 2**-30 .. 2**30, so every format sees underflow, subnormals,
+normals and overflow: a quarter to a half of the values fall below the smallest normal of
+fp16 / fp8, a quarter to a third above max) and ``randn`` (N(0,1), like weights):
 
 * floatlab      ``floatlab.round(x, fmt, dtype=np.float32)`` (emulated in NumPy, exact)
 * floatlab f64  ``floatlab.round(x, fmt)`` (float64 output, the default)
@@ -35,8 +37,10 @@ GFLOAT_FORMATS = {
 }
 
 
-def make_data(n: int, seed: int = 0) -> np.ndarray:
+def make_data(n: int, seed: int = 0, kind: str = "spread") -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if kind == "randn":
+        return rng.standard_normal(n, dtype=np.float32)
     signs = rng.choice(np.array([-1.0, 1.0]), n)
     return (signs * rng.uniform(1, 2, n) * np.exp2(rng.integers(-30, 31, n))).astype(np.float32)
 
@@ -79,17 +83,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gfloat-n", type=int, default=None,
                         help="time gfloat on fewer values and scale per value (default: all)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the bfloat16 ratio")
+    parser.add_argument("--data", choices=("spread", "randn", "both"), default="both")
     args = parser.parse_args(argv)
-    x = make_data(args.n)
     gfloat_n = args.gfloat_n or args.n
-    x_small = x[:gfloat_n]
 
-    print(f"rounding {args.n:,} float32 values (2**-30..2**30) to each format; "
+    print(f"rounding {args.n:,} float32 values to each format; "
           "throughput in millions of values per second (Mval/s)")
-    header = (f"{'format':<15}{'floatlab':>10}{'fl f64out':>11}{'ml_dtypes':>11}"
+    header = (f"{'format':<15}{'data':<8}{'floatlab':>10}{'fl f64out':>11}{'ml_dtypes':>11}"
               f"{'gfloat':>10}{'vs ml':>8}{'vs gfloat':>11}")
     print(header)
     print("-" * len(header))
+    kinds = ("spread", "randn") if args.data == "both" else (args.data,)
+    for kind in kinds:
+        x = make_data(args.n, kind=kind)
+        table_rows(x, kind, gfloat_n, args)
+    print("\nTargets: >= 1x ml_dtypes for float16 and both fp8 formats, >= 0.67x for bfloat16 "
+          "(the carry-only fast path), >= 5x gfloat.")
+    bfloat16_ratio_runs(make_data(args.n), args.runs)
+
+
+def table_rows(x: np.ndarray, kind: str, gfloat_n: int, args: argparse.Namespace) -> None:
+    """One row per format for the data set ``x``."""
+    x_small = x[:gfloat_n]
     with np.errstate(over="ignore", invalid="ignore"):
         for name in FORMATS:
             fmt = floatlab.get_format(name)
@@ -111,11 +126,9 @@ def main(argv: list[str] | None = None) -> None:
                 small = best_time(lambda info=info: gfloat.round_ndarray(info, x_small), 2)
                 t_gf = small * args.n / gfloat_n
             rate = lambda t: args.n / t / 1e6  # noqa: E731
-            print(f"{name:<15}{rate(t_fl):>10.1f}{rate(t_fl64):>11.1f}{rate(t_ml):>11.1f}"
-                  f"{rate(t_gf):>10.1f}{t_ml / t_fl:>7.2f}x{t_gf / t_fl:>10.1f}x")
-    print("\nTargets: >= 1x ml_dtypes for float16 and both fp8 formats, >= 0.67x for bfloat16 "
-          "(the carry-only fast path), >= 5x gfloat.")
-    bfloat16_ratio_runs(x, args.runs)
+            print(f"{name:<15}{kind:<8}{rate(t_fl):>10.1f}{rate(t_fl64):>11.1f}"
+                  f"{rate(t_ml):>11.1f}{rate(t_gf):>10.1f}{t_ml / t_fl:>7.2f}x"
+                  f"{t_gf / t_fl:>10.1f}x")
 
 
 def bfloat16_ratio_runs(x: np.ndarray, runs: int, tries: int = 15) -> None:

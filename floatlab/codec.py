@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._interop import as_numpy, caller_type
+from floatlab._rounding_fast import select_bits
 from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import _CHUNK as _ROUND_CHUNK
@@ -83,7 +84,7 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     return back(codes.reshape(arr.shape))
 
 
-_ENCODE_CHUNK = _ROUND_CHUNK
+_ENCODE_CHUNK = 4 * _ROUND_CHUNK  # a multiple of the core's chunk (see encode)
 
 
 def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
@@ -132,27 +133,60 @@ def _codes_from_rounded(values: np.ndarray, fmt: Format, out: np.ndarray) -> Non
     bits = values.view(L.uint)
     mag = bits & L.abs_mask
     offset = ((L.bias - fmt.bias) << M) % (1 << L.width)  # the subtraction wraps, exactly
-    code = mag >> uint(L.man_bits - M)
-    code -= uint(offset)
-    if fmt.has_zero:
-        tiny = np.flatnonzero(mag < _bits_of(fmt.normal_threshold, L))
-        if tiny.size:
-            multiple = np.ldexp(np.abs(values[tiny]).astype(np.float64), M - fmt.emin)
-            code[tiny] = multiple.astype(L.uint)
+    tiny = mag < _bits_of(fmt.normal_threshold, L) if fmt.has_zero else None
+    n_tiny = 0 if tiny is None else np.count_nonzero(tiny)
+    if 0 < n_tiny <= mag.size // 64:  # a few (N(0,1) data): gather them
+        code = mag >> uint(L.man_bits - M)
+        code -= uint(offset)
+        where = np.flatnonzero(tiny)
+        multiple = np.ldexp(np.abs(values[where]).astype(np.float64), M - fmt.emin)
+        code[where] = multiple.astype(L.uint)
+    elif n_tiny:
+        # A magnitude below 2**emin is n * 2**(emin - M), 0 <= n < 2**M; plus 2**emin (exact:
+        # the sum is the normal value 2**emin * (1 + n / 2**M) of the format) its code is
+        # 2**M + n by the linear map. Branch-free whole-array passes; 0 gives 0 too.
+        lift = np.multiply(tiny, L.dtype.type(fmt.normal_threshold), dtype=L.dtype)
+        lift += mag.view(L.dtype)
+        code = lift.view(L.uint) >> uint(L.man_bits - M)
+        code -= uint(offset)
+        code -= np.left_shift(tiny, M, dtype=L.uint)
+    else:
+        code = mag >> uint(L.man_bits - M)
+        code -= uint(offset)
     inf_bits = uint(L.exp_all_ones << L.man_bits)
     peak = mag.max(initial=0)
-    if peak >= inf_bits:
+    if peak >= inf_bits:  # branch-free: masked writes cost ns per element here
         is_nan = mag > inf_bits
-        if fmt.inf_code is not None:
-            code[mag == inf_bits] = fmt.inf_code
-        if fmt.nan_code is not None:
-            code[is_nan] = fmt.nan_code
+        top = _code_above_max(fmt, L)
+        if top is not None:  # inf (or, without inf, NaN) takes the code right above max
+            np.minimum(code, uint(top), out=code)
+        elif fmt.inf_code is not None:
+            select_bits(code, np.full_like(code, fmt.inf_code), mag == inf_bits)
+        if fmt.nan_code is not None and fmt.nan_code != top and is_nan.any():
+            select_bits(code, np.full_like(code, fmt.nan_code), is_nan)
     if fmt.signed:
         negative = bits >> uint(L.width - 1)
         if peak >= inf_bits:
-            negative[is_nan] = 0  # NaN has one code, whatever its sign
+            negative &= ~is_nan  # NaN has one code, whatever its sign
         code |= negative << uint(fmt.bits - 1)
     out[...] = code
+
+
+@lru_cache(maxsize=256)
+def _code_above_max(fmt: Format, L: Any) -> int | None:
+    """The code that ``minimum(code, top)`` gives inf (formats with inf) or NaN (without inf)
+    in _codes_from_rounded, or None where that does not hold.
+
+    Holds when that code is ``max_code + 1`` (IEEE and P3109 inf; the all-ones NaN of FN
+    formats) and the linear map sends the working inf pattern, without wrapping, to at least
+    it: the map is increasing in the magnitude pattern, so every inf / NaN pattern then lands
+    at or above ``top`` and every finite value (at most max) below it.
+    """
+    top = fmt.inf_code if fmt.inf_code is not None else fmt.nan_code
+    if top is None or top != fmt.max_code + 1:
+        return None
+    inf_linear = (L.exp_all_ones << fmt.man_bits) - ((L.bias - fmt.bias) << fmt.man_bits)
+    return top if top <= inf_linear < 1 << L.width else None
 
 
 # --------------------------------------------------------------------------- decode

@@ -17,6 +17,14 @@ discarded remainder whether to step up by one quantum. The remainder is an exact
 ties and the sticky information are exact. Overflow is decided *after* rounding with an
 unbounded exponent (E4M3FN: 464 -> 448, 465 -> overflow).
 
+Fast paths, each proved identical to that general path (the proofs are in the docstrings, the
+tests compare both on every edge; ``_FAST_PATHS = False`` switches them off): inputs at or
+above the smallest normal keep a fixed number of discarded bits, so their bit pattern is
+rounded at a fixed position; inputs below it lie on the uniform subnormal grid and are rounded
+by exact float operations on ``x * 2**k`` (``floatlab._rounding_fast``); overflow and the
+selection between the two are branch-free whole-array passes; float32 -> bfloat16 / tf32 is
+the carry alone.
+
 Conventions that differ between libraries (documented here, taught in ``explain``):
 
 * Overflow of finite values gives inf where the format has inf, NaN for FN / FNUZ formats
@@ -51,6 +59,12 @@ from typing import Any, Literal
 import numpy as np
 
 from floatlab._interop import caller_type
+from floatlab._rounding_fast import (
+    overflow_by_bits,
+    round_on_uniform_grid,
+    select_bits,
+    uniform_grid_exponent,
+)
 from floatlab._validate import as_float_array, check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 
@@ -192,16 +206,21 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
             and _carry_is_the_whole_rounding(fmt):
         _round_float32_carry_only(work, fmt, out)
         return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
-    # Cache-sized chunks: each of the ~20 element-wise passes then works on memory that is
-    # already in cache and reused, instead of faulting in a fresh full-size temporary.
-    with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, work.size, _CHUNK):
-            piece = slice(start, start + _CHUNK)
+    # Chunks: each of the ~20 element-wise passes then works on memory that is already in
+    # cache and reused, instead of faulting in a fresh full-size temporary.
+    # Stochastic rounding keeps the chunk size its random stream was defined with (the draw
+    # order follows the chunks); the deterministic modes take larger chunks, which pay numpy's
+    # per-call overhead (~50 calls per chunk) less often.
+    chunk = _CHUNK if mode == "stochastic" or not _FAST_PATHS else _DETERMINISTIC_CHUNK
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for start in range(0, work.size, chunk):
+            piece = slice(start, start + chunk)
             _round_bits(work[piece], fmt, mode, saturate, ftz, rng, layout, out[piece])
     return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
 
 
 _CHUNK = 1 << 17
+_DETERMINISTIC_CHUNK = 1 << 19
 
 # Switch for the tests, which check every fast path equal to the general one.
 _FAST_PATHS = True
@@ -288,16 +307,25 @@ def _round_bits(
         # 0 < mag < 2**emin in one unsigned compare: zero wraps around to the largest value.
         tiny = (mag - uint(1)) < _bits_of(fmt.normal_threshold, L) - uint(1)
         count = np.count_nonzero(tiny)
-    if fmt.man_bits == 0 or count > mag.size // 4:  # mostly tiny (unscaled gradients)
+    mostly_tiny = count > mag.size // 4  # (unscaled gradients, data spread over many binades)
+    grid_k = _uniform_grid_k(fmt, L, ftz) if _FAST_PATHS and count else None
+    if fmt.man_bits == 0 or (mostly_tiny and grid_k is None):
         rounded = _round_significand(mag, fmt, mode, negative, ftz, rng, L)
         np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
     else:
+        pattern_rng, draws = rng, None
+        if mode == "stochastic" and mostly_tiny:
+            # The general path then draws one number per element, in order (this branch runs
+            # only when grid_k is set); draw them so, and share them between the two kernels.
+            pattern_rng, draws = _PreDrawn.share(rng, mag.size)
         if mode == "nearest_even":  # the hot path; a carry never reaches the sign bit
             _round_pattern_nearest_even(bits, L.man_bits - fmt.man_bits, out_bits)
         else:
-            rounded = _round_pattern(mag, fmt, mode, negative, rng, L)
+            rounded = _round_pattern(mag, fmt, mode, negative, pattern_rng, L)
             np.bitwise_or(rounded, bits & sign_bit, out=out_bits)
-        if count:  # re-round the few tiny inputs
+        if count and grid_k is not None:
+            _round_tiny_on_grid(work, tiny, count, grid_k, mode, rng, draws, L, dest)
+        elif count:  # re-round the few tiny inputs
             where = np.flatnonzero(tiny)
             sub_negative = negative[where] if directed else None
             rounded = _round_significand(mag[where], fmt, mode, sub_negative, ftz, rng, L)
@@ -309,18 +337,74 @@ def _round_bits(
     if peak <= max_bits and not ftz and fmt.has_zero and fmt.has_negative_zero:
         return
     out = dest
-    negative = (bits & sign_bit) != 0
-    finite_in = mag < uint(L.exp_all_ones << L.man_bits)
+    if _FAST_PATHS and peak < uint(L.exp_all_ones << L.man_bits):
+        negative = finite_in = None  # every input is finite (the fast overflow needs neither)
+    else:
+        negative = (bits & sign_bit) != 0
+        finite_in = mag < uint(L.exp_all_ones << L.man_bits)
     if peak > max_bits:
         # Overflow is decided after rounding with an unbounded exponent.
-        overflow = (np.abs(out) > fmt.max) & finite_in
-        if overflow.any():
-            _apply_overflow(out, overflow, negative, mode, saturate, fmt)
+        if _FAST_PATHS:  # branch-free; proved equal in _rounding_fast.overflow_by_bits
+            overflow_by_bits(out, mode, saturate, fmt, L.uint.type, L.width)
+        else:
+            overflow = (np.abs(out) > fmt.max) & finite_in
+            if overflow.any():
+                _apply_overflow(out, overflow, negative, mode, saturate, fmt)
     if ftz:
         out = _flush_or_clamp_tiny(out, work, fmt, finite_in)
     out = _apply_specials(out, work, fmt, saturate, finite_in, negative)
     if out is not dest:
         dest[...] = out
+
+
+def _uniform_grid_k(fmt: Format, L: _Layout, ftz: bool) -> int | None:
+    """The exponent k of the uniform grid 2**-k of the inputs below 2**emin, or None."""
+    return uniform_grid_exponent(fmt, L.emin, L.bias, L.man_bits, ftz)
+
+
+def _round_tiny_on_grid(work, tiny, count, k, mode, rng, draws, L, dest) -> None:
+    """Round the inputs below 2**emin (``tiny``) on their uniform grid into ``dest``.
+
+    Many of them (spread data, MXFP4 elements below 1): one whole-chunk pass of the grid
+    kernel and a branch-free select. Few: gather them, round, scatter. Stochastic rounding
+    takes the whole-chunk form only with ``draws`` (one per element, shared with the pattern
+    path, as the general path draws them); otherwise it draws ``count`` numbers for the tiny
+    inputs in order, as the general path's re-rounding does.
+    """
+    limited = isinstance(rng, _LimitedRandomBits)
+    truncate = rng.truncate if limited else None
+    if count > work.size // 8 and (mode != "stochastic" or draws is not None):
+        rounded, scratch = _buffers(work.size, L.dtype, 2)
+        round_on_uniform_grid(work, k, mode, draws, truncate, rounded, scratch)
+        select_bits(dest.view(L.uint), rounded.view(L.uint), tiny)
+        return
+    where = np.flatnonzero(tiny)
+    values = work[where]
+    if mode == "stochastic":
+        draws = (rng.generator if limited else rng).random(count)
+    dest[where] = round_on_uniform_grid(values, k, mode, draws, truncate, values,
+                                        np.empty_like(values))
+
+
+class _PreDrawn:
+    """Uniform draws made in advance and handed out once, to a caller of ``.random``."""
+
+    def __init__(self, draws: np.ndarray):
+        self.draws = draws
+
+    def random(self, shape) -> np.ndarray:
+        if self.draws.shape != tuple(np.atleast_1d(shape)):  # an internal invariant
+            raise RuntimeError(f"{self.draws.shape} draws were made, {shape} asked for")
+        return self.draws
+
+    @staticmethod
+    def share(rng, n: int) -> tuple[Any, np.ndarray]:
+        """(an rng for the pattern path that hands out these draws, the draws)."""
+        if isinstance(rng, _LimitedRandomBits):
+            draws = rng.generator.random(n)
+            return _LimitedRandomBits(_PreDrawn(draws), rng.bits), draws
+        draws = rng.random(n)
+        return _PreDrawn(draws), draws
 
 
 @lru_cache(maxsize=1024)
@@ -515,16 +599,22 @@ def _apply_overflow(out, overflow, negative, mode, saturate, fmt) -> None:
 
 
 def _flush_or_clamp_tiny(out, work, fmt, finite_in) -> np.ndarray:
-    """Below the smallest normal: flush to zero, or (formats without zero) clamp up to it."""
-    tiny = finite_in & (np.abs(out) < fmt.normal_threshold)
+    """Below the smallest normal: flush to zero, or (formats without zero) clamp up to it.
+
+    ``finite_in`` None: every input is finite."""
+    tiny = np.abs(out) < fmt.normal_threshold
+    if finite_in is not None:
+        tiny &= finite_in
     if fmt.has_zero:
         return np.where(tiny, np.copysign(0.0, out), out)
     return np.where(tiny & (work != 0), np.copysign(fmt.smallest_normal, out), out)
 
 
 def _apply_specials(out, work, fmt, saturate, finite_in, negative) -> np.ndarray:
-    """inf / NaN inputs, -0 in FNUZ formats, and inputs a format cannot hold at all."""
-    if not finite_in.all():
+    """inf / NaN inputs, -0 in FNUZ formats, and inputs a format cannot hold at all.
+
+    ``finite_in`` None: every input is finite."""
+    if finite_in is not None and not finite_in.all():
         is_nan = np.isnan(work)
         is_inf = ~finite_in & ~is_nan
         if is_nan.any() and not fmt.has_nan:

@@ -5,6 +5,9 @@ patterns was run by hand for bfloat16; see the issue 8 report.)"""
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -72,3 +75,265 @@ def test_fast_path_is_only_taken_where_proved():
         assert core._carry_is_the_whole_rounding(fmt) == (name == "fp32"), name
     assert not core._carry_is_the_whole_rounding(floatlab.Format(8, 7, bias=127, special="fn"))
     assert not core._carry_is_the_whole_rounding(floatlab.Format(8, 7, bias=126))
+
+
+# ------------------------------------------------------------------ below 2**emin, and overflow
+# The uniform-grid kernel (inputs below the smallest normal) and the overflow replacement are
+# proved equal to the general path in floatlab/_rounding_fast.py; these tests check the proof
+# on every subnormal-range value and midpoint of every format, each +-1 ulp, the FTZ grid, the
+# overflow boundary and the specials, in every mode, both working precisions, and at the three
+# densities of tiny inputs that choose between the kernel's forms (whole chunk or gathered;
+# shared or fresh random draws).
+
+P3109_FORMATS = [floatlab.P3109[name] for name in sorted(floatlab.P3109)]
+CUSTOM_FORMATS = [
+    floatlab.Format(3, 4),
+    floatlab.Format(5, 2, special="fn"),
+    floatlab.Format(4, 3, subnormals=False),
+    floatlab.Format(3, 2, special="fnuz", bias=4),
+    floatlab.Format(2, 2, special="none"),
+    floatlab.Format(5, 4, bias=3),
+    floatlab.Format(6, 5),
+    floatlab.Format(5, 3, has_zero=False, subnormals=False, special="fn"),
+    floatlab.Format(5, 3, bias=16, signed=False, special="fn"),
+    floatlab.Format(4, 3, bias=-5),  # emin 6 > M: no uniform-grid kernel (general path)
+    floatlab.Format(2, 6, bias=-1),  # emin 2, M 6
+    floatlab.Format(8, 12),  # float32 working precision, 2**12 subnormals
+    floatlab.Format(10, 20, special="fn"),  # emin -510: float64 working precision
+    floatlab.Format(8, 20, bias=125),  # emin -124: 2**k needs k = 144 > 127 in float32
+]
+ALL_FORMATS = list(floatlab.PRESETS.values()) + P3109_FORMATS + CUSTOM_FORMATS
+
+
+def _fmt_id(fmt) -> str:
+    return fmt.name
+
+
+def _edge_inputs(fmt) -> np.ndarray:
+    """Non-negative float64 inputs: every multiple of q/4 up to 2**emin (q the subnormal
+    quantum: the values, the midpoints, and the FTZ grid's midpoints in the binade below
+    2**emin) -- a sample of 3000 when there are more -- each +-1 float64 and float32 ulp;
+    around the smallest normal and max; random magnitudes over the range; the specials."""
+    rng = np.random.default_rng(fmt.bits * 64 + fmt.man_bits)
+    M, emin = fmt.man_bits, fmt.emin
+    quarter = math.ldexp(1.0, emin - M - 2)
+    count = 4 << M
+    n = np.arange(count + 1, dtype=np.float64) if count <= 3000 else np.unique(
+        np.r_[rng.integers(0, count + 1, 3000), :16, count - 16:count + 1].astype(np.float64))
+    grid = n * quarter
+    grid32 = grid.astype(np.float32)
+    with np.errstate(over="ignore"):
+        near = [grid, np.nextafter(grid, np.inf), np.nextafter(grid, 0),
+                np.nextafter(grid32, np.float32(np.inf)).astype(np.float64),
+                np.nextafter(grid32, np.float32(0)).astype(np.float64)]
+        top = fmt.max
+        limits = np.array([top, top * (1 + 2.0**-M / 2), top * (1 + 2.0**-M), 2 * top,
+                           fmt.normal_threshold, 1e300, 2.0**-1074, 2.0**-149, 2.0**-126,
+                           2.0**-1022, 1.0])
+        limits = np.r_[limits, np.nextafter(limits, np.inf), np.nextafter(limits, 0)]
+        spread = np.ldexp(1 + rng.random(2000), rng.integers(emin - M - 6, fmt.emax + 3, 2000))
+    x = np.concatenate(near + [limits, spread])
+    return np.unique(np.abs(x[np.isfinite(x)]))
+
+
+def _with_signs_and_specials(fmt, x: np.ndarray, saturate: bool) -> np.ndarray:
+    x = np.concatenate([x, -x, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    if not fmt.has_nan:
+        x = x[~np.isnan(x)]
+        if not saturate:
+            x = x[~np.isinf(x)]
+    return x
+
+
+def _diluted(x: np.ndarray, fraction: float, fmt, seed: int) -> np.ndarray:
+    """x mixed into values at or above the smallest normal, so that about ``fraction`` of the
+    elements are x's (the share of tiny inputs chooses the kernel's form)."""
+    rng = np.random.default_rng(seed)
+    n_fill = int(x.size * (1 - fraction) / fraction)
+    fill = np.ldexp(1 + rng.random(n_fill), rng.integers(fmt.emin, max(fmt.emin, fmt.emax) + 1,
+                                                         n_fill))
+    fill = np.minimum(fill, fmt.max) * rng.choice([-1.0, 1.0], n_fill)
+    mixed = np.concatenate([x, fill])
+    return mixed[rng.permutation(mixed.size)]
+
+
+def _both_paths(x, fmt, monkeypatch, **options):
+    """(fast, general) results as uint64 bit patterns (NaN signs and -0 included)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # unsigned / zero-less formats
+        fast = floatlab.round(x, fmt, **options)
+        with monkeypatch.context() as m:
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.round(x, fmt, **options)
+    return fast.view(np.uint64), general.view(np.uint64)
+
+
+def _check_all_modes(fmt, x, monkeypatch, what, seed=5):
+    for saturate in (False, True):
+        for subnormals in (True, False):
+            xs = _with_signs_and_specials(fmt, x, saturate)
+            for dtype in (np.float64, np.float32):
+                if dtype is np.float32 and not core._fits_float32(fmt):
+                    continue
+                with np.errstate(over="ignore"):
+                    inputs = xs.astype(dtype)  # 1e300 -> inf in float32
+                if not fmt.has_nan and not saturate:
+                    inputs = inputs[~np.isinf(inputs)]  # refused: test_rounding checks that
+                for mode in floatlab.ROUNDING_MODES:
+                    options = dict(rounding=mode, saturate=saturate, subnormals=subnormals)
+                    if mode == "stochastic":
+                        options["rng"] = seed
+                    try:
+                        fast, general = _both_paths(inputs, fmt, monkeypatch, **options)
+                    except ValueError as error:  # FTZ refused for emin = -1022 formats
+                        assert "subnormals=False is not supported" in str(error)
+                        break
+                    bad = np.flatnonzero(fast != general)
+                    assert bad.size == 0, (
+                        f"{fmt.name} {what} {mode} saturate={saturate} subnormals={subnormals} "
+                        f"{np.dtype(dtype).name}: {bad.size} differ, e.g. x={inputs[bad[:4]]!r}")
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS, ids=_fmt_id)
+def test_subnormal_and_overflow_fast_paths_equal_general_path(fmt, monkeypatch):
+    """Every mode, saturate and FTZ, float32 and float64 inputs, on the edge inputs alone
+    (mostly tiny: the whole-chunk kernel, stochastic draws shared with the pattern path)."""
+    _check_all_modes(fmt, _edge_inputs(fmt), monkeypatch, "edges")
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.05], ids=["20%", "5%"])
+@pytest.mark.parametrize(
+    "fmt", [floatlab.get_format(n) for n in ("fp16", "e4m3fn", "e5m2", "e2m1", "e3m2",
+                                             "e4m3fnuz", "p3109_k8p3se", "p3109_k8p8uf")]
+    + [CUSTOM_FORMATS[2], CUSTOM_FORMATS[7], CUSTOM_FORMATS[11]], ids=_fmt_id)
+def test_fast_paths_with_fewer_tiny_inputs_equal_general_path(fmt, fraction, monkeypatch):
+    """20% tiny: whole-chunk kernel, but stochastic draws its own numbers (gathered); 5%: the
+    gathered kernel in every mode."""
+    x = _diluted(_edge_inputs(fmt), fraction, fmt, seed=int(fraction * 100))
+    _check_all_modes(fmt, x, monkeypatch, f"{fraction:.0%} tiny")
+
+
+@pytest.mark.parametrize("name", ["fp16", "e4m3fn", "e5m2", "e2m1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_paths_on_large_spread_samples_equal_general_path(name, dtype, monkeypatch):
+    """2**19 values log-uniform over 2**-30 .. 2**30 (several chunks of each size; a quarter
+    to a half of them below the smallest normal, many above max), every mode, random_bits."""
+    rng = np.random.default_rng(19)
+    n = 1 << 19
+    x = (rng.choice([-1.0, 1.0], n) * np.ldexp(1 + rng.random(n), rng.integers(-30, 31, n)))
+    x = x.astype(dtype)
+    for mode in floatlab.ROUNDING_MODES:
+        for saturate in (False, True):
+            options = dict(rounding=mode, saturate=saturate)
+            if mode == "stochastic":
+                options["rng"] = 3
+            fast, general = _both_paths(x, name, monkeypatch, **options)
+            assert np.array_equal(fast, general), (name, mode, saturate)
+    for bits in (1, 4, 23):
+        fast, general = _both_paths(x, name, monkeypatch, rounding="stochastic", rng=9,
+                                    random_bits=bits)
+        assert np.array_equal(fast, general), (name, bits)
+
+
+@pytest.mark.parametrize("name", ["fp16", "e4m3fn", "e2m1", "e3m2"])
+def test_stochastic_random_bits_on_subnormal_edges_equal_general_path(name, monkeypatch):
+    fmt = floatlab.get_format(name)
+    x = _with_signs_and_specials(fmt, _edge_inputs(fmt), saturate=True)
+    for fraction in (1.0, 0.2, 0.05):
+        mixed = x if fraction == 1.0 else _diluted(x, fraction, fmt, seed=1)
+        for bits in (1, 3, 8):
+            for dtype in (np.float32, np.float64):
+                with np.errstate(over="ignore"):
+                    inputs = mixed.astype(dtype)
+                fast, general = _both_paths(inputs, fmt, monkeypatch,
+                                            rounding="stochastic", rng=4, random_bits=bits,
+                                            saturate=True)
+                assert np.array_equal(fast, general), (name, fraction, bits, dtype)
+
+
+def test_stochastic_draws_are_consumed_as_before(monkeypatch):
+    """A generator passed on is left where the general path leaves it (same draw count)."""
+    x = np.ldexp(1.0 + np.arange(3000) / 3000, np.arange(3000) % 40 - 30).astype(np.float32)
+    for fraction in (1.0, 0.2, 0.05):
+        mixed = x if fraction == 1.0 else _diluted(x, fraction, floatlab.get_format("fp16"), 2)
+        states = []
+        for fast in (True, False):
+            gen = np.random.default_rng(8)
+            with monkeypatch.context() as m:
+                m.setattr(core, "_FAST_PATHS", fast)
+                floatlab.round(mixed, "fp16", "stochastic", rng=gen)
+            states.append(gen.random())
+        assert states[0] == states[1], fraction
+
+
+def test_uniform_grid_kernel_is_taken_where_proved():
+    f32, f64 = core._F32, core._F64
+    assert core._uniform_grid_k(floatlab.get_format("fp16"), f32, False) == 24
+    assert core._uniform_grid_k(floatlab.get_format("fp16"), f32, True) == 25
+    assert core._uniform_grid_k(floatlab.get_format("e4m3fn"), f32, False) == 9
+    assert core._uniform_grid_k(floatlab.get_format("e2m1"), f32, False) == 1
+    assert core._uniform_grid_k(floatlab.get_format("e2m1"), f64, True) == 2
+    assert core._uniform_grid_k(floatlab.get_format("e8m0"), f32, True) is None  # p = 1
+    assert core._uniform_grid_k(floatlab.get_format("fp64"), f64, True) is None  # 2**1075
+    assert core._uniform_grid_k(CUSTOM_FORMATS[9], f64, False) is None  # k < 0
+    assert core._uniform_grid_k(CUSTOM_FORMATS[13], f32, False) is None  # 2**144 in float32
+    assert core._uniform_grid_k(CUSTOM_FORMATS[13], f64, False) == 144
+
+
+@pytest.mark.parametrize("name", ["fp16", "e4m3fn", "e2m1", "e3m2", "p3109_k8p3se"])
+def test_subnormal_edges_match_the_exact_reference(name):
+    """The fast path against the Fraction oracle (tests/oracles.py) on the edge inputs, every
+    deterministic mode, with and without subnormals."""
+    from oracles import MODES, assert_same, float32_exact, reference_round
+
+    fmt = floatlab.get_format(name)
+    x = _edge_inputs(fmt)
+    x = np.concatenate([x, -x])
+    for subnormals in (True, False):
+        expected = reference_round(x, fmt, MODES, subnormals=subnormals)
+        for mode in MODES:
+            for dtype in (np.float64, np.float32):
+                keep = float32_exact(x) if dtype is np.float32 else np.isfinite(x)
+                got = floatlab.round(x[keep].astype(dtype), fmt, rounding=mode,
+                                     subnormals=subnormals)
+                assert_same(got, expected[mode][keep], x[keep],
+                            f"{name} {mode} subnormals={subnormals} {np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("fmt", [f for f in ALL_FORMATS if f.bits <= 16], ids=_fmt_id)
+def test_encode_of_every_value_gives_its_code(fmt):
+    """The codec's branch-free code map (subnormals lifted by 2**emin, inf / NaN codes
+    selected without masked writes): every code's value, as float64 and float32, shuffled among
+    -NaN / +NaN, encodes back to that code (NaN to the canonical NaN code; formats without
+    subnormals to a code of the same value, the value map being many-to-one there)."""
+    codes = np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype)
+    values = floatlab.decode(codes, fmt)
+    keep = ~np.isnan(values)
+    values, codes = values[keep], codes[keep]
+    if fmt.has_nan:
+        values = np.concatenate([values, [np.nan, -np.nan]])
+        codes = np.concatenate([codes, np.full(2, fmt.nan_code, dtype=fmt.code_dtype)])
+    order = np.random.default_rng(fmt.bits).permutation(values.size)
+    values, codes = values[order], codes[order]
+    # Diluted among many copies of max, the few subnormal values take the gathered form.
+    many = 64 * values.size
+    _check_codes(fmt, values, codes)
+    _check_codes(fmt, np.r_[values, np.full(many, fmt.max)],
+                 np.r_[codes, np.full(many, fmt.max_code, dtype=fmt.code_dtype)])
+
+
+def _check_codes(fmt, values, codes):
+    for dtype in (np.float64, np.float32):
+        if dtype is np.float32 and not core._fits_float32(fmt):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NaN into unsigned formats
+            got = floatlab.encode(values.astype(dtype), fmt)
+        if fmt.subnormals:
+            same = got == codes
+        else:
+            back = floatlab.decode(got, fmt)
+            same = (back.view(np.uint64) == values.view(np.uint64)) | (
+                np.isnan(values) & (got == codes))
+        bad = np.flatnonzero(~same)
+        assert bad.size == 0, (fmt.name, np.dtype(dtype).name, values[bad[:4]], got[bad[:4]])
