@@ -319,3 +319,19 @@ def test_hadamard_lowers_mxfp4_error_on_heavy_tails_but_not_nvfp4s(seed):
     heavy = rng.standard_t(3, (32, 512))
     assert abs(gain(gauss, "nvfp4")) < 0.3 and abs(gain(gauss, "mxfp4")) < 0.3
     assert gain(heavy, "mxfp4") > 1.0 and gain(heavy, "nvfp4") < 0
+
+
+def test_deepseek_promotion_removes_the_drift_of_a_k_1024_gemm():
+    # issue 11, phenomenon 5, on one GEMM (notebook 08, section 5): the recipe's accumulator
+    # with and without promotion, a positive sum over K = 1024 against the exact product
+    promoted = get_recipe("deepseek-fp8").wgrad.accumulate
+    plain = get_recipe("deepseek-fp8", promote_every=None).wgrad.accumulate
+    assert plain == Accumulator("e8m13", "toward_zero")
+    rng = np.random.default_rng(0)
+    x, w = rng.random((8, 1024)), rng.random((1024, 4))
+    exact = x @ w
+    err = {name: float(np.max(np.abs(acc_matmul(x, w, acc) - exact) / exact))
+           for name, acc in (("promoted", promoted), ("plain", plain))}
+    assert err["promoted"] < 0.005 and err["plain"] > 5 * err["promoted"]
+    # truncation toward zero: the drift only ever shrinks a positive sum
+    assert np.all(acc_matmul(x, w, plain) <= exact)
