@@ -262,3 +262,76 @@ def test_recipe_plots():
     with pytest.raises(TypeError, match="History of a recipe run"):
         plot_amax_history(Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=256),
                                                                     1), "linear0.forward.a")
+
+
+# ------------------------------------------------- issue 11, phenomenon 4: what SR and RHT buy
+
+def _survives(quantised: np.ndarray, g: np.ndarray) -> float:
+    """The share of the quiet columns' energy that a quantised dgrad operand keeps (1 =
+    unbiased on average)."""
+    return float(np.sum(quantised[:, :3] * g[:, :3]) / np.sum(g[:, :3] ** 2))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nvfp4_round_to_nearest_drops_quiet_gradients_that_sr_keeps(seed):
+    # notebook 08, section 4: a loud residual in every block of the dgrad operand puts the
+    # quiet ones under amax / 24, where round-to-nearest returns 0 every time; stochastic
+    # rounding returns 0 or one E2M1 step with probabilities that keep the mean
+    rng = np.random.default_rng(seed)
+    g = np.hstack([rng.normal(0, 0.5, (256, 3)), 100 * rng.standard_normal((256, 1))])
+    rn = fake_quantize(g, get_recipe("nvfp4", stochastic_rounding=False).dgrad.a)
+    sr = get_recipe("nvfp4").dgrad.a
+    assert sr.rounding == "stochastic"
+    assert _survives(rn, g) < 0.4
+    assert abs(np.mean([_survives(fake_quantize(g, sr, rng=s), g) for s in range(200)]) - 1) < 0.1
+
+
+def test_nvfp4_hadamard_is_orthonormal_and_runs_along_the_wgrad_inner_dimension():
+    from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
+
+    R = hadamard_matrix(16)
+    assert np.array_equal(R @ R.T, np.eye(16))    # entries +-1/4: every product is exact
+    recipe = get_recipe("nvfp4")
+    assert recipe.wgrad.a.hadamard == recipe.wgrad.b.hadamard == 16
+    assert recipe.forward.a.hadamard is recipe.dgrad.a.hadamard is None
+    assert get_recipe("nvfp4", hadamard=False).wgrad.a.hadamard is None
+    # the GEMM reads operands with the reduced (batch) dimension last; rotating blocks of 16
+    # along it leaves the unquantised product unchanged
+    rng = np.random.default_rng(0)
+    gt, xt = rng.standard_normal((8, 64)), rng.standard_normal((5, 64))
+    np.testing.assert_allclose(apply_hadamard(gt, 16, -1) @ apply_hadamard(xt, 16, -1).T,
+                               gt @ xt.T, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hadamard_lowers_mxfp4_error_on_heavy_tails_but_not_nvfp4s(seed):
+    # Gaussian in, Gaussian out: no change; heavy tails: the rotation helps MXFP4's shared
+    # power-of-two scale and hurts NVFP4, whose E4M3-scaled blocks of 16 already store the
+    # outlier (Castro, Egiazarian et al. 2025)
+    rng = np.random.default_rng(seed)
+
+    def gain(x, fmt):
+        s = get_scheme(fmt)
+        err = [np.sum((x - fake_quantize(x, t)) ** 2) for t in (s, s.replace(hadamard=16))]
+        return 10 * np.log10(err[0] / err[1])
+
+    gauss = rng.standard_normal((32, 512))
+    heavy = rng.standard_t(3, (32, 512))
+    assert abs(gain(gauss, "nvfp4")) < 0.3 and abs(gain(gauss, "mxfp4")) < 0.3
+    assert gain(heavy, "mxfp4") > 1.0 and gain(heavy, "nvfp4") < 0
+
+
+def test_deepseek_promotion_removes_the_drift_of_a_k_1024_gemm():
+    # issue 11, phenomenon 5, on one GEMM (notebook 08, section 5): the recipe's accumulator
+    # with and without promotion, a positive sum over K = 1024 against the exact product
+    promoted = get_recipe("deepseek-fp8").wgrad.accumulate
+    plain = get_recipe("deepseek-fp8", promote_every=None).wgrad.accumulate
+    assert plain == Accumulator("e8m13", "toward_zero")
+    rng = np.random.default_rng(0)
+    x, w = rng.random((8, 1024)), rng.random((1024, 4))
+    exact = x @ w
+    err = {name: float(np.max(np.abs(acc_matmul(x, w, acc) - exact) / exact))
+           for name, acc in (("promoted", promoted), ("plain", plain))}
+    assert err["promoted"] < 0.005 and err["plain"] > 5 * err["promoted"]
+    # truncation toward zero: the drift only ever shrinks a positive sum
+    assert np.all(acc_matmul(x, w, plain) <= exact)

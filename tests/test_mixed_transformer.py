@@ -252,6 +252,29 @@ def test_trainer_device_reaches_the_transformers_ops():
         Trainer("bf16-mixed", device="tpu", model="transformer")
 
 
+@pytest.mark.parametrize("recipe", ["fp8-delayed", "mxfp8"])
+def test_recipes_quantise_every_projection_of_the_transformer(recipe):
+    # issue 12, phenomenon 6: the four projections of the block and the tied output layer go
+    # through the recipe's three GEMMs; each fit opens its own RecipeRun (delayed-scaling
+    # histories do not leak from one fit into the next, so refitting repeats the run exactly)
+    data = digit_reversal(n=256, digits=3)
+    model = Transformer(data.vocab, 16, 2, 1, data.context, seed=1)
+    trainer = Trainer(recipe, model=model, batch_size=8, progress=False)
+    first = trainer.fit(data, steps=3)
+    run = trainer.recipe_run
+    assert {key.rsplit(".", 2)[0] for key in run.history} == {f"linear{i}" for i in range(5)}
+    assert all(len(stats) == 3 for stats in run.history.values())   # one record per step
+    assert run.history["linear4.forward.b"][0].n == model.state_dict()[
+        "transformer.wte.weight"].size                                # the tied head
+    assert np.isfinite(first["clipped"]).all() and np.isfinite(first["loss"]).all()
+    again = trainer.fit(data, steps=3)
+    assert trainer.recipe_run is not run
+    np.testing.assert_array_equal(again["loss"], first["loss"])
+    plain = Trainer("bf16-mixed", model=model, batch_size=8, progress=False,
+                    telemetry=False).fit(data, steps=3)
+    assert plain["loss"][0] != first["loss"][0]                     # the recipe did quantise
+
+
 def test_compare_on_sequences_shows_perplexity_and_16_true_fails():
     data = digit_reversal(n=512, digits=3)
     model = Transformer(data.vocab, 16, 2, 1, data.context)

@@ -15,6 +15,7 @@ Trainer's, shared with the MLP.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from floatlab.mixed.layers import sequence_loss
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import Module
 from floatlab.mixed.progress import Progress
+from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.tensor import Tensor, no_grad, use_precision
 from floatlab.mixed.textdata import SequenceDataset
@@ -91,7 +93,12 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
     bar = Progress(steps, desc=trainer.policy.name, enabled=trainer.progress)
     rng = np.random.default_rng(trainer.seed)
     start = time.perf_counter()
-    with use_precision(trainer.policy, rng=trainer.seed):
+    # A recipe's per-run state (delayed-scaling histories, the stochastic-rounding generator,
+    # per-operand telemetry) is opened here as in the MLP's loop, so runs do not share it.
+    run_context = (recipe_run(trainer.seed, trainer.telemetry) if trainer.policy.recipe
+                   else nullcontext())
+    with use_precision(trainer.policy, rng=trainer.seed), run_context as run:
+        trainer.recipe_run = run
         trainer.model = model = trainer._build_model(data)
         trainer.optimizer = opt = trainer._build_optimizer(model)
         trainer.scaler = scaler = trainer._build_scaler()
@@ -101,11 +108,15 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
             x, y, mask = data.batch(rng, trainer.batch_size)
             stats = StepStats() if trainer.telemetry else None
             row: dict[str, Any] = trainer._step(model, opt, scaler, (x, mask), y, stats)
+            if run is not None:
+                row.update(run.end_step())
             if (step + 1) % trainer.eval_every == 0 or step == steps - 1:
                 row["val_loss"], row["test_accuracy"] = sequence_metrics(model, data)
             held = bytes_held(model, opt, trainer.policy, stats) if stats else None
             history._append(step=step, bytes_held=held, **row)
             bar.update(loss=row["loss"], scale=row["scale"])
+        if run is not None:  # per-operand telemetry: {"linear0.forward.a": [stats...]}
+            history.info["operands"] = run.history
         history.final_train_accuracy = sequence_metrics(model, data, "train")[1]
         history.final_test_accuracy = history["test_accuracy"][-1]
         history.final_val_loss = float(history["val_loss"][-1])
