@@ -48,6 +48,8 @@ from floatlab.sequential import (
     _float16_products,
     _native_accumulate,
     _native_dtype,
+    _scalar_kahan,
+    _scalar_kahan_applies,
     _speculative_column,
     _truncating_products,
     _truncating_products_apply,
@@ -242,6 +244,12 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
+        if isinstance(terms, _ArrayTerms) and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m \
+                and _scalar_kahan_applies(self):  # a few long sums: Python floats per column
+            columns = [_scalar_kahan(terms.values[:, j], self, keep) for j in range(m)]
+            if keep:
+                return np.stack(columns, axis=1) if columns else np.zeros((n, 0))
+            return np.array(columns, dtype=np.float64).reshape(m)
         total, comp = np.zeros(m), np.zeros(m)
         out = np.empty((n, m)) if keep else None
         for start in range(0, n, _BLOCK):

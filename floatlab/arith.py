@@ -81,6 +81,8 @@ from floatlab.rounding import round as _round
 __all__ = ["FloatArray", "array", "fma", "correctly_rounded", "result_format"]
 
 _NEAREST = ("nearest_even", "nearest_away")
+# ufuncs whose finite inputs give inf / NaN (x / 0): FloatArray._round_few_specials
+_MAKE_SPECIALS = (np.divide, np.reciprocal)
 # Results that are a plain selection or sign change of an operand: exact, rounding is a no-op
 # (still applied, for -0 in FNUZ formats and uniformity).
 _PREDICATES = frozenset({np.isnan, np.isinf, np.isfinite, np.signbit})
@@ -223,7 +225,33 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             exact = ufunc(*args)
         if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
             return tuple(self._wrap_result(part, fmt) for part in exact)
+        if ufunc in _MAKE_SPECIALS and mode != "stochastic":
+            return self._new(self._round_few_specials(exact, fmt), fmt, exact=True)
         return self._wrap_result(exact, fmt)
+
+    def _round_few_specials(self, exact: np.ndarray, fmt: Format) -> np.ndarray:
+        """``floatlab.round(exact)`` for results of finite inputs with a few inf / NaN (x / 0).
+
+        floatlab.round takes several whole-array passes as soon as one input is inf or NaN; here
+        those few are set aside (the array is a fresh ufunc result, ours to modify), the rest is
+        rounded on the all-finite path and the few are rounded on their own. The rounding is
+        element-wise in every deterministic mode, so the result is the same, errors included
+        (a format without NaN still refuses a NaN, with the same message). Stochastic rounding
+        is left whole: rounding a piece separately would draw its random numbers in a different
+        order.
+        """
+        flat = np.asarray(exact, dtype=np.float64).reshape(-1)  # 0-d results come as scalars
+        if np.isfinite(flat).all():  # one cheap pass: the common case
+            return self._rounded(exact, fmt)
+        bad = np.flatnonzero(~np.isfinite(flat))
+        specials = flat[bad]
+        flat[bad] = 0.0
+        out = np.asarray(self._rounded(flat, fmt), dtype=np.float64)
+        out[bad] = self._rounded(specials, fmt)
+        return out.reshape(np.shape(exact))
+
+    def _rounded(self, values: np.ndarray, fmt: Format) -> np.ndarray:
+        return _round(values, fmt, self.rounding, rng=self.rng, random_bits=self.random_bits)
 
     def _wrap_result(self, result: np.ndarray, fmt: Format) -> Any:
         result = np.asarray(result)

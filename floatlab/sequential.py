@@ -13,6 +13,9 @@ float32 / float64 round-to-nearest sequential sums of values already in the form
 and ml_dtypes' ``add.accumulate``: they add in float32 (or the type itself) and round once,
 which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
 (Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
+A single long Kahan (compensated) sum has a state no scan can split, so it runs step by step in
+Python floats (:func:`_scalar_kahan`, round to nearest even in IEEE formats), about a
+microsecond per operation instead of a floatlab.round call on 0-d arrays.
 """
 
 from __future__ import annotations
@@ -317,3 +320,82 @@ def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) ->
         np.subtract(s_bits, closer, out=total_bits, casting="unsafe")
         np.bitwise_and(total_bits, keep, out=total_bits)
     return total
+
+
+# --------------------------------------------------------------------------- scalar Kahan
+
+def _scalar_kahan_applies(acc: Accumulator) -> bool:
+    """Whether :func:`_scalar_kahan` is this Kahan adder: round to nearest even in a signed IEEE
+    format (inf on overflow, subnormals, p <= 51 so round-to-odd at 53 bits is innocuous)."""
+    fmt = acc.fmt
+    return (_SCALAR_KAHAN and acc.rounding == "nearest_even" and fmt.special == "ieee"
+            and fmt.signed and fmt.subnormals and fmt.has_zero and fmt.p <= 51)
+
+
+_SCALAR_KAHAN = True  # switch for the tests, which check this path equal to the general one
+
+
+def _scalar_adder(fmt: Format):
+    """A Python-float function ``add(a, b)``: the exact a + b rounded once to ``fmt`` (signed
+    IEEE, p <= 51), nearest even, as floatlab.accumulate's vectorised adder does (tests check
+    them equal). Written out in one function because this runs four times per Kahan step.
+
+    Exact sum: TwoSum gives s = fl(a + b) and its error e; where e != 0 and s is even, s steps
+    one float64 ulp toward e (round to odd, see floatlab.eft), which any later rounding to
+    p <= 51 bits cannot tell from the exact sum.
+    Rounding: s = m * 2**k with 0.5 <= |m| < 1 (frexp), so its binade is 2**(k-1) and its
+    quantum in fmt is q = 2**(max(k - 1, emin) - p + 1). s / q is exact (a power-of-two
+    scaling, |s / q| < 2**p), Python's ``round`` of a float is exact and breaks ties to even,
+    and the integer times q is exact. A result above fmt.max overflows to inf; a result of zero
+    takes s's sign. inf and NaN pass through (TwoSum's error is NaN there; the vectorised path
+    rounds them to the same inf / NaN).
+    """
+    from math import copysign, frexp, inf, nextafter
+
+    p, emin, top = fmt.p, fmt.emin, fmt.max
+    # the quantum of every float64 binade k - 1 (frexp's k runs from -1073 to 1024)
+    quanta = [2.0 ** (max(k - 1, emin) - p + 1) for k in range(-1073, 1025)]
+    bits = _DOUBLE.unpack
+    pack = _DOUBLE_PACK
+
+    def add(a: float, b: float) -> float:
+        s = a + b
+        if s - s != 0.0:  # inf or NaN
+            return s
+        bb = s - a
+        err = (a - (s - bb)) + (b - bb)
+        if err != 0.0 and not (bits(pack(s))[0] & 1):
+            s = nextafter(s, inf if err > 0.0 else -inf)
+        if s == 0.0:
+            return s
+        q = quanta[frexp(s)[1] + 1073]
+        r = round(s / q) * q
+        if r > top or r < -top:
+            return copysign(inf, s)
+        return r if r else copysign(0.0, s)
+
+    return add
+
+
+def _scalar_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
+    """One long Kahan sum in Python floats: each of y = x - c, t = s + y, c = (t - s) - y is
+    one rounding of the exact result (:func:`_scalar_adder`), s = t.
+    Returns the running sums (keep) or the total, as float64."""
+    add = _scalar_adder(acc.fmt)
+    values = x.tolist()
+    out = [0.0] * len(values) if keep else None
+    s = c = 0.0
+    for i, v in enumerate(values):
+        y = add(v, -c)
+        t = add(s, y)
+        c = add(add(t, -s), -y)
+        s = t
+        if keep:
+            out[i] = s
+    return np.array(out, dtype=np.float64) if keep else np.float64(s)
+
+
+import struct as _struct  # noqa: E402 - used only by the scalar Kahan engine
+
+_DOUBLE = _struct.Struct("<q")
+_DOUBLE_PACK = _struct.Struct("<d").pack

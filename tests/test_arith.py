@@ -260,3 +260,34 @@ def test_bad_input_is_refused_clearly_and_inputs_are_not_mutated():
     np.testing.assert_array_equal(source, before)
     with pytest.raises(ValueError):
         y.values[0] = 3.0  # the values are read-only
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "fp16", "e5m2", "e4m3fnuz", "bf16"])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up", "down", "odd"])
+def test_division_by_zero_rounds_like_round_of_the_quotient(fmt, mode):
+    """x / 0 gives a few inf / NaN: set aside and rounded on their own, the result equals
+    floatlab.round of NumPy's quotient (the definition) bit for bit, 0-d included."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(5000) * 4
+    y = rng.standard_normal(5000)
+    y[::97] = 0.0
+    x[::291] = 0.0  # 0 / 0 -> NaN
+    a, b = floatlab.array(x, fmt, rounding=mode), floatlab.array(y, fmt, rounding=mode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = floatlab.round(np.asarray(a) / np.asarray(b), fmt, mode)
+        got = np.asarray(a / b)
+        assert np.array_equal(got, expected, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(expected))
+        assert np.array_equal(np.asarray(1.0 / b), floatlab.round(1.0 / np.asarray(b), fmt, mode),
+                              equal_nan=True)
+        zero_d = floatlab.array(1.5, fmt, rounding=mode) / floatlab.array(0.0, fmt)
+        assert np.array_equal(np.asarray(zero_d), floatlab.round(np.inf, fmt, mode),
+                              equal_nan=True)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning, match="divide by zero"):
+        a / b  # NumPy's own warning stays
+
+
+def test_division_by_zero_in_a_format_without_nan_keeps_the_error():
+    a, b = floatlab.array([1.0, 2.0], "e3m2"), floatlab.array([0.0, 1.0], "e3m2")
+    with np.errstate(divide="ignore"), pytest.raises(ValueError, match="has no inf and no NaN"):
+        a / b
