@@ -1,36 +1,23 @@
-"""Describe any binary floating-point format by its encoding rules.
+"""The :class:`Format` dataclass: a binary floating-point format described by its encoding
+rules alone (exponent and mantissa widths, bias, sign bit, where inf / NaN live, subnormals,
+zero), and every limit derived from them (emax, emin, max, the smallest normal and subnormal,
+the codes of NaN and +-inf, eps).
 
-A :class:`Format` holds only the encoding rules (exponent and mantissa widths, bias, sign bit,
-where infinities and NaNs live, whether subnormals and zero exist). Every limit -- emax, emin,
-max, the smallest normal and subnormal, the codes of NaN and +-inf -- is *derived* from those
-fields, so a custom format gets them for free and no table of constants can drift.
-
->>> from floatlab import get_format
->>> fp16 = get_format("fp16")
->>> fp16.max, fp16.smallest_normal, fp16.smallest_subnormal
-(65504.0, 6.103515625e-05, 5.960464477539063e-08)
->>> get_format("E4M3FN").max
-448.0
+>>> f = Format(exp_bits=5, man_bits=10)      # IEEE half precision, by its rules alone
+>>> f.name, f.max, f.nan_code == 0x7e00
+('e5m10', 65504.0, True)
 """
 
 from __future__ import annotations
 
-import difflib
 import math
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
-__all__ = [
-    "Format",
-    "FormatNameError",
-    "get_format",
-    "format_names",
-    "PRESETS",
-]
+__all__ = ["Format", "SpecialValues"]
 
 SpecialValues = Literal["ieee", "fn", "fnuz", "none", "p3109"]
 
@@ -44,17 +31,12 @@ _SPECIAL_HELP = {
 }
 
 
-class FormatNameError(ValueError):
-    """A format name that floatlab cannot resolve (unknown or ambiguous)."""
-
-
 def _default_bias(exp_bits: int, special: str) -> int:
     """IEEE's ``2**(E-1) - 1``; FNUZ and P3109 use ``2**(E-1)`` (their NaN took over -0, not
     the top binade); 0 without exponent bits."""
     if exp_bits == 0:
         return 0
     return (1 << (exp_bits - 1)) - (0 if special in ("fnuz", "p3109") else 1)
-
 
 
 @dataclass(frozen=True)
@@ -170,6 +152,10 @@ class Format:
         spelling is a preset's alias (``"e2m1"`` is the MX fp4) or ambiguous (``"e4m3"``), the
         kind is made explicit (``"e2m1_ieee"``, ``"e2m1fn_nan"``) unless the format *is* that
         preset, which then lends its name."""
+        # The name grammar and the registry are built on Format: imported on use.
+        from floatlab.formats.resolve import _registered
+        from floatlab.formats.spec import _spec_name
+
         name = _spec_name(self, explicit_kind=False)
         taken = _registered(name)
         if taken is None:
@@ -332,6 +318,7 @@ class Format:
         when it has none (e1m1, P3109's binary8p8 formats): rounding switches to the subnormal
         quantum here either way.
 
+        >>> from floatlab import get_format
         >>> get_format("fp16").normal_threshold, get_format("e1m1").normal_threshold
         (6.103515625e-05, 2.0)
         """
@@ -367,11 +354,14 @@ class Format:
     def to_ml_dtype(self) -> np.dtype:
         """The numpy / ml_dtypes dtype with the same encoding, for interop.
 
+        >>> from floatlab import get_format
         >>> get_format("bf16").to_ml_dtype()
         dtype(bfloat16)
         >>> get_format("binary8p4sf").to_ml_dtype()   # the same encoding, by another name
         dtype(float8_e4m3fnuz)
         """
+        from floatlab.formats.presets import PRESETS  # built on Format: import on use
+
         # A preset with the same encoding lends its (dtype) name: Format(5, 10) is float16.
         name = next((p.name for p in PRESETS.values() if p == self), self.name)
         if name in ("float64", "float32", "float16"):
@@ -382,274 +372,3 @@ class Format:
         if dtype is None:
             raise ValueError(f"{self.name} has no numpy or ml_dtypes dtype")
         return np.dtype(dtype)
-
-
-# ---------------------------------------------------------------------------------- presets
-
-def _preset(name: str, e: int, m: int, **kw: Any) -> Format:
-    return Format(exp_bits=e, man_bits=m, name=name, **kw)
-
-
-PRESETS: dict[str, Format] = {
-    f.name: f
-    for f in (
-        _preset("float64", 11, 52),
-        _preset("float32", 8, 23),
-        _preset("tensorfloat32", 8, 10),
-        _preset("float16", 5, 10),
-        _preset("bfloat16", 8, 7),
-        _preset("float8_e4m3fn", 4, 3, special="fn"),
-        _preset("float8_e5m2", 5, 2),
-        _preset("float8_e4m3fnuz", 4, 3, bias=8, special="fnuz"),
-        _preset("float8_e5m2fnuz", 5, 2, bias=16, special="fnuz"),
-        _preset("float8_e4m3", 4, 3),
-        _preset("float8_e3m4", 3, 4),
-        _preset("float8_e4m3b11fnuz", 4, 3, bias=11, special="fnuz"),
-        _preset(
-            "float8_e8m0fnu", 8, 0, signed=False, special="fn", subnormals=False, has_zero=False
-        ),
-        _preset("float6_e2m3fn", 2, 3, special="none"),
-        _preset("float6_e3m2fn", 3, 2, special="none"),
-        _preset("float4_e2m1fn", 2, 1, special="none"),
-    )
-}
-
-_ALIASES: dict[str, str] = {
-    "fp64": "float64", "double": "float64", "f64": "float64", "binary64": "float64",
-    "fp32": "float32", "single": "float32", "float": "float32", "f32": "float32",
-    "binary32": "float32",
-    "tf32": "tensorfloat32",
-    "fp16": "float16", "half": "float16", "f16": "float16", "binary16": "float16",
-    "bf16": "bfloat16", "bfloat": "bfloat16",
-    "e4m3fn": "float8_e4m3fn", "fp8_e4m3fn": "float8_e4m3fn", "ocp_e4m3": "float8_e4m3fn",
-    "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "ocp_e5m2": "float8_e5m2",
-    "e4m3fnuz": "float8_e4m3fnuz", "fp8_e4m3fnuz": "float8_e4m3fnuz",
-    "e5m2fnuz": "float8_e5m2fnuz", "fp8_e5m2fnuz": "float8_e5m2fnuz",
-    "e3m4": "float8_e3m4", "fp8_e3m4": "float8_e3m4",
-    "e4m3b11fnuz": "float8_e4m3b11fnuz", "e4m3b11": "float8_e4m3b11fnuz",
-    "e8m0": "float8_e8m0fnu", "e8m0fnu": "float8_e8m0fnu", "fp8_e8m0": "float8_e8m0fnu",
-    "e2m3": "float6_e2m3fn", "e2m3fn": "float6_e2m3fn", "fp6_e2m3": "float6_e2m3fn",
-    "e3m2": "float6_e3m2fn", "e3m2fn": "float6_e3m2fn", "fp6_e3m2": "float6_e3m2fn",
-    "e2m1": "float4_e2m1fn", "e2m1fn": "float4_e2m1fn", "fp4_e2m1": "float4_e2m1fn",
-    "fp4": "float4_e2m1fn", "float4": "float4_e2m1fn",
-}
-
-# Names people type that mean different formats in different libraries: never guess.
-_AMBIGUOUS: dict[str, tuple[str, ...]] = {
-    "e4m3": ("float8_e4m3fn", "float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz"),
-    "fp8_e4m3": ("float8_e4m3fn", "float8_e4m3", "float8_e4m3fnuz"),
-    "fp8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"),
-    "float8": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"),
-    "fp6": ("float6_e2m3fn", "float6_e3m2fn"),
-    "float6": ("float6_e2m3fn", "float6_e3m2fn"),
-}
-
-# ------------------------------------------------------------------------------ spec names
-
-_KIND_TOKEN = {"ieee": "", "fn": "fn", "fnuz": "fnuz", "none": "fn_nonan", "p3109": "_p3109"}
-_EXPLICIT_KIND_TOKEN = {**_KIND_TOKEN, "ieee": "_ieee", "fn": "fn_nan"}
-_TOKEN_KIND = {
-    "": "ieee", "ieee": "ieee", "fn": "fn", "fn_nan": "fn", "fnu": "fn", "fnuz": "fnuz",
-    "fn_nonan": "none", "p3109": "p3109",
-}
-_SPEC = re.compile(
-    r"^e(?P<e>\d+)m(?P<m>\d+)(?:b(?P<bias>_?\d+))?"
-    r"(?:_?(?P<kind>ieee|fnuz|fnu|fn_nonan|fn_nan|fn|p3109))?"
-    r"(?P<flags>(?:_(?:unsigned|nozero|ftz))*)$"
-)
-
-
-def _spec_name(fmt: Format, explicit_kind: bool) -> str:
-    bias = "" if fmt.bias == _default_bias(fmt.exp_bits, fmt.special) else f"b{fmt.bias}"
-    if fmt.special == "fn" and not fmt.signed and not fmt.has_zero:
-        return f"e{fmt.exp_bits}m{fmt.man_bits}{bias}fnu"  # ml_dtypes' E8M0 spelling
-    kind = (_EXPLICIT_KIND_TOKEN if explicit_kind else _KIND_TOKEN)[fmt.special]
-    flags = "".join(
-        f"_{flag}"
-        for flag, present in (
-            ("unsigned", not fmt.signed),
-            ("nozero", not fmt.has_zero),
-            ("ftz", fmt.has_zero and not fmt.subnormals),
-        )
-        if present
-    )
-    return f"e{fmt.exp_bits}m{fmt.man_bits}{bias}{kind}{flags}"
-
-
-def _registered(name: str) -> Format | str | None:
-    """What a registered name (preset, alias, P3109 name) means; "ambiguous"; or None."""
-    if name in _AMBIGUOUS:
-        return "ambiguous"
-    target = _ALIASES.get(name, name)
-    if target in PRESETS:
-        return PRESETS[target]
-    from floatlab.p3109 import find_p3109  # p3109 builds on this module: import on use
-
-    return find_p3109(name)
-
-
-def format_names() -> list[str]:
-    """Every canonical preset name, in registry order.
-
-    >>> format_names()[:4]
-    ['float64', 'float32', 'tensorfloat32', 'float16']
-    """
-    return list(PRESETS)
-
-
-def format_aliases() -> dict[str, list[str]]:
-    """The short names of each preset (canonical name -> aliases, in registry order).
-
-    >>> format_aliases()["float16"]
-    ['fp16', 'half', 'f16', 'binary16']
-    """
-    short: dict[str, list[str]] = {name: [] for name in PRESETS}
-    for alias, name in _ALIASES.items():
-        short[name].append(alias)
-    return short
-
-
-def _normalise(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "")
-
-
-def _ambiguity_message(name: str, candidates: tuple[str, ...]) -> str:
-    rows = ", ".join(f"{c} (max {PRESETS[c].max:g})" for c in candidates)
-    return (
-        f"format name {name!r} is ambiguous: it means different formats in different "
-        f"libraries. Say which one: {rows}."
-    )
-
-
-def _from_spec(spec: str) -> Format | None:
-    """Parse a spec name (grammar in :func:`get_format`) into a Format; None if it is none."""
-    match = _SPEC.match(spec)
-    if match is None:
-        return None
-    e, m = int(match["e"]), int(match["m"])
-    token = match["kind"] or ""
-    special = _TOKEN_KIND[token]
-    flags = match["flags"]
-    kwargs: dict[str, Any] = {"special": special}
-    if token == "fnu" or "_unsigned" in flags:
-        kwargs["signed"] = False
-    if token == "fnu" or "_nozero" in flags:
-        kwargs.update(has_zero=False, subnormals=False)
-    if "_ftz" in flags:
-        kwargs["subnormals"] = False
-    bias = match["bias"]
-    if bias is not None:
-        kwargs["bias"] = -int(bias[1:]) if bias.startswith("_") else int(bias)
-    else:
-        kwargs["bias"] = _default_bias(e, special)
-    return Format(exp_bits=e, man_bits=m, **kwargs)
-
-
-def get_format(fmt: str | Format | Any) -> Format:
-    """Resolve a name, a :class:`Format`, or a numpy / ml_dtypes dtype to a Format.
-
-    Names are case-insensitive; ``-`` and ``_`` are interchangeable. They are looked up in
-    this order: preset names and their aliases (``"fp16"``, ``"e4m3fn"``), the IEEE P3109 names
-    (``"p3109_k8p3se"``, alias ``"binary8p3se"``), spec names (below), and last numpy dtype
-    strings (``"f4"``, ``"<f8"``). Ambiguous names such as ``"e4m3"`` or ``"fp8"`` are refused.
-    The short names of presets win over the spec reading: ``"e5m2"``, ``"e3m4"`` are the
-    ml_dtypes formats (IEEE-like anyway), and ``"e2m1"`` / ``"e2m3"`` / ``"e3m2"`` are the OCP MX
-    element formats (no inf, no NaN: E2M1's max is 6, not the IEEE-like reading's 3).
-
-    Spec names describe any :class:`Format` field by field::
-
-        e<E>m<M> [b<bias>] [kind] [_unsigned] [_nozero] [_ftz]
-
-    * ``b<bias>``: the bias, possibly negative (``b-5``); omitted = the kind's default
-      (``2**(E-1) - 1``; ``2**(E-1)`` for fnuz and p3109; 0 when E is 0).
-    * kind: nothing or ``_ieee`` (IEEE-like: inf and NaN in the all-ones exponent), ``fn`` or
-      ``fn_nan`` (NaN only at all ones), ``fnuz`` (NaN at the -0 code), ``fn_nonan`` (no inf,
-      no NaN), ``_p3109`` (P3109 extended: +-inf at the top codes, NaN at the -0 code), and
-      ``fnu``, ml_dtypes' spelling of ``fn_unsigned_nozero`` (E8M0).
-    * flags: ``_unsigned`` (no sign bit), ``_nozero`` (no zero: the exponent field 0 is an
-      ordinary binade; implies no subnormals), ``_ftz`` (zero but no subnormals).
-
-    Every Format's default name is its spec name, with the kind spelled out (``_ieee``,
-    ``fn_nan``) where the short spelling is a preset's alias or ambiguous, so
-    ``get_format(fmt.name) == fmt`` for every Format and no two different Formats share a name.
-
-    >>> get_format("BF16").name
-    'bfloat16'
-    >>> import numpy as np; get_format(np.float16).max
-    65504.0
-    >>> get_format("e6m9").max   # a custom IEEE-like format
-    4290772992.0
-    >>> Format(2, 1).name, get_format("e2m1_ieee").max, get_format("e2m1").max
-    ('e2m1_ieee', 3.0, 6.0)
-    >>> Format(4, 3, bias=-5).name, Format(5, 3, bias=16, signed=False, special="fn").name
-    ('e4m3b-5', 'e5m3b16fn_unsigned')
-    >>> get_format("f4").name, get_format("binary8p3se").name
-    ('float32', 'p3109_k8p3se')
-    """
-    if isinstance(fmt, Format):
-        return fmt
-    if isinstance(fmt, str):
-        return _format_from_name(fmt)
-    if fmt is None or isinstance(fmt, (bool, int, float)):
-        raise TypeError(
-            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
-            f"got {fmt!r}"
-        )
-    try:
-        dtype = np.dtype(fmt)
-    except TypeError:
-        raise TypeError(
-            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
-            f"got {type(fmt).__name__} {fmt!r}"
-        ) from None
-    if dtype.name in PRESETS:
-        return PRESETS[dtype.name]
-    raise TypeError(
-        f"dtype {dtype.name!r} is not a floating-point format floatlab knows; "
-        f"known dtypes: {', '.join(format_names())}"
-    )
-
-
-def _format_from_name(name: str) -> Format:
-    key = _normalise(name)
-    if key in PRESETS:
-        return PRESETS[key]
-    if key in _ALIASES:
-        return PRESETS[_ALIASES[key]]
-    if key in _AMBIGUOUS:
-        raise FormatNameError(_ambiguity_message(name, _AMBIGUOUS[key]))
-    from floatlab.p3109 import P3109, find_p3109
-
-    p3109 = find_p3109(key)
-    if p3109 is not None:
-        return p3109
-    spec = _from_spec(key)
-    if spec is not None:
-        return spec
-    dtype = _numpy_dtype_string(name)
-    if dtype is not None:
-        return get_format(dtype)
-    known = list(PRESETS) + list(_ALIASES) + list(P3109)
-    close = difflib.get_close_matches(key, known, n=4, cutoff=0.5)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise FormatNameError(
-        f"unknown format name {name!r}.{hint} Known formats: {', '.join(format_names())}; "
-        "or a spec such as 'e3m4' for a custom IEEE-like format."
-    )
-
-
-def _numpy_dtype_string(name: str) -> np.dtype | None:
-    """The numpy (or ml_dtypes) floating-point dtype a string such as ``"f4"`` or ``"<f8"``
-    names, or None. Checked after floatlab's own names, which take precedence."""
-    import ml_dtypes  # noqa: F401 - registers "bfloat16", "float8_e4m3fn", ... with numpy
-
-    try:
-        dtype = np.dtype(name.strip())
-    except (TypeError, ValueError):
-        return None
-    if dtype.kind == "f" or dtype.name in PRESETS:
-        return dtype
-    raise FormatNameError(
-        f"{name!r} is the numpy dtype {dtype.name}, not a floating-point format: use e.g. "
-        "'f4' (float32), 'fp16' or a floatlab.Format"
-    )
