@@ -99,38 +99,120 @@ def check_block_fma(acc: Accumulator) -> None:
 
 def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
     """Sum ``terms`` (n terms of m sums) with the block-FMA model of ``acc``: (m,) float64."""
-    n, m = terms.n, terms.m
-    if acc.chunk is None:
-        return _blocks(terms, 0, n, m, acc)
-    from floatlab.accumulate import _ArrayTerms
+    from floatlab.accumulate import _ArrayTerms, _ProductTerms
 
+    n, m = terms.n, terms.m
+    products = isinstance(terms, _ProductTerms) and terms.round_to is None
+    if acc.chunk is None:
+        if products:
+            return _product_blocks(terms.a, terms.b, 0, n, acc).reshape(m)
+        return _blocks(terms, 0, n, m, acc)
     c = acc.chunk
+    if products:  # products made in cache-sized tiles, block by block, chunk by chunk
+        partial = [_product_blocks(terms.a, terms.b, first, builtins.min(n, first + c), acc)
+                   .reshape(m) for first in range(0, n, c)]
+        partial = np.stack(partial) if partial else np.zeros((0, m))
+        return acc._outer().reduce(_ArrayTerms(partial))
     chunks = -(-n // c)
     values = terms.block(0, n)
     if chunks * c != n:  # zeros after the real terms: they change no block's exponent or sum
         values = np.concatenate([values, np.zeros((chunks * c - n, m))])
-    # (chunks, c, m) -> (c, chunks * m): every chunk restarts from zero, so the chunks are
-    # independent sums run side by side.
+    # (chunks, c, m) -> (c, chunks * m): every chunk restarts from zero, so the chunks of a few
+    # long sums are independent sums run side by side.
     inner = values.reshape(chunks, c, m).transpose(1, 0, 2).reshape(c, chunks * m)
     partial = _blocks(_ArrayTerms(inner), 0, c, chunks * m, acc).reshape(chunks, m)
     return acc._outer().reduce(_ArrayTerms(partial))
 
 
-def _blocks(terms: _Terms, start: int, stop: int, m: int, acc: Accumulator) -> np.ndarray:
-    """The running value after the fused blocks of terms[start:stop], starting from zero."""
+_TILE = 32768  # products per work buffer (256 KiB: stays in a core's L2 cache)
+
+
+def _product_blocks(a: np.ndarray, b: np.ndarray, start: int, stop: int, acc: Accumulator
+                    ) -> np.ndarray:
+    """The (M, N) running values after the fused blocks of the products ``a[:, k] * b[k, :]``
+    for k in [start, stop), from zero. Each block's products are made in tiles of rows, the
+    same float64 products as ``_ProductTerms.block`` (exact for inputs of <= 26 bits), and the
+    whole (M, N) is rounded once per block."""
+    if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
+        #                         order; a long last axis keeps the broadcasting loops long
+        return _product_blocks(b.T, a.T, start, stop, acc).T
     fmt, block = acc.fmt, acc.block_fma
-    low = fmt.man_bits + acc.align_bits  # q = 2**(E - low)
+    low = fmt.man_bits + acc.align_bits
+    a_cols = np.ascontiguousarray(a[:, start:stop].T)  # (k, M)
+    b_rows = np.ascontiguousarray(b[start:stop])       # (k, N)
+    m_rows, n_cols = a.shape[0], b.shape[1]
+    depth = builtins.min(block, stop - start)
+    rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
+    buffer = np.empty((depth, builtins.min(rows, m_rows), n_cols))
+    c = np.zeros((m_rows, n_cols))
+    total, inverse = np.empty_like(c), np.empty_like(c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for first in range(0, stop - start, block):
+            last = builtins.min(stop - start, first + block)
+            for r0 in range(0, m_rows, rows):
+                r1 = builtins.min(m_rows, r0 + rows)
+                x = buffer[: last - first, : r1 - r0]
+                np.multiply(a_cols[first:last, r0:r1, None], b_rows[first:last, None, :], out=x)
+                inv = _truncate_block(x, c[r0:r1], fmt.emin, low)
+                np.add(x.sum(axis=0), np.trunc(c[r0:r1] * inv), out=total[r0:r1])
+                inverse[r0:r1] = inv
+            c = _round_sums(total / inverse, acc)
+    return c
+
+
+def _truncate_block(x: np.ndarray, c: np.ndarray, emin: int, low: int) -> np.ndarray:
+    """Scale the block ``x`` (b, ...) in place to units of its alignment quantum q and drop the
+    shifted-out bits; return 1 / q (a power of two per sum). ``c`` is the running value."""
+    peak = np.maximum(x.max(axis=0, initial=0.0), -x.min(axis=0, initial=0.0))
+    np.maximum(peak, np.abs(c), out=peak)
+    # frexp: peak in [2**(E'-1), 2**E'), so floor(log2 peak) = E' - 1 (zeros give E' = 0,
+    # clipped to emin); NaN / inf peaks give a finite q and propagate through the sum.
+    exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
+    inverse = np.ldexp(1.0, low - exponent)
+    # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
+    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53).
+    np.multiply(x, inverse, out=x)
+    np.trunc(x, out=x)
+    return inverse
+
+
+def _blocks(terms: _Terms, start: int, stop: int, m: int, acc: Accumulator) -> np.ndarray:
+    """The running values after the fused blocks of terms[start:stop], starting from zero."""
+    fmt, block = acc.fmt, acc.block_fma
     c = np.zeros(m)
     with np.errstate(over="ignore", invalid="ignore"):
         for first in range(start, stop, block):
-            x = terms.block(first, builtins.min(stop, first + block))
-            peak = np.maximum(np.abs(x).max(axis=0), np.abs(c))
-            # frexp: peak in [2**(E'-1), 2**E'), so floor(log2 peak) = E' - 1 (zeros give E' = 0,
-            # clipped to emin); NaN / inf peaks give a finite q and propagate through the sum.
-            exponent = np.maximum(np.frexp(peak)[1] - 1, fmt.emin)
-            q = np.ldexp(1.0, exponent - low)
-            # x / q and c / q are exact (power-of-two scaling, no overflow since |v| < 2**(E+1));
-            # trunc drops the shifted-out bits; the integer sum is exact (checked bound 2**53).
-            total = np.trunc(x / q).sum(axis=0) + np.trunc(c / q)
-            c = _round(total * q, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+            x = terms.block(first, builtins.min(stop, first + block)).copy()  # never the input
+            inverse = _truncate_block(x, c, fmt.emin, fmt.man_bits + acc.align_bits)
+            total = x.sum(axis=0) + np.trunc(c * inverse)
+            c = _round_sums(total / inverse, acc)
     return c
+
+
+# Switch for the tests, which check the masked truncation equal to floatlab.round.
+_FAST_TRUNCATION = True
+
+
+def _round_sums(values: np.ndarray, acc: Accumulator) -> np.ndarray:
+    """``floatlab.round(values, acc.fmt, acc.rounding)`` of the exact block sums (float64).
+
+    Fast path for "toward_zero" (the hardware's mode), where one floatlab.round call per block
+    would cost more than the block's arithmetic: for |v| in [2**emin, fmt.max] the format's
+    values in v's binade [2**e, 2**(e+1)) are the multiples of 2**(e - man_bits), which are the
+    float64 values whose low 52 - man_bits fraction bits are zero; float64 bit patterns of one
+    sign are monotone in magnitude, so clearing those bits is truncation toward zero onto that
+    grid (and keeps the sign, -0 included). Zeros are already values; every other element
+    (below 2**emin, beyond max, inf, NaN) goes through floatlab.round. A test checks the two
+    paths bit for bit.
+    """
+    fmt = acc.fmt
+    if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
+        return _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+    out = values.copy()
+    bits = out.view(np.uint64)
+    np.bitwise_and(bits, np.uint64(~((1 << (52 - fmt.man_bits)) - 1) & (2**64 - 1)), out=bits)
+    magnitude = np.abs(values)
+    other = ~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max)) & (magnitude != 0)
+    if other.any():
+        out[other] = _round(values[other], fmt, "toward_zero")
+    return out
