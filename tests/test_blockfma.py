@@ -129,3 +129,29 @@ def test_bad_block_fma_format_and_cumsum():
         Accumulator("float64", block_fma=32)
     with pytest.raises(ValueError, match="one per block"):
         floatlab.cumsum([1.0, 2.0], Accumulator("e8m13", "toward_zero", block_fma=2))
+
+
+@pytest.mark.parametrize("fmt", ["e8m13", "e8m14", "e5m6", "e4m3fn", "e8m3", "bf16"])
+def test_masked_truncation_is_floatlab_round(fmt, monkeypatch):
+    from floatlab import blockfma
+
+    f = floatlab.get_format(fmt)
+    rng = np.random.default_rng(11)
+    exps = rng.integers(f.emin - f.man_bits - 3, f.emax + 3, 4000)
+    v = rng.standard_normal(4000) * np.ldexp(1.0, exps)
+    edges = [0.0, -0.0, np.inf, -np.inf, np.nan, f.max, -f.max, 2.0**f.emin, -(2.0**f.emin),
+             np.nextafter(2.0**f.emin, 0), np.nextafter(f.max, np.inf), f.smallest_subnormal]
+    v = np.concatenate([v, edges])
+    acc = Accumulator(fmt, "toward_zero", block_fma=4)
+    fast = blockfma._round_sums(v, acc)
+    slow = floatlab.round(v, fmt, "toward_zero")
+    np.testing.assert_array_equal(fast.view(np.uint64)[~np.isnan(slow)],
+                                  slow.view(np.uint64)[~np.isnan(slow)])
+    assert np.array_equal(np.isnan(fast), np.isnan(slow))
+    # and whole sums through both paths
+    a = floatlab.round(rng.standard_normal((6, 100)), "e4m3fn") * 2.0**-60
+    b = floatlab.round(rng.standard_normal((100, 5)), "e4m3fn")
+    acc = Accumulator("e8m13", "toward_zero", block_fma=8, chunk=32, promote="float32")
+    fast_sum = floatlab.matmul(a, b, acc)
+    monkeypatch.setattr(blockfma, "_FAST_TRUNCATION", False)
+    np.testing.assert_array_equal(floatlab.matmul(a, b, acc), fast_sum)
