@@ -111,6 +111,8 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
     if products:  # products made in cache-sized tiles, block by block, chunk by chunk
         partial = [_product_blocks(terms.a, terms.b, first, builtins.min(n, first + c), acc)
                    .reshape(m) for first in range(0, n, c)]
+        if len(partial) == 1:  # one chunk: +0 + v in the promote format, which holds v, is v
+            return partial[0] + 0.0  # (and -0 becomes +0, as that addition makes it)
         partial = np.stack(partial) if partial else np.zeros((0, m))
         return acc._outer().reduce(_ArrayTerms(partial))
     chunks = -(-n // c)

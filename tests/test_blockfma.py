@@ -71,6 +71,7 @@ def test_block_fma_sums_match_the_exact_model(xs, fmt, mode, block, align, chunk
 @pytest.mark.parametrize("acc", [
     Accumulator("e8m13", "toward_zero", block_fma=32),
     Accumulator("e8m13", "toward_zero", block_fma=16, chunk=128, promote="float32"),
+    Accumulator("e8m13", "toward_zero", block_fma=16, chunk=512, promote="float32"),  # 1 chunk
     Accumulator("e8m14", "toward_zero", block_fma=32, chunk=40, promote="float32",
                 align_bits=2),
     Accumulator("e5m6", "nearest_even", block_fma=4, fused=False),
