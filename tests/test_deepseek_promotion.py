@@ -10,6 +10,7 @@ error, about 1e-16 relative, is far below the tolerances here).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import floatlab
 from floatlab.mixed.recipe import get_recipe
@@ -44,3 +45,14 @@ def test_promotion_matters_for_coherent_sums_not_for_random_signs():
     assert err_promoted < 3e-3 and err_never > 5 * max(quant, err_promoted)
     per_product = get_recipe("deepseek-fp8", promote_every=None, block_fma=None)
     assert per_product.wgrad.accumulate == floatlab.Accumulator("e8m13", "toward_zero")
+
+
+def test_deepseek_accumulator_options():
+    assert get_recipe("deepseek-fp8", accumulator_bits=None).forward.accumulate is None
+    assert "float32 accumulation" in get_recipe("deepseek-fp8", accumulator_bits=None).note
+    assert "32-product block FMA" in get_recipe("deepseek-fp8").note
+    for bad in (0, 23, True, 13.0, "13"):
+        with pytest.raises(ValueError, match="an int in 1..22"):
+            get_recipe("deepseek-fp8", accumulator_bits=bad)
+    with pytest.raises(ValueError, match="block_fma=0 must be a positive int"):
+        get_recipe("deepseek-fp8", block_fma=0)
