@@ -12,9 +12,9 @@ Targets (from the issue): a mixed step at most 3x the floor; compare() under 30 
 
 Training recipes (issue 11; --no-recipes skips them): the full step of each recipe against the
 same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8 emulates a
-14-bit truncating accumulator one inner index at a time and is timed with few repeats), and
-compare() of bf16-mixed + 5 recipes x 500 steps serially and with workers=2 (targets: under
-30 s serially, about half with two workers on two free cores).
+14-bit truncating tensor-core accumulator, one 32-product block FMA at a time, and is timed
+with few repeats), and compare() of bf16-mixed + 5 recipes x 500 steps serially and with
+workers=2 (targets: under 30 s serially, about half with two workers on two free cores).
 
 The Transformer section (``--transformer only`` runs just it) times the same way a GPT-style
 Transformer (d_model 64, 4 heads, 2 layers, context 64, batch 32 of the character data) against

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from floatlab import blockfma as _blockfma
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
@@ -110,6 +111,11 @@ class Accumulator:
     fused : products enter exactly (an FMA / MAC unit) or rounded first to ``fmt``.
     rng : generator (or seed) for stochastic rounding.
     random_bits : stochastic rounding with k random bits (see ``floatlab.round``).
+    block_fma : a tensor core's block FMA (:mod:`floatlab.blockfma`): each step adds this many
+        exact products and the running value, aligned to their largest exponent with the bits
+        below ``fmt``'s precision truncated, then rounds the exact sum once with ``rounding``.
+        None (the default): one rounding per addition.
+    align_bits : extra alignment bits a block FMA keeps below ``fmt``'s precision (default 0).
 
     >>> Accumulator("e8m13", rounding="toward_zero", chunk=128, promote="float32")
     Accumulator(e8m13, toward_zero, sequential, chunk=128, promote=float32)
@@ -124,6 +130,8 @@ class Accumulator:
     fused: bool = True
     rng: Any = field(default=None, compare=False)
     random_bits: int | None = None
+    block_fma: int | None = None
+    align_bits: int = 0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -165,6 +173,7 @@ class Accumulator:
             raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "
                              "rounds to nearest even only; use a narrower format or "
                              "rounding='nearest_even'")
+        _blockfma.check_block_fma(self)
 
     def __repr__(self) -> str:
         parts = [self.fmt.name, self.rounding, self.order]
@@ -178,11 +187,16 @@ class Accumulator:
             parts.append("unfused")
         if self.random_bits is not None:
             parts.append(f"random_bits={self.random_bits}")
+        if self.block_fma is not None:
+            parts.append(f"block_fma={self.block_fma}"
+                         + (f", align_bits={self.align_bits}" if self.align_bits else ""))
         return f"Accumulator({', '.join(parts)})"
 
     # ------------------------------------------------------------------ running it
     def reduce(self, terms: _Terms) -> np.ndarray:
         """Sum ``terms`` (n terms of m independent sums) into an (m,) float64 array."""
+        if self.block_fma is not None:
+            return _blockfma.reduce(terms, self)
         if self.order != "pairwise" and _truncating(terms, self):
             partial = _truncating_products(terms.a, terms.b, self.fmt, self.chunk)
             return self._outer().reduce(_ArrayTerms(partial)) if self.chunk else partial[0]
@@ -196,6 +210,9 @@ class Accumulator:
 
     def partials(self, terms: _Terms) -> np.ndarray:
         """Every running sum, (n, m): the cumulative sum as this adder produces it."""
+        if self.block_fma is not None:
+            raise ValueError("cumsum needs one running sum per addition; a block_fma "
+                             "accumulator has one per block: use floatlab.sum / matmul")
         if self.order != "sequential" or self.chunk is not None:
             raise ValueError("cumsum runs in sequential order; use an Accumulator without "
                              "order / chunk / promote")

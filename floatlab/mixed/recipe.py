@@ -290,21 +290,33 @@ def _rowwise(gw_hp: bool = False) -> Callable[..., Recipe]:
     return build
 
 
-def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int = 13) -> Recipe:
+def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int | None = 13,
+              block_fma: int | None = 32) -> Recipe:
     acts = get_scheme("fp8_1x128")
     weights = get_scheme("fp8_128x128")
     # H800's FP8 tensor cores keep about 14 bits (e8m13, truncating) in the accumulator;
-    # DeepSeek-V3 copies the partial sums to float32 CUDA cores every 128 products.
-    fmt = f"e8m{accumulator_bits}"
-    acc = Accumulator(fmt, "toward_zero") if promote_every is None else \
-        Accumulator(fmt, "toward_zero", chunk=promote_every, promote="float32")
+    # DeepSeek-V3 copies the partial sums to float32 CUDA cores every 128 products. The
+    # tensor core adds block_fma = 32 products per fused step (floatlab.blockfma: aligned to
+    # the largest exponent, truncated, one truncation per step); None rounds after every product.
+    # accumulator_bits=None: float32 sums (BLAS), the fast approximation of a promoted run.
+    if accumulator_bits is None:
+        acc, how = None, "float32 accumulation"
+    else:
+        if isinstance(accumulator_bits, bool) or not isinstance(accumulator_bits, int) \
+                or not 1 <= accumulator_bits <= 22:
+            raise ValueError(f"accumulator_bits={accumulator_bits!r}: the accumulator's "
+                             "mantissa bits, an int in 1..22 (13: e8m13), or None for float32")
+        chunk = dict(chunk=promote_every, promote="float32") if promote_every is not None else {}
+        acc = Accumulator(f"e8m{accumulator_bits}", "toward_zero", block_fma=block_fma, **chunk)
+        how = ("no promotion" if promote_every is None else
+               f"promoted to float32 every {promote_every}") + (
+            f", {block_fma}-product block FMA" if block_fma else ", per-product truncation")
     state = {"exp_avg": BF16, "exp_avg_sq": BF16}
-    note = ("DeepSeek-V3: E4M3, 1x128 activation / 128x128 weight tiles, "
-            + ("no promotion" if promote_every is None else f"promoted to float32 every "
-               f"{promote_every}") + ", bf16 moments")
+    note = f"DeepSeek-V3: E4M3, 1x128 activation / 128x128 weight tiles, {how}, bf16 moments"
     return Recipe("deepseek-fp8", Gemm(acts, weights, acc), Gemm(acts, weights, acc),
                   Gemm(acts, acts, acc), state=state,
-                  options=dict(promote_every=promote_every, accumulator_bits=accumulator_bits),
+                  options=dict(promote_every=promote_every, accumulator_bits=accumulator_bits,
+                               block_fma=block_fma),
                   note=note)
 
 
@@ -414,7 +426,8 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     OCP's and torchao's default, or "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" /
     "bf16"), ``scale_rounding``; "nvfp4": ``stochastic_rounding``, ``hadamard``,
     ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none),
-    ``accumulator_bits`` (13).
+    ``accumulator_bits`` (13; None sums in float32), ``block_fma`` (32; None truncates after
+    every product).
 
     >>> get_recipe("nvfp4", hadamard=False).note.endswith("(without RHT)")
     True

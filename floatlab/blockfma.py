@@ -1,0 +1,220 @@
+"""Block fused multiply-add: how tensor cores add a group of products in one step.
+
+A tensor core does not round after every product. Fasi, Higham, Mikaitis & Pranesh (2021,
+"Numerical behavior of NVIDIA tensor cores", PeerJ CS 7:e330) showed on V100 / T4 / A100 that
+each step adds a *block* of ``n`` exact products and the accumulator ``c`` in one fused
+operation (a "block FMA", Blanchard et al. 2020): the significands are aligned to the largest
+exponent among them, the bits shifted out below the accumulator's precision are dropped
+(truncated), the aligned values are added exactly, and the sum is normalised and truncated once
+to the output format. Khattak & Mikaitis (2025, "Accurate models of NVIDIA tensor cores",
+arXiv:2512.07004) give bit-accurate models of this kind for V100, A100, H100 and B200 in 8-,
+16- and 19-bit inputs, and public probes of H100's FP8 ``wgmma`` find a 13-bit (e8m13)
+truncating result: "a multi-term summation followed by a single final rounding toward zero".
+DeepSeek-V3 (2024) measured "around 14 bits" of accumulation precision on H800 and promotes the
+partial sums to float32 every 128 products (4 WGMMA instructions of K = 32 each).
+
+The model, with ``p = fmt.man_bits`` and ``g = align_bits``, one step per block of ``n`` products
+``x_1 .. x_n`` (the last block of a sum may be shorter) and the running value ``c`` (a value of
+``fmt``, zero at the start and after each promotion):
+
+1. ``E = max(floor(log2 max(|c|, |x_1|, .., |x_n|)), fmt.emin)``: the exponent of the largest
+   magnitude (zeros ignored), never below the format's smallest normal exponent;
+2. every addend ``v`` in ``{c, x_1, .., x_n}`` is truncated toward zero to a multiple of the
+   alignment quantum ``q = 2**(E - p - g)``: it keeps the bits down to ``g`` places below the
+   last bit of a ``fmt`` value in ``c``'s largest binade (``g = 0``: exactly ``fmt``'s
+   precision at exponent E, as Fasi et al. found for the binary32 accumulator of V100);
+3. the truncated addends are summed exactly (enough carry bits: the sum may exceed ``2**(E+1)``);
+4. the sum is normalised and rounded once to ``fmt`` with the accumulator's rounding mode
+   ("toward_zero" on NVIDIA hardware).
+
+Worked example (e8m3 for brevity: p = 3, g = 0; one block of n = 3 products, c = 0):
+x = (1.5, 0.3125, -0.0859375). E = 0 (1.5 is the largest), q = 2**-3 = 0.125: 1.5 stays,
+0.3125 -> 0.25 (its 0.0625 bit is shifted out), -0.0859375 -> 0 (all its bits are below q); the
+exact sum 1.75 is a value of e8m3, so the block gives 1.75. A truncating e8m3 adder that rounds
+after every product gives trunc(1.5 + 0.3125) = 1.75, then trunc(1.75 - 0.0859375) = 1.625:
+
+>>> import floatlab
+>>> x = [1.5, 0.3125, -0.0859375]
+>>> float(floatlab.sum(x, floatlab.Accumulator("e8m3", "toward_zero", block_fma=3)))
+1.75
+>>> float(floatlab.sum(x, floatlab.Accumulator("e8m3", "toward_zero")))
+1.625
+
+Why it matters: a per-addition truncating adder pushes every running sum toward zero, a bias of
+about half an ulp per product that grows like K; in the block model the alignment truncations
+are toward zero *per addend*, so they carry the products' signs and mostly cancel, and the biased
+final truncation happens once per block of n, not once per product.
+
+All outputs of a matrix product are computed at once: one vectorised pass per block of products
+(``n`` times fewer passes than a per-addition model).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from floatlab.rounding import round as _round
+
+if TYPE_CHECKING:  # the Accumulator calls these; they only read its fields
+    from floatlab.accumulate import Accumulator, _Terms
+
+__all__: list[str] = []
+
+
+def check_block_fma(acc: Accumulator) -> None:
+    """Validate the block-FMA fields of an Accumulator (clear errors for what does not apply)."""
+    block, align = acc.block_fma, acc.align_bits
+    if isinstance(align, bool) or not isinstance(align, (int, np.integer)) or align < 0:
+        raise ValueError(f"align_bits={align!r} must be a non-negative int (extra alignment "
+                         "bits kept below the accumulator's precision, e.g. 0)")
+    if block is None:
+        if align != 0:
+            raise ValueError("align_bits applies to a block FMA: pass block_fma=<products per "
+                             "step>, e.g. block_fma=32")
+        return
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block <= 0:
+        raise ValueError(f"block_fma={block!r} must be a positive int: the number of products "
+                         "a tensor core adds in one fused step, e.g. block_fma=32")
+    fmt = acc.fmt
+    if acc.order != "sequential" or acc.compensated:
+        raise ValueError("block_fma models a tensor core's sequence of fused block additions: "
+                         "use order='sequential' without compensated=True")
+    if acc.chunk is not None and acc.promote is None:
+        raise ValueError("block_fma with chunk needs promote=<wider format> (e.g. chunk=128, "
+                         "promote='float32'): the chunk sums are promoted out of the tensor core")
+    if not (fmt.has_zero and fmt.signed and fmt.has_normals) or fmt.p > 51:
+        raise ValueError(f"block_fma needs a signed binary accumulator format with zero and "
+                         f"normals, at most 51 significand bits (e.g. 'e8m13'), not {fmt.name}")
+    # The aligned addends are integers below 2**(p + g + 1) in units of q; their exact sum must
+    # stay exact in float64 (below 2**53), and q must not underflow float64.
+    if fmt.man_bits + int(align) + 1 + int(block + 1).bit_length() > 53:
+        raise ValueError(f"block_fma={block} with align_bits={align} and {fmt.name} needs more "
+                         "than float64's 53 bits for the exact block sum; use fewer of them")
+    if fmt.emin - fmt.man_bits - align < -1000:
+        raise ValueError(f"{fmt.name}'s exponent range is too wide for the block-FMA model")
+
+
+def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
+    """Sum ``terms`` (n terms of m sums) with the block-FMA model of ``acc``: (m,) float64."""
+    from floatlab.accumulate import _ArrayTerms, _ProductTerms
+
+    n, m = terms.n, terms.m
+    products = isinstance(terms, _ProductTerms) and terms.round_to is None
+    if acc.chunk is None:
+        if products:
+            return _product_blocks(terms.a, terms.b, 0, n, acc).reshape(m)
+        return _blocks(terms, 0, n, m, acc)
+    c = acc.chunk
+    if products:  # products made in cache-sized tiles, block by block, chunk by chunk
+        partial = [_product_blocks(terms.a, terms.b, first, builtins.min(n, first + c), acc)
+                   .reshape(m) for first in range(0, n, c)]
+        if len(partial) == 1:  # one chunk: +0 + v in the promote format, which holds v, is v
+            return partial[0] + 0.0  # (and -0 becomes +0, as that addition makes it)
+        partial = np.stack(partial) if partial else np.zeros((0, m))
+        return acc._outer().reduce(_ArrayTerms(partial))
+    chunks = -(-n // c)
+    values = terms.block(0, n)
+    if chunks * c != n:  # zeros after the real terms: they change no block's exponent or sum
+        values = np.concatenate([values, np.zeros((chunks * c - n, m))])
+    # (chunks, c, m) -> (c, chunks * m): every chunk restarts from zero, so the chunks of a few
+    # long sums are independent sums run side by side.
+    inner = values.reshape(chunks, c, m).transpose(1, 0, 2).reshape(c, chunks * m)
+    partial = _blocks(_ArrayTerms(inner), 0, c, chunks * m, acc).reshape(chunks, m)
+    return acc._outer().reduce(_ArrayTerms(partial))
+
+
+_TILE = 32768  # products per work buffer (256 KiB: stays in a core's L2 cache)
+
+
+def _product_blocks(a: np.ndarray, b: np.ndarray, start: int, stop: int, acc: Accumulator
+                    ) -> np.ndarray:
+    """The (M, N) running values after the fused blocks of the products ``a[:, k] * b[k, :]``
+    for k in [start, stop), from zero. Each block's products are made in tiles of rows, the
+    same float64 products as ``_ProductTerms.block`` (exact for inputs of <= 26 bits), and the
+    whole (M, N) is rounded once per block."""
+    if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
+        #                         order; a long last axis keeps the broadcasting loops long
+        return _product_blocks(b.T, a.T, start, stop, acc).T
+    fmt, block = acc.fmt, acc.block_fma
+    low = fmt.man_bits + acc.align_bits
+    a_cols = np.ascontiguousarray(a[:, start:stop].T)  # (k, M)
+    b_rows = np.ascontiguousarray(b[start:stop])       # (k, N)
+    m_rows, n_cols = a.shape[0], b.shape[1]
+    depth = builtins.min(block, stop - start)
+    rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
+    buffer = np.empty((depth, builtins.min(rows, m_rows), n_cols))
+    c = np.zeros((m_rows, n_cols))
+    total, inverse = np.empty_like(c), np.empty_like(c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for first in range(0, stop - start, block):
+            last = builtins.min(stop - start, first + block)
+            for r0 in range(0, m_rows, rows):
+                r1 = builtins.min(m_rows, r0 + rows)
+                x = buffer[: last - first, : r1 - r0]
+                np.multiply(a_cols[first:last, r0:r1, None], b_rows[first:last, None, :], out=x)
+                inv = _truncate_block(x, c[r0:r1], fmt.emin, low)
+                np.add(x.sum(axis=0), np.trunc(c[r0:r1] * inv), out=total[r0:r1])
+                inverse[r0:r1] = inv
+            c = _round_sums(total / inverse, acc)
+    return c
+
+
+def _truncate_block(x: np.ndarray, c: np.ndarray, emin: int, low: int) -> np.ndarray:
+    """Scale the block ``x`` (b, ...) in place to units of its alignment quantum q and drop the
+    shifted-out bits; return 1 / q (a power of two per sum). ``c`` is the running value."""
+    peak = np.maximum(x.max(axis=0, initial=0.0), -x.min(axis=0, initial=0.0))
+    np.maximum(peak, np.abs(c), out=peak)
+    # frexp: peak in [2**(E'-1), 2**E'), so floor(log2 peak) = E' - 1 (zeros give E' = 0,
+    # clipped to emin); NaN / inf peaks give a finite q and propagate through the sum.
+    exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
+    inverse = np.ldexp(1.0, low - exponent)
+    # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
+    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53).
+    np.multiply(x, inverse, out=x)
+    np.trunc(x, out=x)
+    return inverse
+
+
+def _blocks(terms: _Terms, start: int, stop: int, m: int, acc: Accumulator) -> np.ndarray:
+    """The running values after the fused blocks of terms[start:stop], starting from zero."""
+    fmt, block = acc.fmt, acc.block_fma
+    c = np.zeros(m)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for first in range(start, stop, block):
+            x = terms.block(first, builtins.min(stop, first + block)).copy()  # never the input
+            inverse = _truncate_block(x, c, fmt.emin, fmt.man_bits + acc.align_bits)
+            total = x.sum(axis=0) + np.trunc(c * inverse)
+            c = _round_sums(total / inverse, acc)
+    return c
+
+
+# Switch for the tests, which check the masked truncation equal to floatlab.round.
+_FAST_TRUNCATION = True
+
+
+def _round_sums(values: np.ndarray, acc: Accumulator) -> np.ndarray:
+    """``floatlab.round(values, acc.fmt, acc.rounding)`` of the exact block sums (float64).
+
+    Fast path for "toward_zero" (the hardware's mode), where one floatlab.round call per block
+    would cost more than the block's arithmetic: for |v| in [2**emin, fmt.max] the format's
+    values in v's binade [2**e, 2**(e+1)) are the multiples of 2**(e - man_bits), which are the
+    float64 values whose low 52 - man_bits fraction bits are zero; float64 bit patterns of one
+    sign are monotone in magnitude, so clearing those bits is truncation toward zero onto that
+    grid (and keeps the sign, -0 included). Zeros are already values; every other element
+    (below 2**emin, beyond max, inf, NaN) goes through floatlab.round. A test checks the two
+    paths bit for bit.
+    """
+    fmt = acc.fmt
+    if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
+        return _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+    out = values.copy()
+    bits = out.view(np.uint64)
+    np.bitwise_and(bits, np.uint64(~((1 << (52 - fmt.man_bits)) - 1) & (2**64 - 1)), out=bits)
+    magnitude = np.abs(values)
+    other = ~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max)) & (magnitude != 0)
+    if other.any():
+        out[other] = _round(values[other], fmt, "toward_zero")
+    return out
