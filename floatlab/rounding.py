@@ -65,7 +65,9 @@ import numpy as np
 # _bits_of, _fits_float32, ...) stay importable from floatlab.rounding.
 from floatlab._interop import caller_type
 from floatlab._rounding_fast import (
+    in_range_kernel_applies,
     overflow_by_bits,
+    round_in_range_nearest_even,
     round_on_uniform_grid,
     select_bits,
     uniform_grid_exponent,
@@ -208,6 +210,28 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
             piece = slice(start, start + chunk)
             _round_bits(work[piece], fmt, mode, saturate, ftz, rng, layout, out[piece])
     return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
+
+
+def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False
+                          ) -> np.ndarray:
+    """``round(x, fmt, saturate=True, dtype=x.dtype)`` (nearest-even) for an array the caller
+    knows to be finite with ``|x| <= fmt.max``: the quantisation core clips before rounding,
+    so it skips round()'s checks, its overflow / special passes and its chunking.
+
+    float32 inputs of the FP8 / FP6 / FP4 element formats take the proved eight-pass kernel
+    (:func:`floatlab._rounding_fast.round_in_range_nearest_even`), writing into ``x`` itself
+    with ``in_place=True`` (a C-contiguous scratch array the caller owns); everything else,
+    and ``_FAST_PATHS = False``, goes through :func:`round` (a new array).
+
+    >>> import numpy as np
+    >>> round_finite_in_range(np.array([0.3, -448.0, -1e-9], np.float32), get_format("e4m3fn"))
+    array([ 3.125e-01, -4.480e+02, -0.000e+00], dtype=float32)
+    """
+    if _FAST_PATHS and x.dtype == _FLOAT32 and in_range_kernel_applies(fmt):
+        in_place = in_place and x.flags.c_contiguous and x.flags.writeable
+        return round_in_range_nearest_even(x, fmt, x if in_place else None)
+    dtype = x.dtype if x.dtype == _FLOAT32 and _fits_float32(fmt) else _FLOAT64
+    return round(x, fmt, saturate=True, dtype=dtype)
 
 
 _CHUNK = 1 << 17

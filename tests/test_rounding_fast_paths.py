@@ -337,3 +337,61 @@ def _check_codes(fmt, values, codes):
                 np.isnan(values) & (got == codes))
         bad = np.flatnonzero(~same)
         assert bad.size == 0, (fmt.name, np.dtype(dtype).name, values[bad[:4]], got[bad[:4]])
+
+
+# ------------------------------------------------------------------ finite inputs within +-max
+# round_finite_in_range (the quantisation core's element rounding: its inputs are clipped to
+# +-max and finite) takes a seven-pass kernel on float32, proved in floatlab/_rounding_fast.py.
+
+IN_RANGE_FORMATS = [f for f in ALL_FORMATS if f.bits <= 16
+                    and floatlab._rounding_fast.in_range_kernel_applies(f)]
+
+
+def _in_range_inputs(fmt) -> np.ndarray:
+    """float32 inputs with |x| <= max: for M <= 7 every pattern of sign, exponent and kept
+    mantissa with the discarded bits 0, 1, half - 1, half, half + 1 and all ones; the edge
+    inputs (subnormal grid, midpoints, +-1 ulp); 2**18 random patterns; +-0."""
+    shift = 23 - fmt.man_bits
+    parts = []
+    if fmt.man_bits <= 7:
+        kept = np.arange(1 << (32 - shift), dtype=np.uint64).astype(np.uint32) << np.uint32(shift)
+        half = 1 << (shift - 1)
+        parts += [kept | np.uint32(low) for low in (0, 1, half - 1, half, half + 1,
+                                                     (1 << shift) - 1)]
+    with np.errstate(over="ignore"):  # edges beyond float32 become inf, dropped below
+        edges = _edge_inputs(fmt).astype(np.float32)
+    parts += [edges.view(np.uint32), (-edges).view(np.uint32)]
+    rng = np.random.default_rng(fmt.man_bits)
+    parts.append(rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32))
+    x = np.concatenate(parts + [np.array([0, 0x80000000], np.uint32)]).view(np.float32)
+    return x[np.isfinite(x) & (np.abs(x) <= np.float32(fmt.max))]
+
+
+@pytest.mark.parametrize("fmt", IN_RANGE_FORMATS, ids=_fmt_id)
+def test_in_range_kernel_equals_general_path(fmt, monkeypatch):
+    x = _in_range_inputs(fmt)
+    keep = x.copy()
+    fast = core.round_finite_in_range(x, fmt)
+    in_place = x.copy()
+    assert core.round_finite_in_range(in_place, fmt, in_place=True) is in_place
+    with monkeypatch.context() as m:
+        m.setattr(core, "_FAST_PATHS", False)
+        general = floatlab.round(x, fmt, saturate=True, dtype=np.float32)
+        fallback = core.round_finite_in_range(x, fmt)
+    assert fast.dtype == np.float32
+    assert np.array_equal(fast.view(np.uint32), general.view(np.uint32)), fmt.name
+    assert np.array_equal(fallback.view(np.uint32), general.view(np.uint32)), fmt.name
+    assert np.array_equal(in_place.view(np.uint32), general.view(np.uint32)), fmt.name
+    assert np.array_equal(x.view(np.uint32), keep.view(np.uint32))  # input untouched
+
+
+def test_in_range_kernel_covers_the_element_formats():
+    names = {f.name for f in IN_RANGE_FORMATS}
+    for element in ("float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn",
+                    "float4_e2m1fn", "float16"):
+        assert element in names
+    kernel = floatlab._rounding_fast.in_range_kernel_applies
+    assert not kernel(floatlab.get_format("bf16"))       # emax + 23 - M = 143 > 127
+    assert not kernel(floatlab.get_format("e4m3fnuz"))   # no -0
+    assert not kernel(floatlab.get_format("e8m0"))       # M = 0
+    assert not kernel(floatlab.Format(4, 3, subnormals=False))

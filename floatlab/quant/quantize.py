@@ -49,7 +49,7 @@ from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
 from floatlab.quant.packing import pack_codes, unpack_codes
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
-from floatlab.rounding import as_float_array
+from floatlab.rounding import as_float_array, round_finite_in_range
 from floatlab.rounding import round as round_to_format
 
 __all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
@@ -190,16 +190,21 @@ def _amax_short_rows(view: np.ndarray) -> np.ndarray:
 
 # =============================================================================== elements
 
-def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any):
+def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
+                    in_range: bool = False):
     """(elements, codes or None) of the scaled values q, saturating at the element's max.
 
     q is clipped to [-max, max] first: for finite q, rounding the clipped value with
     ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
     max, and max rounds to itself), and it keeps floatlab.round on its fast path.
+    ``in_range``: the caller knows q is finite and clipped, so nearest-even Format elements
+    take :func:`floatlab.rounding.round_finite_in_range` (the same values, fewer passes).
     Codebooks return their codes too (they come from the same table lookup). Fixed-point
     elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
     negative two's-complement code (-2**(w-1) quanta) is never produced.
     """
+    if in_range and rounding == "nearest_even" and isinstance(element, Format):
+        return round_finite_in_range(q, element, in_place=True), None  # q is our scratch
     out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
     if isinstance(element, Codebook):
         idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
@@ -458,9 +463,12 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     eff = effective.astype(work)
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         q = b.view / eff
-    clipped = _clip_blocks(q, amax.astype(work) / eff, scheme.element, count=want_codes)
+        peak = amax.astype(work) / eff  # each block's largest |q| (division is monotone)
+    clipped = _clip_blocks(q, peak, scheme.element, count=want_codes)
+    # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
+    in_range = bool(np.isfinite(peak).all())
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
-    elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng)
+    elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng, in_range)
     elements = elements.astype(work, copy=False)
     extra = 0
     if scheme.scale == "dq8":
