@@ -204,8 +204,9 @@ _EXPONENT32, _SIGN32 = np.uint32(0x7F800000), np.uint32(0x80000000)
 
 def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | None = None
                                 ) -> np.ndarray:
-    """float32 ``x`` rounded to nearest-even in ``fmt``, for finite x with ``|x| <= fmt.max``
-    (the caller guarantees it; the quantisation core clips before rounding), into ``out`` (a
+    """float32 ``x`` rounded to nearest-even in ``fmt``, for finite x below the overflow
+    threshold, ``|x| < fmt.max + ulp(max) / 2`` (the caller guarantees it; the quantisation
+    core clips the blocks that reach it), into ``out`` (a
     new float32 array by default; ``out=x`` rounds in place): equal to
     ``floatlab.round(x, fmt, dtype=np.float32)``. Eight cheap passes per cache-sized chunk.
 
@@ -220,7 +221,8 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
        (as 23 - M >= 2), inside one binade whose float32 ulp is |c| * 2**-23 = q. So the
        float32 sum is c + RNE_q(x), rounded on the grid of q with ties to an even multiple of
        q; |c| / q = 2**23 is even, so the parity is that of RNE_q(x) / q: exactly the general
-       path's nearest-even rounding of |x| on its quantum (|x| <= max: no overflow).
+       path's nearest-even rounding of |x| on its quantum. Below the overflow threshold that
+       is at most max, so the general path's overflow pass changes nothing.
     2. (x + c) - c = RNE_q(x) is exact: a multiple of q below 2**(E + 2) needs at most M + 2
        significant bits (<= 23).
     3. Zero: when RNE_q(x) = 0 the difference is +0 (equal operands); ORing x's sign bit in

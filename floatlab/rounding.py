@@ -215,8 +215,9 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
 def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False
                           ) -> np.ndarray:
     """``round(x, fmt, saturate=True, dtype=x.dtype)`` (nearest-even) for an array the caller
-    knows to be finite with ``|x| <= fmt.max``: the quantisation core clips before rounding,
-    so it skips round()'s checks, its overflow / special passes and its chunking.
+    knows to be finite and below the overflow threshold, ``|x| < fmt.max + ulp(max) / 2``
+    (:func:`overflow_threshold`): the quantisation core clips the blocks that reach it, so
+    this skips round()'s checks, its overflow / special passes and its chunking.
 
     float32 inputs of the FP8 / FP6 / FP4 element formats take the proved eight-pass kernel
     (:func:`floatlab._rounding_fast.round_in_range_nearest_even`), writing into ``x`` itself
@@ -232,6 +233,13 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False
         return round_in_range_nearest_even(x, fmt, x if in_place else None)
     dtype = x.dtype if x.dtype == _FLOAT32 and _fits_float32(fmt) else _FLOAT64
     return round(x, fmt, saturate=True, dtype=dtype)
+
+
+@lru_cache(maxsize=256)
+def overflow_threshold(fmt: Format) -> float:
+    """``max + ulp(max) / 2``: finite values below it round to nearest (either way) without
+    overflow; at it, the tie goes to the even neighbour (E4M3FN: 464 -> 448)."""
+    return fmt.max + 2.0 ** (fmt.emax - fmt.man_bits - 1)
 
 
 _CHUNK = 1 << 17

@@ -93,3 +93,37 @@ def test_block_amax_paths_equal_the_row_reduction(shape):
     view[3, 5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         quantize_mod._amax(view)
+
+
+@pytest.mark.parametrize("name", ["mxfp8", "mxfp8_e5m2", "fp8_rowwise", "fp8_tensorwise",
+                                  "fp8_1x128", "nvfp4", "mxfp4", "mxfp6_e2m3", "int8_row"])
+def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
+    """The core's element rounding (the in-range kernel, without clipping below max + ulp/2
+    when nothing is counted) equals floatlab.round of the clipped values: the general path,
+    the counting path (stats=True clips every value beyond max) and quantize agree."""
+    import floatlab.rounding as core
+
+    rng = np.random.default_rng(3)
+    scheme = get_scheme(name)
+    x = rng.standard_normal((96, 256)) * 10.0 ** rng.integers(-6, 6, (96, 1))
+    x[rng.random(x.shape) < 0.05] = 0.0
+    x[:, :3] = rng.standard_normal((96, 3)) * 1e-30  # far below the block amax: subnormals
+    for data in (x.astype(np.float32), x):
+        fast = floatlab.fake_quantize(data, scheme)
+        counted, _ = floatlab.fake_quantize(data, scheme, stats=True)
+        assert np.array_equal(fast, floatlab.quantize(data, scheme).dequantize())
+        with monkeypatch.context() as m:
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.fake_quantize(data, scheme)
+        for other in (counted, general):
+            assert fast.dtype == other.dtype
+            assert np.array_equal(fast.view(np.uint8), other.view(np.uint8)), name
+
+
+def test_rowwise_float32_scales_put_amax_above_max():
+    """Why the clipping skip matters (and that the test above exercises it): the float32
+    scale amax / 448 puts a row's amax / scale a hair above 448 for some rows."""
+    amax = np.abs(np.random.default_rng(4).standard_normal((1000, 1))).astype(np.float32) + 0.1
+    scale = block_scales(amax, get_scheme("fp8_rowwise"))[3].astype(np.float32)
+    peaks = amax / scale
+    assert 50 < np.count_nonzero(peaks > 448) and np.all(peaks < 464)

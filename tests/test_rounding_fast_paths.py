@@ -348,9 +348,10 @@ IN_RANGE_FORMATS = [f for f in ALL_FORMATS if f.bits <= 16
 
 
 def _in_range_inputs(fmt) -> np.ndarray:
-    """float32 inputs with |x| <= max: for M <= 7 every pattern of sign, exponent and kept
-    mantissa with the discarded bits 0, 1, half - 1, half, half + 1 and all ones; the edge
-    inputs (subnormal grid, midpoints, +-1 ulp); 2**18 random patterns; +-0."""
+    """float32 inputs below the overflow threshold (max + ulp(max) / 2): for M <= 7 every
+    pattern of sign, exponent and kept mantissa with the discarded bits 0, 1, half - 1, half,
+    half + 1 and all ones; the edge inputs (subnormal grid, midpoints, +-1 ulp); 2**18 random
+    patterns; +-0."""
     shift = 23 - fmt.man_bits
     parts = []
     if fmt.man_bits <= 7:
@@ -364,7 +365,7 @@ def _in_range_inputs(fmt) -> np.ndarray:
     rng = np.random.default_rng(fmt.man_bits)
     parts.append(rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32))
     x = np.concatenate(parts + [np.array([0, 0x80000000], np.uint32)]).view(np.float32)
-    return x[np.isfinite(x) & (np.abs(x) <= np.float32(fmt.max))]
+    return x[np.isfinite(x) & (np.abs(x) < core.overflow_threshold(fmt))]
 
 
 @pytest.mark.parametrize("fmt", IN_RANGE_FORMATS, ids=_fmt_id)

@@ -49,7 +49,7 @@ from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
 from floatlab.quant.packing import pack_codes, unpack_codes
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
-from floatlab.rounding import as_float_array, round_finite_in_range
+from floatlab.rounding import as_float_array, overflow_threshold, round_finite_in_range
 from floatlab.rounding import round as round_to_format
 
 __all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
@@ -216,7 +216,8 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
     return element.round(q, rounding=rounding, rng=rng, dtype=out_dtype), None
 
 
-def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool) -> int:
+def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool,
+                 nearest_even: bool = False) -> int:
     """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
     return how many elements exceeded max when ``count``.
 
@@ -224,10 +225,15 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
     the block (division by a positive scale is monotone), so only the blocks whose peak
     exceeds max are touched. Clipping before rounding is the saturating rounding itself: for
     finite q, anything beyond max rounds (saturate=True) to max, as max does; it keeps
-    floatlab.round on its fast path.
+    floatlab.round on its fast path. Without counting, nearest-even rounding into a Format
+    needs no clipping below the overflow threshold ``max + ulp(max) / 2`` (such values round
+    to max or below either way): a float32 scale that puts a row's amax a hair above max
+    (rowwise, per-tensor) then costs no clipping pass.
     """
     emax = element_max(element)
-    flagged = block_peak > emax
+    limit = overflow_threshold(element) if nearest_even and not count and \
+        isinstance(element, Format) else None
+    flagged = block_peak > emax if limit is None else block_peak >= limit
     if not flagged.any():
         return 0
     clip = not isinstance(element, Codebook)
@@ -464,7 +470,8 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         q = b.view / eff
         peak = amax.astype(work) / eff  # each block's largest |q| (division is monotone)
-    clipped = _clip_blocks(q, peak, scheme.element, count=want_codes)
+    clipped = _clip_blocks(q, peak, scheme.element, count=want_codes,
+                           nearest_even=scheme.rounding == "nearest_even")
     # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
     in_range = bool(np.isfinite(peak).all())
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)

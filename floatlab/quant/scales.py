@@ -45,6 +45,7 @@ import numpy as np
 from floatlab.formats import Format, get_format
 from floatlab.quant.scheme import Scheme, element_emax, element_max
 from floatlab.rounding import round as round_to_format
+from floatlab.rounding import round_finite_in_range
 
 __all__ = ["block_scales", "pow2_exponents"]
 
@@ -129,7 +130,10 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         if scheme.margin:
             b = b * f32(2.0**scheme.margin)
         ratio = np.clip(b / g, fmt.smallest_normal, fmt.max).astype(f32)
-        scales = round_to_format(ratio, fmt, rounding=mode)
+        if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
+            scales = round_finite_in_range(ratio, fmt).astype(np.float64)
+        else:
+            scales = round_to_format(ratio, fmt, rounding=mode)
         effective = (f32(g) * scales.astype(f32)).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
