@@ -234,7 +234,7 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     the formats, float32 subnormals and random data (tests/test_rounding_fast_paths.py).
     """
     if out is None:
-        out = np.empty_like(x)
+        out = np.empty(x.shape, np.float32)  # C order whatever x's layout
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)

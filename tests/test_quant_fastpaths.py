@@ -95,8 +95,12 @@ def test_block_amax_paths_equal_the_row_reduction(shape):
         quantize_mod._amax(view)
 
 
+NVFP4_WEIGHTS = floatlab.Scheme("e2m1", (16, 16), "e4m3fn", "even", global_scale=True)
+
+
 @pytest.mark.parametrize("name", ["mxfp8", "mxfp8_e5m2", "fp8_rowwise", "fp8_tensorwise",
-                                  "fp8_1x128", "nvfp4", "mxfp4", "mxfp6_e2m3", "int8_row"])
+                                  "fp8_1x128", "fp8_128x128", "nvfp4", "mxfp4", "mxfp6_e2m3",
+                                  "int8_row", NVFP4_WEIGHTS])
 def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
     """The core's element rounding (the in-range kernel, without clipping below max + ulp/2
     when nothing is counted) equals floatlab.round of the clipped values: the general path,
@@ -108,7 +112,8 @@ def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
     x = rng.standard_normal((96, 256)) * 10.0 ** rng.integers(-6, 6, (96, 1))
     x[rng.random(x.shape) < 0.05] = 0.0
     x[:, :3] = rng.standard_normal((96, 3)) * 1e-30  # far below the block amax: subnormals
-    for data in (x.astype(np.float32), x):
+    x32 = x.astype(np.float32)
+    for data in (x32, x, x32.T, x32[::2, ::3]):  # transposed and strided inputs too
         fast = floatlab.fake_quantize(data, scheme)
         counted, _ = floatlab.fake_quantize(data, scheme, stats=True)
         assert np.array_equal(fast, floatlab.quantize(data, scheme).dequantize())
@@ -117,7 +122,7 @@ def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
             general = floatlab.fake_quantize(data, scheme)
         for other in (counted, general):
             assert fast.dtype == other.dtype
-            assert np.array_equal(fast.view(np.uint8), other.view(np.uint8)), name
+            assert np.array_equal(fast.view(np.uint8), other.view(np.uint8)), scheme
 
 
 def test_rowwise_float32_scales_put_amax_above_max():
