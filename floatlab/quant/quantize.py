@@ -103,7 +103,9 @@ def _axis(axis: int, ndim: int, shape: tuple[int, ...]) -> int:
 
 
 def _as_input(x: Any) -> np.ndarray:
-    arr = as_float_array(x)
+    # A float32 / float64 ndarray is what as_float_array returns unchanged (it is not masked:
+    # its type is exactly ndarray); skip its checks for the per-step callers.
+    arr = x if type(x) is np.ndarray and x.dtype.type in _FLOAT_TYPES else as_float_array(x)
     if arr.ndim == 0:
         raise ValueError("x is 0-d, but quantisation works on blocks of a tensor; pass "
                          "np.atleast_1d(x)")
@@ -136,18 +138,47 @@ class _Blocked:
     padded: tuple[int, ...]   # padded shape
 
 
-def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
-    shape = arr.shape
+@dataclass(frozen=True)
+class _Layout:
+    """What a scheme's blocks look like on one input shape (cached per scheme and shape)."""
+
+    grid: tuple[int, ...]
+    padded: tuple[int, ...]
+    pad: list | None             # np.pad widths for a ragged edge, or None
+    rows: int | None             # blocks run along the contiguous last axis: their length
+    view_shape: tuple[int, ...]  # the interleaved (g0, t0, g1, t1, ...) shape otherwise
+
+
+def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
+    """The block layout of ``shape``, memoised on the scheme (a training step quantises the
+    same few shapes with the same schemes thousands of times)."""
+    key = (shape, _CLAMP_TILES)
+    plans = scheme._plans
+    hit = plans.get(key)
+    if hit is not None:
+        return hit
     tile = _tile(shape, scheme)
     grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
     padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
-    if padded != shape:  # ragged edge: zeros never change an amax
-        arr = np.pad(arr, [(0, p - n) for n, p in zip(shape, padded, strict=True)])
-    if all(t == 1 for t in tile[:-1]):  # blocks run along the (contiguous) last axis
-        view = np.ascontiguousarray(arr).reshape(-1, tile[-1])
+    pad = [(0, p - n) for n, p in zip(shape, padded, strict=True)] if padded != shape else None
+    rows = tile[-1] if all(t == 1 for t in tile[:-1]) else None
+    view_shape = tuple(v for pair in zip(grid, tile, strict=True) for v in pair)
+    if len(plans) >= 64:  # a bound, for code that feeds ever new shapes
+        plans.clear()
+    plans[key] = layout = _Layout(grid, padded, pad, rows, view_shape)
+    return layout
+
+
+def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
+    shape = arr.shape
+    lay = _layout(shape, scheme)
+    if lay.pad is not None:  # ragged edge: zeros never change an amax
+        arr = np.pad(arr, lay.pad)
+    if lay.rows is not None:  # blocks run along the (contiguous) last axis
+        view = np.ascontiguousarray(arr).reshape(-1, lay.rows)
     else:
-        view = arr.reshape(tuple(v for pair in zip(grid, tile, strict=True) for v in pair))
-    return _Blocked(view, grid, shape, padded)
+        view = arr.reshape(lay.view_shape)
+    return _Blocked(view, lay.grid, shape, lay.padded)
 
 
 def _amax(view: np.ndarray) -> np.ndarray:
@@ -161,7 +192,7 @@ def _amax(view: np.ndarray) -> np.ndarray:
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
-    if not np.all(np.isfinite(amax)):
+    if not amax.max() < np.inf:  # NaN (max propagates it) or inf
         _raise_nonfinite(view)
     return amax
 
@@ -217,7 +248,7 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
 
 
 def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool,
-                 nearest_even: bool = False) -> int:
+                 nearest_even: bool = False, peak_max: float = math.nan) -> int:
     """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
     return how many elements exceeded max when ``count``.
 
@@ -233,6 +264,10 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
     emax = element_max(element)
     limit = overflow_threshold(element) if nearest_even and not count and \
         isinstance(element, Format) else None
+    # ``peak_max`` (the largest block peak, when the caller has it) settles the usual case,
+    # nothing to clip, without a pass over the blocks.
+    if peak_max <= emax or (limit is not None and peak_max < limit):
+        return 0
     flagged = block_peak > emax if limit is None else block_peak >= limit
     if not flagged.any():
         return 0
@@ -248,6 +283,18 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
     if clip:
         np.clip(q, -emax, emax, out=q)
     return n
+
+
+_FLOAT_TYPES = (np.float32, np.float64)
+
+
+def _work_dtype(dtype: np.dtype, scheme: Scheme) -> type:
+    """float32 for float32 inputs rounded to nearest into an element float32 holds (as the
+    kernels do); float64 otherwise (stochastic / directed modes keep tiny quotients exact)."""
+    if dtype == np.float32 and scheme.rounding in ("nearest_even", "nearest_away") \
+            and _float32_ok(scheme.element):
+        return np.float32
+    return np.float64
 
 
 def _float32_ok(element: Any) -> bool:
@@ -458,9 +505,7 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
         if not np.all(np.isfinite(arr)):
             _raise_nonfinite(arr)
         arr = transformed = _hadamard(arr, scheme)
-    nearest = scheme.rounding in ("nearest_even", "nearest_away")
-    work = np.float32 if arr.dtype == np.float32 and nearest and _float32_ok(scheme.element) \
-        else np.float64
+    work = _work_dtype(arr.dtype, scheme)
     arr = arr.astype(work, copy=False)
     b = _blocked(arr, scheme)
     amax = _amax(b.view)
@@ -469,11 +514,12 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     eff = effective.astype(work)
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         q = b.view / eff
-        peak = amax.astype(work) / eff  # each block's largest |q| (division is monotone)
+        peak = amax.astype(work, copy=False) / eff  # each block's largest |q| (monotone)
+    peak_max = float(peak.max())  # NaN when a zero scale made 0 / 0
     clipped = _clip_blocks(q, peak, scheme.element, count=want_codes,
-                           nearest_even=scheme.rounding == "nearest_even")
+                           nearest_even=scheme.rounding == "nearest_even", peak_max=peak_max)
     # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
-    in_range = bool(np.isfinite(peak).all())
+    in_range = peak_max < math.inf
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
     elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng, in_range)
     elements = elements.astype(work, copy=False)

@@ -72,19 +72,19 @@ def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.
         mant, e = np.frexp(descale.astype(np.float64))
         k = e.astype(np.int64) - 1 + (mant != 0.5)
         return np.where(descale > 0, k, -100000)
-    work = amax.astype(np.float64)
+    # frexp of a float32 amax gives the same significand and exponent as of its (exact)
+    # float64 widening; "even" compares the significand in float64.
+    work = amax.astype(np.float64) if rule == "even" else amax
+    mant, e = np.frexp(work)
+    k = e.astype(np.int64)
+    k -= 1 + emax
     if rule == "even":
         # round amax half-up at the element's mantissa width (torchao adds half an ulp to the
         # float32 bits and truncates): the binade bumps iff the significand >= 2 - 2**-(m+1).
-        m = element.man_bits
-        mant, e = np.frexp(work)
-        k = e.astype(np.int64) - 1 + (mant >= 1.0 - 2.0 ** -(m + 2))
-    else:
-        mant, e = np.frexp(work)
-        k = e.astype(np.int64) - 1
-        if rule == "ceil":
-            k = k + (mant != 0.5)
-    return np.where(work > 0, k - emax, -100000)
+        k += mant >= 1.0 - 2.0 ** -(element.man_bits + 2)
+    elif rule == "ceil":
+        k += mant != 0.5
+    return np.where(work > 0, k, -100000)
 
 
 def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = None,
@@ -97,17 +97,18 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     """
     element, rule = scheme.element, scheme.scale_rounding
     if scheme.scale in ("e8m0", "pow2"):
-        k = pow2_exponents(amax, element, rule) + scheme.margin
+        k = pow2_exponents(amax, element, rule)
+        if scheme.margin:
+            k += scheme.margin
         low, high = (-127, 127) if scheme.scale == "e8m0" else (-149, 127)
-        too_big = k > high
-        if np.any(too_big):
-            worst = float(np.max(np.asarray(amax)[too_big]))
+        if k.max() > high:
+            worst = float(np.max(np.asarray(amax)[k > high]))
             raise ValueError(
                 f"a block amax of {worst:g} needs a scale above 2**{high}, the largest "
                 f"{scheme.scale} scale (with {element.name} elements); scale the tensor down "
                 "first"
             )
-        k = np.maximum(k, low)
+        np.maximum(k, low, out=k)
         scales = np.ldexp(1.0, k)
         if not want_codes:
             codes = None
