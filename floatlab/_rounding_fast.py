@@ -206,29 +206,30 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
                                 ) -> np.ndarray:
     """float32 ``x`` rounded to nearest-even in ``fmt``, for finite x below the overflow
     threshold, ``|x| < fmt.max + ulp(max) / 2`` (the caller guarantees it; the quantisation
-    core clips the blocks that reach it), into ``out`` (a
-    new float32 array by default; ``out=x`` rounds in place): equal to
-    ``floatlab.round(x, fmt, dtype=np.float32)``. Eight cheap passes per cache-sized chunk.
+    core clips the blocks that reach it), into ``out`` (a new float32 array by default;
+    ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, dtype=np.float32)``. Seven
+    cheap passes per cache-sized chunk.
 
     Proof (``in_range_kernel_applies`` gives the conditions; float32 arithmetic is IEEE
     round-to-nearest-even, as everywhere in this module). Let e be x's binade (the exponent
     field, so |x| < 2**(e + 1); 0 and float32 subnormals read as below -126), E = max(e, emin)
     and q = 2**(E - M): the general path's quantum for x (the subnormal quantum below
-    2**emin). Let c = copysign(2**(E + 23 - M), x), a normal float32 (E + 23 - M <= emax +
-    23 - M <= 127; >= emin + 2 >= -124).
+    2**emin). Let C = 2**(E + 23 - M) and c = 1.5 C, a normal float32 (E + 23 - M <= emax +
+    23 - M <= 127; >= emin + 2 >= -124) built from its bits: exponent E + 23 - M, top
+    mantissa bit set.
 
-    1. The exact sum x + c has magnitude in [|c|, |c| + 2**(E + 1)) within [|c|, 1.5 |c|)
-       (as 23 - M >= 2), inside one binade whose float32 ulp is |c| * 2**-23 = q. So the
-       float32 sum is c + RNE_q(x), rounded on the grid of q with ties to an even multiple of
-       q; |c| / q = 2**23 is even, so the parity is that of RNE_q(x) / q: exactly the general
-       path's nearest-even rounding of |x| on its quantum. Below the overflow threshold that
-       is at most max, so the general path's overflow pass changes nothing.
-    2. (x + c) - c = RNE_q(x) is exact: a multiple of q below 2**(E + 2) needs at most M + 2
-       significant bits (<= 23).
+    1. |x| < 2**(E + 1) <= C / 2 (as 23 - M >= 2), so the exact sum x + c lies in
+       (C, 2C): one binade, whose float32 ulp is C * 2**-23 = q, for either sign of x. The
+       float32 sum is therefore c + RNE_q(x), rounded on the grid of q with ties to an even
+       multiple of q; c / q = 1.5 * 2**23 is even, so the parity is that of RNE_q(x) / q:
+       exactly the general path's nearest-even rounding of |x| on its quantum, with x's sign.
+       Below the overflow threshold that is at most max, so the general path's overflow pass
+       changes nothing.
+    2. (x + c) - c = RNE_q(x) is exact: both operands lie in (C, 2C) (Sterbenz).
     3. Zero: when RNE_q(x) = 0 the difference is +0 (equal operands); ORing x's sign bit in
        gives -0 for negative x, as the general path, which ORs the input's sign bit into the
-       rounded magnitude. Nonzero results already carry x's sign (rounding is symmetric), so
-       the OR changes nothing there.
+       rounded magnitude. Nonzero results already carry x's sign, so the OR changes nothing
+       there.
 
     Tested equal to the general path on every grid point, midpoint and midpoint +- 1 ulp of
     the formats, float32 subnormals and random data (tests/test_rounding_fast_paths.py).
@@ -239,10 +240,9 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
     floor_bits = np.uint32((fmt.emin + 127) << 23)
-    offset = np.uint32((23 - fmt.man_bits) << 23)
+    offset = np.uint32(((23 - fmt.man_bits) << 23) | (1 << 22))  # exponent + 23 - M, 1.5
     n = min(flat_x.size, _IN_RANGE_CHUNK)
     scratch_magic, scratch_sign = np.empty(n, np.uint32), np.empty(n, np.uint32)
-    # Sign bits are moved with bitwise passes: np.copysign costs several times as much.
     for start in range(0, flat_x.size, _IN_RANGE_CHUNK):
         xs = flat_x[start:start + _IN_RANGE_CHUNK]
         dest = flat_out[start:start + _IN_RANGE_CHUNK]
@@ -250,8 +250,7 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
         np.bitwise_and(xs.view(np.uint32), _SIGN32, out=sign)
         np.bitwise_and(xs.view(np.uint32), _EXPONENT32, out=magic)
         np.maximum(magic, floor_bits, out=magic)
-        magic += offset
-        magic |= sign                       # c = copysign(2**(E + 23 - M), x)
+        magic += offset                     # c = 1.5 * 2**(E + 23 - M), mantissa bits zero
         c = magic.view(np.float32)
         np.add(xs, c, out=dest)
         dest -= c

@@ -219,7 +219,7 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False
     (:func:`overflow_threshold`): the quantisation core clips the blocks that reach it, so
     this skips round()'s checks, its overflow / special passes and its chunking.
 
-    float32 inputs of the FP8 / FP6 / FP4 element formats take the proved eight-pass kernel
+    float32 inputs of the FP8 / FP6 / FP4 element formats take the proved seven-pass kernel
     (:func:`floatlab._rounding_fast.round_in_range_nearest_even`), writing into ``x`` itself
     with ``in_place=True`` (a C-contiguous scratch array the caller owns); everything else,
     and ``_FAST_PATHS = False``, goes through :func:`round` (a new array).
