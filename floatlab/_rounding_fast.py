@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format
 
 
@@ -241,8 +242,9 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
     floor_bits = np.uint32((fmt.emin + 127) << 23)
     offset = np.uint32(((23 - fmt.man_bits) << 23) | (1 << 22))  # exponent + 23 - M, 1.5
-    n = min(flat_x.size, _IN_RANGE_CHUNK)
-    scratch_magic, scratch_sign = np.empty(n, np.uint32), np.empty(n, np.uint32)
+    # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
+    # faults on every call (the training step's operands are quantised thousands of times).
+    scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), _UINT32, 2)
     for start in range(0, flat_x.size, _IN_RANGE_CHUNK):
         xs = flat_x[start:start + _IN_RANGE_CHUNK]
         dest = flat_out[start:start + _IN_RANGE_CHUNK]
@@ -259,3 +261,85 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
 
 
 _IN_RANGE_CHUNK = 1 << 16  # a chunk and its scratch stay in the L2 cache
+
+
+@lru_cache(maxsize=256)
+def stochastic_kernel_applies(fmt: Format) -> bool:
+    """Whether :func:`round_in_range_stochastic` is proved for ``fmt``: the in-range
+    conditions, and emin <= M (so scaling by 2**(M - emin) is a scaling up)."""
+    return in_range_kernel_applies(fmt) and fmt.emin <= fmt.man_bits
+
+
+_ABS64, _SIGN64 = np.uint64(0x7FFFFFFFFFFFFFFF), np.uint64(0x8000000000000000)
+
+
+def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generator,
+                              chunk: int, out: np.ndarray | None = None) -> np.ndarray:
+    """float64 ``x`` stochastically rounded in ``fmt``, for finite x with ``|x| <= fmt.max``
+    (the quantisation core clips first), into ``out`` (a new float64 array by default;
+    ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, "stochastic", rng=rng,
+    saturate=True)`` with the same random draws, in chunks of ``chunk`` elements as round()
+    makes them.
+
+    The general path, per chunk, rounds every element's bit pattern with one uniform draw per
+    element, ``u = rng.random(n)``, then re-rounds the inputs below ``2**emin`` ("tiny") on
+    the subnormal grid: with the same draws when more than a quarter are tiny, otherwise with
+    ``count`` fresh draws taken in index order. Each decision is "round up iff u < f", with f
+    the exact fraction of one quantum q that truncation discards (q = 2**(E - M), E =
+    max(binade, emin)); the result is (floor(|x| / q) + up) * q with x's sign. Here the draws
+    are laid out the same way (the tiny inputs' entries replaced by the fresh draws), and:
+
+    1. 1 / q = 2**(M - E) is a normal float64 built from its exponent bits (its biased
+       exponent 1023 + M - E lies in [1, 2046] for these small formats), and y = |x| / q =
+       |x| * 2**(M - E) is exact: a scaling by a power of two that neither overflows
+       (y < 2**(M + 1)) nor loses bits (below 2**emin, E = emin <= M scales up; above, y >=
+       2**M is normal).
+    2. floor(y) is exact, and f = y - floor(y) is exact (0 when y < 1 gives f = y; otherwise
+       floor(y) >= y / 2: Sterbenz), so it equals the general path's discarded fraction
+       (``rem / 2**shift`` or ``|y| - trunc(|y|)``), and ``u < f`` is the same decision.
+    3. (floor(y) + up) / 2**(M - E) is exact (a division by a power of two with a result at
+       most max); ORing x's sign bit gives the signed result, -0 included.
+
+    Tested equal to the general path (tests/test_rounding_fast_paths.py).
+    """
+    if out is None:
+        out = np.empty(x.shape, np.float64)
+    if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
+        raise RuntimeError("out must be a C-contiguous array of x's shape")
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    floor_field = np.uint64(fmt.emin + 1023)
+    tiny_below = np.uint64(((fmt.emin + 1023) << 52) - 1)  # bits of 2**emin, minus 1
+    top = np.uint64(2046 + fmt.man_bits)
+    n = min(flat_x.size, chunk)
+    mag_buf, field_buf, sign_buf = _buffers(n, _UINT64, 3)  # scratch (see above)
+    draws_buf, kept_buf = _buffers(n, _FLOAT64, 2)
+    for start in range(0, flat_x.size, chunk):
+        xs = flat_x[start:start + chunk]
+        dest = flat_out[start:start + chunk]
+        size = xs.size
+        mag, field, sign = mag_buf[:size], field_buf[:size], sign_buf[:size]
+        draws, kept = draws_buf[:size], kept_buf[:size]
+        bits = xs.view(np.uint64)
+        np.bitwise_and(bits, _ABS64, out=mag)
+        np.bitwise_and(bits, _SIGN64, out=sign)
+        np.subtract(mag, np.uint64(1), out=field)
+        tiny = field < tiny_below  # 0 < |x| < 2**emin (0 wraps around)
+        count = int(np.count_nonzero(tiny))
+        rng.random(out=draws)
+        if 0 < count <= size // 4:  # few tiny inputs: they take fresh draws, in order
+            draws[tiny] = rng.random(count)
+        np.right_shift(mag, np.uint64(52), out=field)
+        np.maximum(field, floor_field, out=field)  # E + 1023
+        np.subtract(top, field, out=field)  # 1023 + M - E
+        field <<= np.uint64(52)
+        inv_q = field.view(np.float64)
+        y = np.multiply(mag.view(np.float64), inv_q, out=dest)
+        np.floor(y, out=kept)
+        y -= kept
+        kept += draws < y
+        np.divide(kept, inv_q, out=dest)
+        dest.view(np.uint64)[...] |= sign
+    return out
+
+
+_UINT32, _UINT64, _FLOAT64 = np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.float64)

@@ -68,8 +68,10 @@ from floatlab._rounding_fast import (
     in_range_kernel_applies,
     overflow_by_bits,
     round_in_range_nearest_even,
+    round_in_range_stochastic,
     round_on_uniform_grid,
     select_bits,
+    stochastic_kernel_applies,
     uniform_grid_exponent,
 )
 from floatlab._rounding_kernels import (
@@ -212,27 +214,37 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     return back(out.reshape(arr.shape).astype(out_dtype, copy=False))
 
 
-def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False
-                          ) -> np.ndarray:
-    """``round(x, fmt, saturate=True, dtype=x.dtype)`` (nearest-even) for an array the caller
-    knows to be finite and below the overflow threshold, ``|x| < fmt.max + ulp(max) / 2``
-    (:func:`overflow_threshold`): the quantisation core clips the blocks that reach it, so
-    this skips round()'s checks, its overflow / special passes and its chunking.
+def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
+                          rounding: str = "nearest_even",
+                          rng: np.random.Generator | None = None) -> np.ndarray:
+    """``round(x, fmt, rounding, saturate=True, rng=rng, dtype=x.dtype)`` for an array the
+    caller knows to be finite and within range: below the overflow threshold ``max +
+    ulp(max) / 2`` (:func:`overflow_threshold`) for "nearest_even", at most ``max`` for
+    "stochastic" (``rng`` a Generator). The quantisation core clips the blocks that need it,
+    so this skips round()'s checks and its overflow / special passes.
 
-    float32 inputs of the FP8 / FP6 / FP4 element formats take the proved seven-pass kernel
-    (:func:`floatlab._rounding_fast.round_in_range_nearest_even`), writing into ``x`` itself
-    with ``in_place=True`` (a C-contiguous scratch array the caller owns); everything else,
-    and ``_FAST_PATHS = False``, goes through :func:`round` (a new array).
+    Proved kernels (:mod:`floatlab._rounding_fast`): float32 nearest-even into the FP8 / FP6 /
+    FP4 element formats (seven passes; into ``x`` itself with ``in_place=True``, a
+    C-contiguous scratch array the caller owns), and float64 stochastic rounding with the
+    same random draws as round() (in place too). Everything else, and ``_FAST_PATHS =
+    False``, goes through :func:`round` (a new array).
 
     >>> import numpy as np
     >>> round_finite_in_range(np.array([0.3, -448.0, -1e-9], np.float32), get_format("e4m3fn"))
     array([ 3.125e-01, -4.480e+02, -0.000e+00], dtype=float32)
     """
-    if _FAST_PATHS and x.dtype == _FLOAT32 and in_range_kernel_applies(fmt):
+    if rounding == "stochastic":
+        if _FAST_PATHS and x.dtype == _FLOAT64 and stochastic_kernel_applies(fmt):
+            in_place = in_place and x.flags.c_contiguous and x.flags.writeable
+            return round_in_range_stochastic(x, fmt, rng, _CHUNK, x if in_place else None)
+    elif rounding != "nearest_even":
+        raise ValueError(f"round_finite_in_range rounds to nearest even or stochastically, "
+                         f"not {rounding!r}")
+    elif _FAST_PATHS and x.dtype == _FLOAT32 and in_range_kernel_applies(fmt):
         in_place = in_place and x.flags.c_contiguous and x.flags.writeable
         return round_in_range_nearest_even(x, fmt, x if in_place else None)
     dtype = x.dtype if x.dtype == _FLOAT32 and _fits_float32(fmt) else _FLOAT64
-    return round(x, fmt, saturate=True, dtype=dtype)
+    return round(x, fmt, rounding=rounding, saturate=True, rng=rng, dtype=dtype)
 
 
 @lru_cache(maxsize=256)

@@ -396,3 +396,65 @@ def test_in_range_kernel_covers_the_element_formats():
     assert not kernel(floatlab.get_format("e4m3fnuz"))   # no -0
     assert not kernel(floatlab.get_format("e8m0"))       # M = 0
     assert not kernel(floatlab.Format(4, 3, subnormals=False))
+
+
+SR_FORMATS = [f for f in IN_RANGE_FORMATS if floatlab._rounding_fast.stochastic_kernel_applies(f)]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.2, 0.5, 0.9])
+@pytest.mark.parametrize("fmt", SR_FORMATS, ids=_fmt_id)
+def test_in_range_stochastic_kernel_equals_general_path(fmt, fraction, monkeypatch):
+    """Same values and the same random stream as round(): inputs within +-max (edges,
+    midpoints, +-1 ulp, every shape of tiny-input density that changes how the general path
+    draws, zeros), in float64, over several chunks."""
+    rng = np.random.default_rng(int(fraction * 10) + fmt.bits)
+    edges = _edge_inputs(fmt)
+    edges = edges[edges <= fmt.max]
+    tiny = edges[(edges > 0) & (edges < fmt.normal_threshold)]
+    big = edges[edges >= fmt.normal_threshold]
+    n = 3000
+    n_tiny = int(n * fraction)
+    x = np.concatenate([rng.choice(tiny, n_tiny), rng.choice(big, n - n_tiny),
+                        np.zeros(40)]) * rng.choice([-1.0, 1.0], n + 40)
+    x = x[rng.permutation(x.size)]
+    for chunk in (x.size, 700):
+        with monkeypatch.context() as m:
+            m.setattr(core, "_CHUNK", chunk)
+            fast_rng, general_rng = np.random.default_rng(5), np.random.default_rng(5)
+            fast = core.round_finite_in_range(x, fmt, rounding="stochastic", rng=fast_rng)
+            in_place = x.copy()
+            core.round_finite_in_range(in_place, fmt, rounding="stochastic", in_place=True,
+                                       rng=np.random.default_rng(5))
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.round(x, fmt, rounding="stochastic", saturate=True,
+                                     rng=general_rng)
+        assert np.array_equal(fast.view(np.uint64), general.view(np.uint64)), fmt.name
+        assert np.array_equal(in_place.view(np.uint64), general.view(np.uint64)), fmt.name
+        assert fast_rng.random() == general_rng.random()  # the same number of draws
+
+
+class _HalfDraws(np.random.Generator):
+    """Every uniform draw is 0.5: a midpoint (f = 0.5) then rounds down (u < f is false)."""
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        if out is not None:
+            out[...] = 0.5
+            return out
+        return np.full(size, 0.5)
+
+
+@pytest.mark.parametrize("fmt", SR_FORMATS[:4], ids=_fmt_id)
+def test_in_range_stochastic_kernel_rounds_up_only_below_the_draw(fmt, monkeypatch):
+    """u < f, strictly, as the general path: with every draw 0.5, midpoints round down and
+    values just above them round up."""
+    x = _edge_inputs(fmt)
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) <= fmt.max]
+    fast = core.round_finite_in_range(x, fmt, rounding="stochastic",
+                                      rng=_HalfDraws(np.random.PCG64(0)))
+    with monkeypatch.context() as m:
+        m.setattr(core, "_FAST_PATHS", False)
+        general = floatlab.round(x, fmt, rounding="stochastic", saturate=True,
+                                 rng=_HalfDraws(np.random.PCG64(0)))
+    assert np.array_equal(fast.view(np.uint64), general.view(np.uint64))
+    assert not np.array_equal(general, floatlab.round(x, fmt, rounding="toward_zero"))

@@ -228,14 +228,16 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
     q is clipped to [-max, max] first: for finite q, rounding the clipped value with
     ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
     max, and max rounds to itself), and it keeps floatlab.round on its fast path.
-    ``in_range``: the caller knows q is finite and clipped, so nearest-even Format elements
-    take :func:`floatlab.rounding.round_finite_in_range` (the same values, fewer passes).
+    ``in_range``: the caller knows q is finite and clipped, so nearest-even and stochastic
+    rounding into Format elements take :func:`floatlab.rounding.round_finite_in_range` (the
+    same values and random draws, fewer passes).
     Codebooks return their codes too (they come from the same table lookup). Fixed-point
     elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
     negative two's-complement code (-2**(w-1) quanta) is never produced.
     """
-    if in_range and rounding == "nearest_even" and isinstance(element, Format):
-        return round_finite_in_range(q, element, in_place=True), None  # q is our scratch
+    if in_range and rounding in ("nearest_even", "stochastic") and isinstance(element, Format):
+        return round_finite_in_range(q, element, in_place=True, rounding=rounding,
+                                     rng=rng), None  # q is our scratch
     out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
     if isinstance(element, Codebook):
         idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
