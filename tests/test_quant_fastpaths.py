@@ -57,7 +57,7 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
     statistics as the padded tile."""
     import importlib
 
-    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(1)
     scheme = get_scheme(name)
     for shape in ((512, 16), (3, 50), (130, 7), (1, 5), (200, 129)):
@@ -65,7 +65,7 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
         x[rng.random(shape) < 0.1] = 0.0
         results = []
         for clamp in (True, False):
-            monkeypatch.setattr(quantize_mod, "_CLAMP_TILES", clamp)
+            monkeypatch.setattr(blocks_mod, "_CLAMP_TILES", clamp)
             q = floatlab.quantize(x, scheme)
             results.append((floatlab.fake_quantize(x, scheme), q.dequantize(), q.codes,
                             q.scales, q.scale_codes, q.global_scale, q.nbytes, q.stats,
@@ -82,17 +82,17 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
 def test_block_amax_paths_equal_the_row_reduction(shape):
     import importlib
 
-    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(2)
     view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
     view = view.astype(np.float32)
     view[::7] = -0.0
     expected = np.abs(view).max(axis=1, keepdims=True)
-    got = quantize_mod._amax(view)
+    got = blocks_mod._amax(view)
     assert got.shape == expected.shape and np.array_equal(got, expected)
     view[3, 5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        quantize_mod._amax(view)
+        blocks_mod._amax(view)
 
 
 NVFP4_WEIGHTS = floatlab.Scheme("e2m1", (16, 16), "e4m3fn", "even", global_scale=True)

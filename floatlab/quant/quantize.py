@@ -36,71 +36,35 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from floatlab._validate import resolve_rng
-from floatlab.formats import Format
-from floatlab.quant.codebook import Codebook, gather
-from floatlab.quant.fixed import FixedPoint
+from floatlab.quant.blocks import (
+    _amax,
+    _blocked,
+    _grid_shape,
+    _scale_view_shape,
+    _unblock,
+    raise_nonfinite,
+)
+from floatlab.quant.elements import (
+    _FLOAT_TYPES,
+    _codes_of_values,
+    _element_values,
+    _round_scaled,
+    _work_dtype,
+)
 from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
 from floatlab.quant.packing import pack_codes, unpack_codes
 from floatlab.quant.scales import block_scales
-from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
-from floatlab.rounding import as_float_array, overflow_threshold, round_finite_in_range
-from floatlab.rounding import round as round_to_format
+from floatlab.quant.scheme import DQ8_BLOCK, Scheme, get_scheme
+from floatlab.rounding import as_float_array
 
 __all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
            "pack_codes", "unpack_codes", "hadamard_matrix"]
-
-# =============================================================================== blocks
-
-def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
-    """Tile size per axis for this array shape (padded axes are rounded up later).
-
-    A tile longer than its axis is cut to the axis: the one block along it holds the same
-    values either way (padding adds zeros, which change no amax and are dropped after
-    rounding), so quantising the real values alone gives the same scales and elements without
-    rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
-    """
-    tile = _tile_of_block(shape, scheme)
-    if not _CLAMP_TILES:
-        return tile
-    return tuple(min(t, n) for t, n in zip(tile, shape, strict=True))
-
-
-_CLAMP_TILES = True  # switch for the tests, which check clamped tiles equal to padded ones
-
-
-def _tile_of_block(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
-    block, ndim = scheme.block, len(shape)
-    if block == "tensor":
-        return shape
-    if block == "row":
-        return (1,) * (ndim - 1) + (shape[-1],)
-    if block == "column":
-        if ndim < 2:
-            raise ValueError(f"block='column' needs at least 2 dimensions, got shape {shape}; "
-                             "use block='tensor' or an int for a vector")
-        return shape[:-1] + (1,)
-    if isinstance(block, int):
-        axis = _axis(scheme.axis, ndim, shape)
-        tile = [1] * ndim
-        tile[axis] = block
-        return tuple(tile)
-    if ndim < 2:
-        raise ValueError(f"the 2-D tile {block} needs at least 2 dimensions, got shape {shape}"
-                         "; reshape the tensor (e.g. x.reshape(1, -1)) or use an int block")
-    return (1,) * (ndim - 2) + block
-
-
-def _axis(axis: int, ndim: int, shape: tuple[int, ...]) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for an array of shape {shape}")
-    return axis % ndim
-
 
 def _as_input(x: Any) -> np.ndarray:
     # A float32 / float64 ndarray is what as_float_array returns unchanged (it is not masked:
@@ -117,253 +81,6 @@ def _as_input(x: Any) -> np.ndarray:
 
 def _hadamard(arr: np.ndarray, scheme: Scheme, inverse: bool = False) -> np.ndarray:
     return apply_hadamard(arr, scheme.hadamard, scheme.axis, inverse=inverse)
-
-
-def _raise_nonfinite(arr: np.ndarray) -> None:
-    n_nan = int(np.count_nonzero(np.isnan(arr)))
-    n_inf = int(np.count_nonzero(np.isinf(arr)))
-    raise ValueError(
-        f"x holds {n_nan} NaN and {n_inf} inf values, so a block amax is undefined; remove or "
-        "replace them first (e.g. np.nan_to_num). (OCP's reference code would give such a "
-        "block the NaN scale.)"
-    )
-
-
-@dataclass
-class _Blocked:
-    view: np.ndarray          # padded x: (N, b) for blocks along the last axis, else
-    #                           interleaved (g0, t0, g1, t1, ...)
-    grid: tuple[int, ...]     # blocks per axis
-    shape: tuple[int, ...]    # x's shape
-    padded: tuple[int, ...]   # padded shape
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """What a scheme's blocks look like on one input shape (cached per scheme and shape)."""
-
-    grid: tuple[int, ...]
-    padded: tuple[int, ...]
-    pad: list | None             # np.pad widths for a ragged edge, or None
-    rows: int | None             # blocks run along the contiguous last axis: their length
-    view_shape: tuple[int, ...]  # the interleaved (g0, t0, g1, t1, ...) shape otherwise
-
-
-def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
-    """The block layout of ``shape``, memoised on the scheme (a training step quantises the
-    same few shapes with the same schemes thousands of times)."""
-    key = (shape, _CLAMP_TILES)
-    plans = scheme._plans
-    hit = plans.get(key)
-    if hit is not None:
-        return hit
-    tile = _tile(shape, scheme)
-    grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
-    padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
-    pad = [(0, p - n) for n, p in zip(shape, padded, strict=True)] if padded != shape else None
-    rows = tile[-1] if all(t == 1 for t in tile[:-1]) else None
-    view_shape = tuple(v for pair in zip(grid, tile, strict=True) for v in pair)
-    if len(plans) >= 64:  # a bound, for code that feeds ever new shapes
-        plans.clear()
-    plans[key] = layout = _Layout(grid, padded, pad, rows, view_shape)
-    return layout
-
-
-def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
-    shape = arr.shape
-    lay = _layout(shape, scheme)
-    if lay.pad is not None:  # ragged edge: zeros never change an amax
-        arr = np.pad(arr, lay.pad)
-    if lay.rows is not None:  # blocks run along the (contiguous) last axis
-        view = np.ascontiguousarray(arr).reshape(-1, lay.rows)
-    else:
-        view = arr.reshape(lay.view_shape)
-    return _Blocked(view, lay.grid, shape, lay.padded)
-
-
-def _amax(view: np.ndarray) -> np.ndarray:
-    """Block amaxes, shaped to broadcast against ``view``."""
-    if view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
-        amax = _amax_short_rows(view)[:, None]
-    elif view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256:
-        # Fewer rows than a chunk: |x| transposed once, then one vectorised maximum down its
-        # columns instead of a reduction per short row (same values: max is exact).
-        amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
-    else:
-        axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
-        amax = np.abs(view).max(axis=axes, keepdims=True)
-    if not amax.max() < np.inf:  # NaN (max propagates it) or inf
-        _raise_nonfinite(view)
-    return amax
-
-
-_AMAX_CHUNK = 2048  # rows per pass: a chunk of |x| stays in the L2 cache
-
-
-def _amax_short_rows(view: np.ndarray) -> np.ndarray:
-    """max |row| of an (N, b) array with short rows (MX / NVFP4 blocks).
-
-    NumPy's row reduction pays ~100 ns per row; taking the maximum column by column over a
-    cache-sized chunk of rows runs long vectorised loops instead (same result: max is exact).
-    """
-    n, b = view.shape
-    out = np.empty(n, dtype=view.dtype)
-    scratch = np.empty((min(n, _AMAX_CHUNK), b), dtype=view.dtype)
-    for start in range(0, n, _AMAX_CHUNK):
-        rows = view[start:start + _AMAX_CHUNK]
-        mag = np.abs(rows, out=scratch[: rows.shape[0]])
-        m = out[start:start + rows.shape[0]]
-        m[...] = mag[:, 0]
-        for j in range(1, b):
-            np.maximum(m, mag[:, j], out=m)
-    return out
-
-
-# =============================================================================== elements
-
-def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
-                    in_range: bool = False):
-    """(elements, codes or None) of the scaled values q, saturating at the element's max.
-
-    q is clipped to [-max, max] first: for finite q, rounding the clipped value with
-    ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
-    max, and max rounds to itself), and it keeps floatlab.round on its fast path.
-    ``in_range``: the caller knows q is finite and clipped, so nearest-even and stochastic
-    rounding into Format elements take :func:`floatlab.rounding.round_finite_in_range` (the
-    same values and random draws, fewer passes).
-    Codebooks return their codes too (they come from the same table lookup). Fixed-point
-    elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
-    negative two's-complement code (-2**(w-1) quanta) is never produced.
-    """
-    if in_range and rounding in ("nearest_even", "stochastic") and isinstance(element, Format):
-        return round_finite_in_range(q, element, in_place=True, rounding=rounding,
-                                     rng=rng), None  # q is our scratch
-    out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
-    if isinstance(element, Codebook):
-        idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
-        table = element._values32 if out_dtype == np.float32 else element._values
-        return np.take(table, idx, mode="clip"), element.codes_of_indices(idx)
-    if isinstance(element, Format):
-        return round_to_format(q, element, rounding=rounding, saturate=True, rng=rng,
-                               dtype=out_dtype), None
-    return element.round(q, rounding=rounding, rng=rng, dtype=out_dtype), None
-
-
-def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool,
-                 nearest_even: bool = False, peak_max: float = math.nan) -> int:
-    """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
-    return how many elements exceeded max when ``count``.
-
-    ``block_peak`` is each block's amax / scale in the working precision, the largest |q| of
-    the block (division by a positive scale is monotone), so only the blocks whose peak
-    exceeds max are touched. Clipping before rounding is the saturating rounding itself: for
-    finite q, anything beyond max rounds (saturate=True) to max, as max does; it keeps
-    floatlab.round on its fast path. Without counting, nearest-even rounding into a Format
-    needs no clipping below the overflow threshold ``max + ulp(max) / 2`` (such values round
-    to max or below either way): a float32 scale that puts a row's amax a hair above max
-    (rowwise, per-tensor) then costs no clipping pass.
-    """
-    emax = element_max(element)
-    limit = overflow_threshold(element) if nearest_even and not count and \
-        isinstance(element, Format) else None
-    # ``peak_max`` (the largest block peak, when the caller has it) settles the usual case,
-    # nothing to clip, without a pass over the blocks.
-    if peak_max <= emax or (limit is not None and peak_max < limit):
-        return 0
-    flagged = block_peak > emax if limit is None else block_peak >= limit
-    if not flagged.any():
-        return 0
-    clip = not isinstance(element, Codebook)
-    if q.ndim == 2 and np.count_nonzero(flagged) * 16 < flagged.size:  # few flagged rows
-        rows = np.flatnonzero(flagged.reshape(-1))
-        sub = q[rows]
-        n = int(np.count_nonzero(np.abs(sub) > emax)) if count else 0
-        if clip:
-            q[rows] = np.clip(sub, -emax, emax)
-        return n
-    n = int(np.count_nonzero(q > emax) + np.count_nonzero(q < -emax)) if count else 0
-    if clip:
-        np.clip(q, -emax, emax, out=q)
-    return n
-
-
-_FLOAT_TYPES = (np.float32, np.float64)
-
-
-def _work_dtype(dtype: np.dtype, scheme: Scheme) -> type:
-    """float32 for float32 inputs rounded to nearest into an element float32 holds (as the
-    kernels do); float64 otherwise (stochastic / directed modes keep tiny quotients exact)."""
-    if dtype == np.float32 and scheme.rounding in ("nearest_even", "nearest_away") \
-            and _float32_ok(scheme.element):
-        return np.float32
-    return np.float64
-
-
-def _float32_ok(element: Any) -> bool:
-    if isinstance(element, Format):
-        return _format_fits_float32(element)
-    return bool(element.float32_exact)
-
-
-@lru_cache(maxsize=64)
-def _format_fits_float32(element: Format) -> bool:
-    """Cached: Format.emax is a computed property, and this runs on every quantisation."""
-    return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
-
-
-@lru_cache(maxsize=64)
-def _code_lut(element: Format):
-    """(shift, table): codes of a Format's values from their float32 bits.
-
-    Every value of a format with at most 7 mantissa bits that fits in float32 is a float32
-    whose bits below ``23 - man_bits`` are zero (subnormals of the format are float32 normals
-    with fewer significant bits), so ``bits >> (23 - man_bits)`` tells the values apart; the
-    table maps that key to the code (NaN codes left out). Tests check it against
-    floatlab.encode.
-    """
-    if not (_float32_ok(element) and element.man_bits <= 7 and element.bits <= 8):
-        return None
-    from floatlab.codec import decode
-
-    shift = 23 - element.man_bits
-    codes = np.arange(1 << element.bits)
-    values = decode(codes, element)
-    ok = ~np.isnan(values)
-    keys = values[ok].astype(np.float32).view(np.uint32) >> np.uint32(shift)
-    table = np.zeros(1 << (32 - shift), dtype=np.uint8)
-    table[keys] = codes[ok]
-    return np.uint32(shift), table
-
-
-def _codes_of_values(values: np.ndarray, element: Any) -> np.ndarray:
-    """Element codes of values already in the element format (see _code_lut)."""
-    if isinstance(element, Format):
-        lut = _code_lut(element)
-        if lut is not None:
-            shift, table = lut
-            return gather(table, values.astype(np.float32, copy=False).view(np.uint32) >> shift)
-        from floatlab.codec import _codes_of_values as encode_values
-
-        return encode_values(np.asarray(values, dtype=np.float64), element)
-    return element.codes_of_values(values)
-
-
-@lru_cache(maxsize=64)
-def _decode_table(element: Any, dtype: Any) -> np.ndarray:
-    from floatlab.codec import decode
-
-    if isinstance(element, Format):
-        table = decode(np.arange(1 << element.bits), element)
-    else:
-        table = element.decode(np.arange(1 << element.bits)) if isinstance(element, FixedPoint) \
-            else element._decode_table
-    return np.asarray(table, dtype=dtype)
-
-
-def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
-    if element.bits > 16:
-        return element.decode(codes).astype(dtype)
-    return gather(_decode_table(element, np.dtype(dtype)), codes)
 
 
 # =============================================================================== results
@@ -478,25 +195,6 @@ class QuantizedTensor:
                 f"QSNR {self.stats.qsnr_db:.1f} dB)")
 
 
-def _scale_view_shape(b: _Blocked) -> tuple[int, ...]:
-    if b.view.ndim == 2:
-        return (b.view.shape[0], 1)
-    return tuple(v for g in b.grid for v in (g, 1))
-
-
-def _unblock(blocked: np.ndarray, padded: tuple[int, ...], shape: tuple[int, ...]
-             ) -> np.ndarray:
-    out = blocked.reshape(padded)
-    if padded != shape:
-        out = np.ascontiguousarray(out[tuple(slice(0, n) for n in shape)])
-    return out
-
-
-def _grid_shape(a: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
-    """Per-block array (broadcastable against the blocked view) -> blocks-per-axis shape."""
-    return np.ascontiguousarray(a).reshape(grid)
-
-
 # =============================================================================== the core
 
 def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
@@ -505,25 +203,18 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     transformed = None
     if scheme.hadamard:
         if not np.all(np.isfinite(arr)):
-            _raise_nonfinite(arr)
+            raise_nonfinite(arr)
         arr = transformed = _hadamard(arr, scheme)
     work = _work_dtype(arr.dtype, scheme)
     arr = arr.astype(work, copy=False)
     b = _blocked(arr, scheme)
-    amax = _amax(b.view)
+    amax = _amax(b.view)  # finite (NaN / inf raise)
     tensor_amax = float(amax.max()) if scheme.global_scale else None
     scales, scale_codes, g, effective = block_scales(amax, scheme, tensor_amax, want_codes)
     eff = effective.astype(work)
-    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        q = b.view / eff
-        peak = amax.astype(work, copy=False) / eff  # each block's largest |q| (monotone)
-    peak_max = float(peak.max())  # NaN when a zero scale made 0 / 0
-    clipped = _clip_blocks(q, peak, scheme.element, count=want_codes,
-                           nearest_even=scheme.rounding == "nearest_even", peak_max=peak_max)
-    # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
-    in_range = peak_max < math.inf
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
-    elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng, in_range)
+    elements, codes, clipped, _ = _round_scaled(b.view, eff, amax, scheme.element,
+                                                scheme.rounding, rng, count=want_codes)
     elements = elements.astype(work, copy=False)
     extra = 0
     if scheme.scale == "dq8":

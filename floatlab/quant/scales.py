@@ -159,6 +159,6 @@ def _codes(scales: np.ndarray, fmt: Format) -> np.ndarray:
     """Codes of scales that are already values of ``fmt``."""
     if fmt == _FLOAT32:
         return scales.astype(np.float32).view(np.uint32)
-    from floatlab.quant.quantize import _codes_of_values  # the element codes' fast path
+    from floatlab.quant.elements import _codes_of_values  # the element codes' fast path
 
     return _codes_of_values(scales, fmt)
