@@ -18,13 +18,37 @@ round-to-nearest for float arithmetic and no flush-to-zero / denormals-are-zero.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any
 
 import numpy as np
 
 from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format
+
+
+def per_format(fn: Any) -> Any:
+    """Memoise a function of one format by the format object's identity.
+
+    ``functools.lru_cache`` hashes its argument on every call, and hashing a Format (a
+    dataclass) costs about as much as the small facts cached here; the quantisation core asks
+    for them several times per operand, thousands of times per training run. Formats are
+    immutable, and the memo keeps each one alive, so an id is never reused for another.
+    """
+    memo: dict[int, tuple[Any, Any]] = {}
+
+    @wraps(fn)
+    def cached(fmt: Any) -> Any:
+        hit = memo.get(id(fmt))
+        if hit is not None and hit[0] is fmt:
+            return hit[1]
+        value = fn(fmt)
+        if len(memo) >= 512:
+            memo.clear()
+        memo[id(fmt)] = (fmt, value)
+        return value
+
+    return cached
 
 
 @lru_cache(maxsize=512)
@@ -191,7 +215,7 @@ def overflow_by_bits(out: np.ndarray, mode: str, saturate: bool, fmt: Format, ui
     select_bits(bits, replacement, over)
 
 
-@lru_cache(maxsize=256)
+@per_format
 def in_range_kernel_applies(fmt: Format) -> bool:
     """Whether :func:`round_in_range_nearest_even` is proved for ``fmt`` (see its proof):
     1 <= M <= 21 mantissa bits, a sign, zero and -0, subnormals, emin >= -126 and
@@ -205,11 +229,12 @@ _EXPONENT32, _SIGN32 = np.uint32(0x7F800000), np.uint32(0x80000000)
 
 def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | None = None
                                 ) -> np.ndarray:
-    """float32 ``x`` rounded to nearest-even in ``fmt``, for finite x below the overflow
-    threshold, ``|x| < fmt.max + ulp(max) / 2`` (the caller guarantees it; the quantisation
-    core clips the blocks that reach it), into ``out`` (a new float32 array by default;
-    ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, dtype=np.float32)``. Seven
-    cheap passes per cache-sized chunk.
+    """float32 or float64 ``x`` rounded to nearest-even in ``fmt``, for finite x below the
+    overflow threshold, ``|x| < fmt.max + ulp(max) / 2`` (the caller guarantees it; the
+    quantisation core clips the blocks that reach it), into ``out`` (a new array of x's dtype
+    by default; ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, dtype=x.dtype)``.
+    Seven cheap passes per cache-sized chunk. (Written for float32 below; float64 is the same
+    with 23 -> 52 fraction bits and its exponent range, which the conditions also satisfy.)
 
     Proof (``in_range_kernel_applies`` gives the conditions; float32 arithmetic is IEEE
     round-to-nearest-even, as everywhere in this module). Let e be x's binade (the exponent
@@ -235,35 +260,44 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     Tested equal to the general path on every grid point, midpoint and midpoint +- 1 ulp of
     the formats, float32 subnormals and random data (tests/test_rounding_fast_paths.py).
     """
+    # float32 (W = 23 fraction bits, bias 127) or float64 (52, 1023): the proof holds for
+    # either with 23 replaced by W (the conditions on the format imply float64's).
+    dtype = x.dtype
+    uint, width, bias, exponent_mask, sign_mask = _IN_RANGE_LAYOUTS[dtype]
     if out is None:
-        out = np.empty(x.shape, np.float32)  # C order whatever x's layout
+        out = np.empty(x.shape, dtype)  # C order whatever x's layout
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    floor_bits = np.uint32((fmt.emin + 127) << 23)
-    offset = np.uint32(((23 - fmt.man_bits) << 23) | (1 << 22))  # exponent + 23 - M, 1.5
+    floor_bits = uint((fmt.emin + bias) << width)
+    offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
     # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
     # faults on every call (the training step's operands are quantised thousands of times).
-    scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), _UINT32, 2)
+    scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), np.dtype(uint), 2)
     for start in range(0, flat_x.size, _IN_RANGE_CHUNK):
         xs = flat_x[start:start + _IN_RANGE_CHUNK]
         dest = flat_out[start:start + _IN_RANGE_CHUNK]
         magic, sign = scratch_magic[: xs.size], scratch_sign[: xs.size]
-        np.bitwise_and(xs.view(np.uint32), _SIGN32, out=sign)
-        np.bitwise_and(xs.view(np.uint32), _EXPONENT32, out=magic)
+        np.bitwise_and(xs.view(uint), sign_mask, out=sign)
+        np.bitwise_and(xs.view(uint), exponent_mask, out=magic)
         np.maximum(magic, floor_bits, out=magic)
-        magic += offset                     # c = 1.5 * 2**(E + 23 - M), mantissa bits zero
-        c = magic.view(np.float32)
+        magic += offset                     # c = 1.5 * 2**(E + W - M), mantissa bits zero
+        c = magic.view(dtype)
         np.add(xs, c, out=dest)
         dest -= c
-        dest.view(np.uint32)[...] |= sign   # -0 for negative inputs that round to zero
+        dest.view(uint)[...] |= sign        # -0 for negative inputs that round to zero
     return out
 
 
 _IN_RANGE_CHUNK = 1 << 16  # a chunk and its scratch stay in the L2 cache
+_IN_RANGE_LAYOUTS = {  # dtype: (uint, fraction bits W, bias, exponent mask, sign mask)
+    np.dtype(np.float32): (np.uint32, 23, 127, _EXPONENT32, _SIGN32),
+    np.dtype(np.float64): (np.uint64, 52, 1023, np.uint64(0x7FF0000000000000),
+                           np.uint64(0x8000000000000000)),
+}
 
 
-@lru_cache(maxsize=256)
+@per_format
 def stochastic_kernel_applies(fmt: Format) -> bool:
     """Whether :func:`round_in_range_stochastic` is proved for ``fmt``: the in-range
     conditions, and emin <= M (so scaling by 2**(M - emin) is a scaling up)."""

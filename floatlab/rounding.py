@@ -67,6 +67,7 @@ from floatlab._interop import caller_type
 from floatlab._rounding_fast import (
     in_range_kernel_applies,
     overflow_by_bits,
+    per_format,
     round_in_range_nearest_even,
     round_in_range_stochastic,
     round_on_uniform_grid,
@@ -223,8 +224,8 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
     "stochastic" (``rng`` a Generator). The quantisation core clips the blocks that need it,
     so this skips round()'s checks and its overflow / special passes.
 
-    Proved kernels (:mod:`floatlab._rounding_fast`): float32 nearest-even into the FP8 / FP6 /
-    FP4 element formats (seven passes; into ``x`` itself with ``in_place=True``, a
+    Proved kernels (:mod:`floatlab._rounding_fast`): float32 / float64 nearest-even into the
+    FP8 / FP6 / FP4 element formats (seven passes; into ``x`` itself with ``in_place=True``, a
     C-contiguous scratch array the caller owns), and float64 stochastic rounding with the
     same random draws as round() (in place too). Everything else, and ``_FAST_PATHS =
     False``, goes through :func:`round` (a new array).
@@ -240,14 +241,14 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
     elif rounding != "nearest_even":
         raise ValueError(f"round_finite_in_range rounds to nearest even or stochastically, "
                          f"not {rounding!r}")
-    elif _FAST_PATHS and x.dtype == _FLOAT32 and in_range_kernel_applies(fmt):
+    elif _FAST_PATHS and x.dtype in (_FLOAT32, _FLOAT64) and in_range_kernel_applies(fmt):
         in_place = in_place and x.flags.c_contiguous and x.flags.writeable
         return round_in_range_nearest_even(x, fmt, x if in_place else None)
     dtype = x.dtype if x.dtype == _FLOAT32 and _fits_float32(fmt) else _FLOAT64
     return round(x, fmt, rounding=rounding, saturate=True, rng=rng, dtype=dtype)
 
 
-@lru_cache(maxsize=256)
+@per_format
 def overflow_threshold(fmt: Format) -> float:
     """``max + ulp(max) / 2``: finite values below it round to nearest (either way) without
     overflow; at it, the tie goes to the even neighbour (E4M3FN: 464 -> 448)."""

@@ -368,22 +368,28 @@ def _in_range_inputs(fmt) -> np.ndarray:
     return x[np.isfinite(x) & (np.abs(x) < core.overflow_threshold(fmt))]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", IN_RANGE_FORMATS, ids=_fmt_id)
-def test_in_range_kernel_equals_general_path(fmt, monkeypatch):
+def test_in_range_kernel_equals_general_path(fmt, dtype, monkeypatch):
     x = _in_range_inputs(fmt)
+    if dtype is np.float64:  # float64 inputs between the float32 ones, and float64 subnormals
+        x64 = x.astype(np.float64)
+        mid = x64 * (1 + 2.0**-30)
+        x = np.concatenate([x64, mid[np.abs(mid) < core.overflow_threshold(fmt)],
+                            [5e-324, -2.5e-310, 2.0**-1022]])
     keep = x.copy()
     fast = core.round_finite_in_range(x, fmt)
     in_place = x.copy()
     assert core.round_finite_in_range(in_place, fmt, in_place=True) is in_place
     with monkeypatch.context() as m:
         m.setattr(core, "_FAST_PATHS", False)
-        general = floatlab.round(x, fmt, saturate=True, dtype=np.float32)
+        general = floatlab.round(x, fmt, saturate=True, dtype=dtype)
         fallback = core.round_finite_in_range(x, fmt)
-    assert fast.dtype == np.float32
-    assert np.array_equal(fast.view(np.uint32), general.view(np.uint32)), fmt.name
-    assert np.array_equal(fallback.view(np.uint32), general.view(np.uint32)), fmt.name
-    assert np.array_equal(in_place.view(np.uint32), general.view(np.uint32)), fmt.name
-    assert np.array_equal(x.view(np.uint32), keep.view(np.uint32))  # input untouched
+    uint = np.uint32 if dtype is np.float32 else np.uint64
+    assert fast.dtype == dtype
+    for other in (general, fallback, in_place):
+        assert np.array_equal(fast.view(uint), other.view(uint)), fmt.name
+    assert np.array_equal(x.view(uint), keep.view(uint))  # input untouched
 
 
 def test_in_range_kernel_covers_the_element_formats():

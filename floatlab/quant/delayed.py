@@ -253,8 +253,10 @@ def quantize_scaled(
     fmt = _signed_format(fmt, "scaled into")
     margin = _check_margin(margin)
     arr = _as_float64(x)
+    amax = None
     if scale is None:
-        scale = _scale_from_amax(_amax(arr), fmt, margin, power_of_two)
+        amax = _amax(arr)
+        scale = _scale_from_amax(amax, fmt, margin, power_of_two)
     elif margin or power_of_two:
         raise ValueError(
             "margin and power_of_two shape a scale computed from amax; with an explicit scale "
@@ -262,10 +264,17 @@ def quantize_scaled(
         )
     else:
         scale = _check_scale(scale)
+    return _scaled(arr, fmt, scale, rounding, saturate, rng, amax)
+
+
+def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate: Any, rng: Any,
+            amax: float | None = None) -> ScaledTensor:
+    """quantize_scaled's work on a float64 array and a checked scale (``amax``: max|arr| when
+    the caller has it, e.g. the scaling classes, which computed the scale from it)."""
     saturate = check_flag(saturate, "saturate")
     mode = _resolve_mode(rounding)
     rng = resolve_rng(rng, mode == "stochastic", mode)
-    peak = float(np.max(np.abs(arr))) if arr.size else math.nan
+    peak = amax if amax is not None else float(np.max(np.abs(arr))) if arr.size else math.nan
     finite = math.isfinite(peak)
     # The quantisation core's step with Transformer Engine's multiply convention.
     values, _, _, scaled = _round_scaled(arr, scale, np.float64(peak), fmt, mode, rng,
@@ -365,8 +374,8 @@ class CurrentScaling:
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
         arr = _as_float64(x)
-        return quantize_scaled(arr, self.fmt, scale=self.scale_for(_amax(arr)),
-                               rounding=rounding, rng=rng)
+        amax = _amax(arr)
+        return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
 
     def __repr__(self) -> str:
         return (f"CurrentScaling({self.fmt.name}, margin={self.margin}, "
@@ -445,7 +454,7 @@ class DelayedScaling:
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)
-        out = quantize_scaled(arr, self.fmt, scale=scale, rounding=rounding, rng=rng)
+        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax)
         self._history.append(amax)
         return out
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_fast import per_format
 from floatlab.formats import Format
 from floatlab.quant.codebook import Codebook, gather
 from floatlab.quant.fixed import FixedPoint
@@ -104,7 +105,7 @@ def _float32_ok(element: Any) -> bool:
     return bool(element.float32_exact)
 
 
-@lru_cache(maxsize=64)
+@per_format
 def _format_fits_float32(element: Format) -> bool:
     """Cached: Format.emax is a computed property, and this runs on every quantisation."""
     return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
