@@ -276,7 +276,9 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     scheme = get_scheme(scheme)
     source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
         x, scheme, rng, want_codes=stats)
-    out = _unblock(elements * eff, b.padded, b.shape)
+    # Without stats the elements are scratch of this call: dequantise them in place.
+    deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
+    out = _unblock(deq, b.padded, b.shape)
     if scheme.hadamard:
         out = _hadamard(out, scheme, inverse=True)
     if not stats:

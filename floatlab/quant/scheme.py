@@ -172,7 +172,10 @@ class Scheme:
     @property
     def scale_format(self) -> Format:
         """The floatlab Format the scales are stored in (pow2 and dq8: float32 values)."""
-        return get_format(_SCALE_FORMAT_NAMES[self.scale])
+        fmt = self._plans.get("scale_format")  # memoised: quantisation asks every call
+        if fmt is None:
+            fmt = self._plans["scale_format"] = get_format(_SCALE_FORMAT_NAMES[self.scale])
+        return fmt
 
     @property
     def scale_bits(self) -> int:
