@@ -78,7 +78,8 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast == slow, (shape, name)
 
 
-@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48)])
+@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
+                                   (16384, 16), (3000, 64)])
 def test_block_amax_paths_equal_the_row_reduction(shape):
     import importlib
 

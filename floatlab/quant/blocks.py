@@ -137,12 +137,13 @@ def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
 
 def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
-    if view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
-        amax = _amax_short_rows(view)[:, None]
-    elif view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256:
-        # Fewer rows than a chunk: |x| transposed once, then one vectorised maximum down its
+    if view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256 \
+            and view.size <= _AMAX_TRANSPOSE_MAX:
+        # Up to 128K values: |x| transposed once, then one vectorised maximum down its
         # columns instead of a reduction per short row (same values: max is exact).
         amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
+    elif view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
+        amax = _amax_short_rows(view)[:, None]
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
@@ -152,6 +153,7 @@ def _amax(view: np.ndarray) -> np.ndarray:
 
 
 _AMAX_CHUNK = 2048  # rows per pass: a chunk of |x| stays in the L2 cache
+_AMAX_TRANSPOSE_MAX = 1 << 17  # up to here one transposed copy of |x| beats the column loop
 
 
 def _amax_short_rows(view: np.ndarray) -> np.ndarray:
