@@ -124,6 +124,18 @@ def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
         for other in (counted, general):
             assert fast.dtype == other.dtype
             assert np.array_equal(fast.view(np.uint8), other.view(np.uint8)), scheme
+    for data in (x32, x):  # fake_quantize's stats reuse its result: the same as quantize's
+        assert floatlab.fake_quantize(data, scheme, stats=True)[1] == \
+            floatlab.quantize(data, scheme).stats
+
+
+def test_fake_quantize_stats_with_the_hadamard_transform_equal_quantize_stats():
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((64, 128)) * 1e-3).astype(np.float32)
+    scheme = get_scheme("nvfp4").replace(hadamard=16)
+    out, stats = floatlab.fake_quantize(x, scheme, stats=True)
+    q = floatlab.quantize(x, scheme)
+    assert np.array_equal(out, q.dequantize()) and stats == q.stats
 
 
 def test_rowwise_float32_scales_put_amax_above_max():

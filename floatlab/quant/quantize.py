@@ -134,6 +134,7 @@ class QuantizedTensor:
         self._transformed = transformed
         self._clipped = clipped
         self._extra_bytes = extra_bytes
+        self._dequantized = None       # fake_quantize's result, when it has one (for stats)
         for a in (codes, scales, scale_codes):
             a.setflags(write=False)
 
@@ -169,7 +170,8 @@ class QuantizedTensor:
     def stats(self) -> QuantStats:
         """Computed on first access, from x as it was passed (do not modify x before)."""
         x = np.asarray(self._source, dtype=np.float64)
-        deq = self.dequantize().astype(np.float64)
+        deq = self._dequantized if self._dequantized is not None else self.dequantize()
+        deq = deq.astype(np.float64, copy=False)
         err = float(np.sum((x - deq) ** 2))
         sig = float(np.sum(x**2))
         qsnr = math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
@@ -288,6 +290,7 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
         scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
         shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff, source=source,
         transformed=transformed, clipped=clipped, padded=b.padded, extra_bytes=extra)
+    qt._dequantized = out  # the same values dequantize() would recompute (Hadamard included)
     return out, qt.stats
 
 
