@@ -18,12 +18,37 @@ round-to-nearest for float arithmetic and no flush-to-zero / denormals-are-zero.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format
+
+
+def per_format(fn: Any) -> Any:
+    """Memoise a function of one format by the format object's identity.
+
+    ``functools.lru_cache`` hashes its argument on every call, and hashing a Format (a
+    dataclass) costs about as much as the small facts cached here; the quantisation core asks
+    for them several times per operand, thousands of times per training run. Formats are
+    immutable, and the memo keeps each one alive, so an id is never reused for another.
+    """
+    memo: dict[int, tuple[Any, Any]] = {}
+
+    @wraps(fn)
+    def cached(fmt: Any) -> Any:
+        hit = memo.get(id(fmt))
+        if hit is not None and hit[0] is fmt:
+            return hit[1]
+        value = fn(fmt)
+        if len(memo) >= 512:
+            memo.clear()
+        memo[id(fmt)] = (fmt, value)
+        return value
+
+    return cached
 
 
 @lru_cache(maxsize=512)
@@ -188,3 +213,167 @@ def overflow_by_bits(out: np.ndarray, mode: str, saturate: bool, fmt: Format, ui
         replacement = bits & sign_bit
         replacement |= special
     select_bits(bits, replacement, over)
+
+
+@per_format
+def in_range_kernel_applies(fmt: Format) -> bool:
+    """Whether :func:`round_in_range_nearest_even` is proved for ``fmt`` (see its proof):
+    1 <= M <= 21 mantissa bits, a sign, zero and -0, subnormals, emin >= -126 and
+    emax + 23 - M <= 127 (the FP8 / FP6 / FP4 element formats, fp16 and the like)."""
+    return (1 <= fmt.man_bits <= 21 and fmt.signed and fmt.has_zero and fmt.has_negative_zero
+            and fmt.subnormals and fmt.emin >= -126 and fmt.emax + 23 - fmt.man_bits <= 127)
+
+
+_EXPONENT32, _SIGN32 = np.uint32(0x7F800000), np.uint32(0x80000000)
+
+
+def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | None = None
+                                ) -> np.ndarray:
+    """float32 or float64 ``x`` rounded to nearest-even in ``fmt``, for finite x below the
+    overflow threshold, ``|x| < fmt.max + ulp(max) / 2`` (the caller guarantees it; the
+    quantisation core clips the blocks that reach it), into ``out`` (a new array of x's dtype
+    by default; ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, dtype=x.dtype)``.
+    Seven cheap passes per cache-sized chunk. (Written for float32 below; float64 is the same
+    with 23 -> 52 fraction bits and its exponent range, which the conditions also satisfy.)
+
+    Proof (``in_range_kernel_applies`` gives the conditions; float32 arithmetic is IEEE
+    round-to-nearest-even, as everywhere in this module). Let e be x's binade (the exponent
+    field, so |x| < 2**(e + 1); 0 and float32 subnormals read as below -126), E = max(e, emin)
+    and q = 2**(E - M): the general path's quantum for x (the subnormal quantum below
+    2**emin). Let C = 2**(E + 23 - M) and c = 1.5 C, a normal float32 (E + 23 - M <= emax +
+    23 - M <= 127; >= emin + 2 >= -124) built from its bits: exponent E + 23 - M, top
+    mantissa bit set.
+
+    1. |x| < 2**(E + 1) <= C / 2 (as 23 - M >= 2), so the exact sum x + c lies in
+       (C, 2C): one binade, whose float32 ulp is C * 2**-23 = q, for either sign of x. The
+       float32 sum is therefore c + RNE_q(x), rounded on the grid of q with ties to an even
+       multiple of q; c / q = 1.5 * 2**23 is even, so the parity is that of RNE_q(x) / q:
+       exactly the general path's nearest-even rounding of |x| on its quantum, with x's sign.
+       Below the overflow threshold that is at most max, so the general path's overflow pass
+       changes nothing.
+    2. (x + c) - c = RNE_q(x) is exact: both operands lie in (C, 2C) (Sterbenz).
+    3. Zero: when RNE_q(x) = 0 the difference is +0 (equal operands); ORing x's sign bit in
+       gives -0 for negative x, as the general path, which ORs the input's sign bit into the
+       rounded magnitude. Nonzero results already carry x's sign, so the OR changes nothing
+       there.
+
+    Tested equal to the general path on every grid point, midpoint and midpoint +- 1 ulp of
+    the formats, float32 subnormals and random data (tests/test_rounding_fast_paths.py).
+    """
+    # float32 (W = 23 fraction bits, bias 127) or float64 (52, 1023): the proof holds for
+    # either with 23 replaced by W (the conditions on the format imply float64's).
+    dtype = x.dtype
+    uint, width, bias, exponent_mask, sign_mask = _IN_RANGE_LAYOUTS[dtype]
+    if out is None:
+        out = np.empty(x.shape, dtype)  # C order whatever x's layout
+    if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
+        raise RuntimeError("out must be a C-contiguous array of x's shape")
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    floor_bits = uint((fmt.emin + bias) << width)
+    offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
+    # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
+    # faults on every call (the training step's operands are quantised thousands of times).
+    scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), np.dtype(uint), 2)
+    for start in range(0, flat_x.size, _IN_RANGE_CHUNK):
+        xs = flat_x[start:start + _IN_RANGE_CHUNK]
+        dest = flat_out[start:start + _IN_RANGE_CHUNK]
+        magic, sign = scratch_magic[: xs.size], scratch_sign[: xs.size]
+        np.bitwise_and(xs.view(uint), sign_mask, out=sign)
+        np.bitwise_and(xs.view(uint), exponent_mask, out=magic)
+        np.maximum(magic, floor_bits, out=magic)
+        magic += offset                     # c = 1.5 * 2**(E + W - M), mantissa bits zero
+        c = magic.view(dtype)
+        np.add(xs, c, out=dest)
+        dest -= c
+        dest.view(uint)[...] |= sign        # -0 for negative inputs that round to zero
+    return out
+
+
+_IN_RANGE_CHUNK = 1 << 16  # a chunk and its scratch stay in the L2 cache
+_IN_RANGE_LAYOUTS = {  # dtype: (uint, fraction bits W, bias, exponent mask, sign mask)
+    np.dtype(np.float32): (np.uint32, 23, 127, _EXPONENT32, _SIGN32),
+    np.dtype(np.float64): (np.uint64, 52, 1023, np.uint64(0x7FF0000000000000),
+                           np.uint64(0x8000000000000000)),
+}
+
+
+@per_format
+def stochastic_kernel_applies(fmt: Format) -> bool:
+    """Whether :func:`round_in_range_stochastic` is proved for ``fmt``: the in-range
+    conditions, and emin <= M (so scaling by 2**(M - emin) is a scaling up)."""
+    return in_range_kernel_applies(fmt) and fmt.emin <= fmt.man_bits
+
+
+_ABS64, _SIGN64 = np.uint64(0x7FFFFFFFFFFFFFFF), np.uint64(0x8000000000000000)
+
+
+def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generator,
+                              chunk: int, out: np.ndarray | None = None) -> np.ndarray:
+    """float64 ``x`` stochastically rounded in ``fmt``, for finite x with ``|x| <= fmt.max``
+    (the quantisation core clips first), into ``out`` (a new float64 array by default;
+    ``out=x`` rounds in place): equal to ``floatlab.round(x, fmt, "stochastic", rng=rng,
+    saturate=True)`` with the same random draws, in chunks of ``chunk`` elements as round()
+    makes them.
+
+    The general path, per chunk, rounds every element's bit pattern with one uniform draw per
+    element, ``u = rng.random(n)``, then re-rounds the inputs below ``2**emin`` ("tiny") on
+    the subnormal grid: with the same draws when more than a quarter are tiny, otherwise with
+    ``count`` fresh draws taken in index order. Each decision is "round up iff u < f", with f
+    the exact fraction of one quantum q that truncation discards (q = 2**(E - M), E =
+    max(binade, emin)); the result is (floor(|x| / q) + up) * q with x's sign. Here the draws
+    are laid out the same way (the tiny inputs' entries replaced by the fresh draws), and:
+
+    1. 1 / q = 2**(M - E) is a normal float64 built from its exponent bits (its biased
+       exponent 1023 + M - E lies in [1, 2046] for these small formats), and y = |x| / q =
+       |x| * 2**(M - E) is exact: a scaling by a power of two that neither overflows
+       (y < 2**(M + 1)) nor loses bits (below 2**emin, E = emin <= M scales up; above, y >=
+       2**M is normal).
+    2. floor(y) is exact, and f = y - floor(y) is exact (0 when y < 1 gives f = y; otherwise
+       floor(y) >= y / 2: Sterbenz), so it equals the general path's discarded fraction
+       (``rem / 2**shift`` or ``|y| - trunc(|y|)``), and ``u < f`` is the same decision.
+    3. (floor(y) + up) / 2**(M - E) is exact (a division by a power of two with a result at
+       most max); ORing x's sign bit gives the signed result, -0 included.
+
+    Tested equal to the general path (tests/test_rounding_fast_paths.py).
+    """
+    if out is None:
+        out = np.empty(x.shape, np.float64)
+    if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
+        raise RuntimeError("out must be a C-contiguous array of x's shape")
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    floor_field = np.uint64(fmt.emin + 1023)
+    tiny_below = np.uint64(((fmt.emin + 1023) << 52) - 1)  # bits of 2**emin, minus 1
+    top = np.uint64(2046 + fmt.man_bits)
+    n = min(flat_x.size, chunk)
+    mag_buf, field_buf, sign_buf = _buffers(n, _UINT64, 3)  # scratch (see above)
+    draws_buf, kept_buf = _buffers(n, _FLOAT64, 2)
+    for start in range(0, flat_x.size, chunk):
+        xs = flat_x[start:start + chunk]
+        dest = flat_out[start:start + chunk]
+        size = xs.size
+        mag, field, sign = mag_buf[:size], field_buf[:size], sign_buf[:size]
+        draws, kept = draws_buf[:size], kept_buf[:size]
+        bits = xs.view(np.uint64)
+        np.bitwise_and(bits, _ABS64, out=mag)
+        np.bitwise_and(bits, _SIGN64, out=sign)
+        np.subtract(mag, np.uint64(1), out=field)
+        tiny = field < tiny_below  # 0 < |x| < 2**emin (0 wraps around)
+        count = int(np.count_nonzero(tiny))
+        rng.random(out=draws)
+        if 0 < count <= size // 4:  # few tiny inputs: they take fresh draws, in order
+            draws[tiny] = rng.random(count)
+        np.right_shift(mag, np.uint64(52), out=field)
+        np.maximum(field, floor_field, out=field)  # E + 1023
+        np.subtract(top, field, out=field)  # 1023 + M - E
+        field <<= np.uint64(52)
+        inv_q = field.view(np.float64)
+        y = np.multiply(mag.view(np.float64), inv_q, out=dest)
+        np.floor(y, out=kept)
+        y -= kept
+        kept += draws < y
+        np.divide(kept, inv_q, out=dest)
+        dest.view(np.uint64)[...] |= sign
+    return out
+
+
+_UINT32, _UINT64, _FLOAT64 = np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.float64)

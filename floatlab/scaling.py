@@ -76,7 +76,7 @@ from floatlab.quant.delayed import (
     ScaledTensor,
     _as_float64,
     _check_int,
-    _raise_nonfinite,
+    _nonfinite_amax,
     _signed_format,
     amax_scale,
     quantize_scaled,
@@ -113,7 +113,7 @@ def mx_scale(amax: Any, element_fmt: str | Format | Any = "e2m1") -> np.ndarray:
     fmt = _signed_format(element_fmt, "an MX element format")
     amax = _as_float64(amax, name="amax")
     if amax.size and not np.all(np.isfinite(amax)):
-        _raise_nonfinite(amax, "amax")
+        _nonfinite_amax(amax, "amax")
     if np.any(amax < 0):
         raise ValueError("amax must be >= 0 (it is a maximum of magnitudes)")
     return _mx_scale(amax, fmt)
@@ -249,7 +249,7 @@ def mx_quantize(
         raise ValueError(f"axis {axis} is out of range for an array of shape {arr.shape}")
     axis = int(axis) % arr.ndim
     if arr.size and not np.all(np.isfinite(arr)):
-        _raise_nonfinite(arr, "x")
+        _nonfinite_amax(arr, "x")
 
     if arr.size == 0:
         empty_scales = list(arr.shape)

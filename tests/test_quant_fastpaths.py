@@ -57,7 +57,7 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
     statistics as the padded tile."""
     import importlib
 
-    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(1)
     scheme = get_scheme(name)
     for shape in ((512, 16), (3, 50), (130, 7), (1, 5), (200, 129)):
@@ -65,7 +65,7 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
         x[rng.random(shape) < 0.1] = 0.0
         results = []
         for clamp in (True, False):
-            monkeypatch.setattr(quantize_mod, "_CLAMP_TILES", clamp)
+            monkeypatch.setattr(blocks_mod, "_CLAMP_TILES", clamp)
             q = floatlab.quantize(x, scheme)
             results.append((floatlab.fake_quantize(x, scheme), q.dequantize(), q.codes,
                             q.scales, q.scale_codes, q.global_scale, q.nbytes, q.stats,
@@ -78,18 +78,70 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast == slow, (shape, name)
 
 
-@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48)])
+@pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
+                                   (16384, 16), (3000, 64)])
 def test_block_amax_paths_equal_the_row_reduction(shape):
     import importlib
 
-    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(2)
     view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
     view = view.astype(np.float32)
     view[::7] = -0.0
     expected = np.abs(view).max(axis=1, keepdims=True)
-    got = quantize_mod._amax(view)
+    got = blocks_mod._amax(view)
     assert got.shape == expected.shape and np.array_equal(got, expected)
     view[3, 5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        quantize_mod._amax(view)
+        blocks_mod._amax(view)
+
+
+NVFP4_WEIGHTS = floatlab.Scheme("e2m1", (16, 16), "e4m3fn", "even", global_scale=True)
+
+
+@pytest.mark.parametrize("name", ["mxfp8", "mxfp8_e5m2", "fp8_rowwise", "fp8_tensorwise",
+                                  "fp8_1x128", "fp8_128x128", "nvfp4", "mxfp4", "mxfp6_e2m3",
+                                  "int8_row", NVFP4_WEIGHTS])
+def test_in_range_element_rounding_equals_the_general_path(name, monkeypatch):
+    """The core's element rounding (the in-range kernel, without clipping below max + ulp/2
+    when nothing is counted) equals floatlab.round of the clipped values: the general path,
+    the counting path (stats=True clips every value beyond max) and quantize agree."""
+    import floatlab.rounding as core
+
+    rng = np.random.default_rng(3)
+    scheme = get_scheme(name)
+    x = rng.standard_normal((96, 256)) * 10.0 ** rng.integers(-6, 6, (96, 1))
+    x[rng.random(x.shape) < 0.05] = 0.0
+    x[:, :3] = rng.standard_normal((96, 3)) * 1e-30  # far below the block amax: subnormals
+    x32 = x.astype(np.float32)
+    for data in (x32, x, x32.T, x32[::2, ::3]):  # transposed and strided inputs too
+        fast = floatlab.fake_quantize(data, scheme)
+        counted, _ = floatlab.fake_quantize(data, scheme, stats=True)
+        assert np.array_equal(fast, floatlab.quantize(data, scheme).dequantize())
+        with monkeypatch.context() as m:
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.fake_quantize(data, scheme)
+        for other in (counted, general):
+            assert fast.dtype == other.dtype
+            assert np.array_equal(fast.view(np.uint8), other.view(np.uint8)), scheme
+    for data in (x32, x):  # fake_quantize's stats reuse its result: the same as quantize's
+        assert floatlab.fake_quantize(data, scheme, stats=True)[1] == \
+            floatlab.quantize(data, scheme).stats
+
+
+def test_fake_quantize_stats_with_the_hadamard_transform_equal_quantize_stats():
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((64, 128)) * 1e-3).astype(np.float32)
+    scheme = get_scheme("nvfp4").replace(hadamard=16)
+    out, stats = floatlab.fake_quantize(x, scheme, stats=True)
+    q = floatlab.quantize(x, scheme)
+    assert np.array_equal(out, q.dequantize()) and stats == q.stats
+
+
+def test_rowwise_float32_scales_put_amax_above_max():
+    """Why the clipping skip matters (and that the test above exercises it): the float32
+    scale amax / 448 puts a row's amax / scale a hair above 448 for some rows."""
+    amax = np.abs(np.random.default_rng(4).standard_normal((1000, 1))).astype(np.float32) + 0.1
+    scale = block_scales(amax, get_scheme("fp8_rowwise"))[3].astype(np.float32)
+    peaks = amax / scale
+    assert 50 < np.count_nonzero(peaks > 448) and np.all(peaks < 464)

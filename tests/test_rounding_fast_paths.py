@@ -337,3 +337,130 @@ def _check_codes(fmt, values, codes):
                 np.isnan(values) & (got == codes))
         bad = np.flatnonzero(~same)
         assert bad.size == 0, (fmt.name, np.dtype(dtype).name, values[bad[:4]], got[bad[:4]])
+
+
+# ------------------------------------------------------------------ finite inputs within +-max
+# round_finite_in_range (the quantisation core's element rounding: its inputs are clipped to
+# +-max and finite) takes a seven-pass kernel on float32, proved in floatlab/_rounding_fast.py.
+
+IN_RANGE_FORMATS = [f for f in ALL_FORMATS if f.bits <= 16
+                    and floatlab._rounding_fast.in_range_kernel_applies(f)]
+
+
+def _in_range_inputs(fmt) -> np.ndarray:
+    """float32 inputs below the overflow threshold (max + ulp(max) / 2): for M <= 7 every
+    pattern of sign, exponent and kept mantissa with the discarded bits 0, 1, half - 1, half,
+    half + 1 and all ones; the edge inputs (subnormal grid, midpoints, +-1 ulp); 2**18 random
+    patterns; +-0."""
+    shift = 23 - fmt.man_bits
+    parts = []
+    if fmt.man_bits <= 7:
+        kept = np.arange(1 << (32 - shift), dtype=np.uint64).astype(np.uint32) << np.uint32(shift)
+        half = 1 << (shift - 1)
+        parts += [kept | np.uint32(low) for low in (0, 1, half - 1, half, half + 1,
+                                                     (1 << shift) - 1)]
+    with np.errstate(over="ignore"):  # edges beyond float32 become inf, dropped below
+        edges = _edge_inputs(fmt).astype(np.float32)
+    parts += [edges.view(np.uint32), (-edges).view(np.uint32)]
+    rng = np.random.default_rng(fmt.man_bits)
+    parts.append(rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32))
+    x = np.concatenate(parts + [np.array([0, 0x80000000], np.uint32)]).view(np.float32)
+    return x[np.isfinite(x) & (np.abs(x) < core.overflow_threshold(fmt))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", IN_RANGE_FORMATS, ids=_fmt_id)
+def test_in_range_kernel_equals_general_path(fmt, dtype, monkeypatch):
+    x = _in_range_inputs(fmt)
+    if dtype is np.float64:  # float64 inputs between the float32 ones, and float64 subnormals
+        x64 = x.astype(np.float64)
+        mid = x64 * (1 + 2.0**-30)
+        x = np.concatenate([x64, mid[np.abs(mid) < core.overflow_threshold(fmt)],
+                            [5e-324, -2.5e-310, 2.0**-1022]])
+    keep = x.copy()
+    fast = core.round_finite_in_range(x, fmt)
+    in_place = x.copy()
+    assert core.round_finite_in_range(in_place, fmt, in_place=True) is in_place
+    with monkeypatch.context() as m:
+        m.setattr(core, "_FAST_PATHS", False)
+        general = floatlab.round(x, fmt, saturate=True, dtype=dtype)
+        fallback = core.round_finite_in_range(x, fmt)
+    uint = np.uint32 if dtype is np.float32 else np.uint64
+    assert fast.dtype == dtype
+    for other in (general, fallback, in_place):
+        assert np.array_equal(fast.view(uint), other.view(uint)), fmt.name
+    assert np.array_equal(x.view(uint), keep.view(uint))  # input untouched
+
+
+def test_in_range_kernel_covers_the_element_formats():
+    names = {f.name for f in IN_RANGE_FORMATS}
+    for element in ("float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn",
+                    "float4_e2m1fn", "float16"):
+        assert element in names
+    kernel = floatlab._rounding_fast.in_range_kernel_applies
+    assert not kernel(floatlab.get_format("bf16"))       # emax + 23 - M = 143 > 127
+    assert not kernel(floatlab.get_format("e4m3fnuz"))   # no -0
+    assert not kernel(floatlab.get_format("e8m0"))       # M = 0
+    assert not kernel(floatlab.Format(4, 3, subnormals=False))
+
+
+SR_FORMATS = [f for f in IN_RANGE_FORMATS if floatlab._rounding_fast.stochastic_kernel_applies(f)]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.2, 0.5, 0.9])
+@pytest.mark.parametrize("fmt", SR_FORMATS, ids=_fmt_id)
+def test_in_range_stochastic_kernel_equals_general_path(fmt, fraction, monkeypatch):
+    """Same values and the same random stream as round(): inputs within +-max (edges,
+    midpoints, +-1 ulp, every shape of tiny-input density that changes how the general path
+    draws, zeros), in float64, over several chunks."""
+    rng = np.random.default_rng(int(fraction * 10) + fmt.bits)
+    edges = _edge_inputs(fmt)
+    edges = edges[edges <= fmt.max]
+    tiny = edges[(edges > 0) & (edges < fmt.normal_threshold)]
+    big = edges[edges >= fmt.normal_threshold]
+    n = 3000
+    n_tiny = int(n * fraction)
+    x = np.concatenate([rng.choice(tiny, n_tiny), rng.choice(big, n - n_tiny),
+                        np.zeros(40)]) * rng.choice([-1.0, 1.0], n + 40)
+    x = x[rng.permutation(x.size)]
+    for chunk in (x.size, 700):
+        with monkeypatch.context() as m:
+            m.setattr(core, "_CHUNK", chunk)
+            fast_rng, general_rng = np.random.default_rng(5), np.random.default_rng(5)
+            fast = core.round_finite_in_range(x, fmt, rounding="stochastic", rng=fast_rng)
+            in_place = x.copy()
+            core.round_finite_in_range(in_place, fmt, rounding="stochastic", in_place=True,
+                                       rng=np.random.default_rng(5))
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.round(x, fmt, rounding="stochastic", saturate=True,
+                                     rng=general_rng)
+        assert np.array_equal(fast.view(np.uint64), general.view(np.uint64)), fmt.name
+        assert np.array_equal(in_place.view(np.uint64), general.view(np.uint64)), fmt.name
+        assert fast_rng.random() == general_rng.random()  # the same number of draws
+
+
+class _HalfDraws(np.random.Generator):
+    """Every uniform draw is 0.5: a midpoint (f = 0.5) then rounds down (u < f is false)."""
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        if out is not None:
+            out[...] = 0.5
+            return out
+        return np.full(size, 0.5)
+
+
+@pytest.mark.parametrize("fmt", SR_FORMATS[:4], ids=_fmt_id)
+def test_in_range_stochastic_kernel_rounds_up_only_below_the_draw(fmt, monkeypatch):
+    """u < f, strictly, as the general path: with every draw 0.5, midpoints round down and
+    values just above them round up."""
+    x = _edge_inputs(fmt)
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) <= fmt.max]
+    fast = core.round_finite_in_range(x, fmt, rounding="stochastic",
+                                      rng=_HalfDraws(np.random.PCG64(0)))
+    with monkeypatch.context() as m:
+        m.setattr(core, "_FAST_PATHS", False)
+        general = floatlab.round(x, fmt, rounding="stochastic", saturate=True,
+                                 rng=_HalfDraws(np.random.PCG64(0)))
+    assert np.array_equal(fast.view(np.uint64), general.view(np.uint64))
+    assert not np.array_equal(general, floatlab.round(x, fmt, rounding="toward_zero"))

@@ -503,3 +503,69 @@ def test_bad_scales_margins_and_dtypes():
         amax_scale(5e-324, "e4m3fn", power_of_two=True)
     with pytest.raises(ValueError, match="not a positive float64"):
         amax_scale(1e300, "e2m1", margin=1100)
+
+
+# ============================================================ one core: the multiply convention
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2", "e2m1", "e3m2", "fp16", "e4m3fnuz"])
+def test_quantize_scaled_through_the_core_against_exact_reference(name, monkeypatch):
+    """quantize_scaled / CurrentScaling / DelayedScaling run the quantisation core's step with
+    Transformer Engine's multiply convention: values = round(fl64(x * scale)), saturating,
+    dequantised as values / scale. Reference: the float64 product checked against the exact
+    Fraction product (within half an ulp, so it is the IEEE product), rounded by the
+    Fraction-exact oracles.reference_round; stochastic rounding against floatlab.round's
+    general path with the same seed (same values, same draws)."""
+    import floatlab.rounding as core
+    from floatlab.quant.delayed import CurrentScaling
+
+    fmt = get_format(name)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(300) * np.exp(rng.normal(0, 2, 300))
+    x[:20] = 0.0
+    x[20:40] *= 1e-6  # far below the amax: subnormal and flushed elements
+    modes = ("nearest_even", "toward_zero", "up", "down", "nearest_away")
+    for scale in (amax_scale(x, name), amax_scale(x, name) * 3.7, 0.3 * fmt.max):
+        products = x * scale
+        for p, v in zip(products[:50].tolist(), x[:50].tolist(), strict=True):
+            exact = Fraction(v) * Fraction(scale)
+            assert abs(Fraction(p) - exact) <= Fraction(math.ulp(p)) / 2
+        expected = reference_round(products, fmt, modes, saturate=True)
+        threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)
+        beyond = np.abs(products) > threshold
+        if fmt.max_code & 1:
+            beyond |= np.abs(products) == threshold
+        for mode in modes:
+            q = quantize_scaled(x, name, scale=scale, rounding=mode)
+            assert_same(q.values, expected[mode], x, f"{name} {mode} {scale}")
+            assert q.n_saturated == int(np.count_nonzero(beyond))
+            assert np.array_equal(q.dequantize(), q.values / scale)
+        got = quantize_scaled(x, name, scale=scale, rounding="stochastic", rng=7)
+        with monkeypatch.context() as m:
+            m.setattr(core, "_FAST_PATHS", False)
+            general = floatlab.round(products, fmt, rounding="stochastic", saturate=True,
+                                     rng=7)
+        assert np.array_equal(got.values.view(np.uint64), general.view(np.uint64))
+    current = CurrentScaling(name).quantize(x)
+    assert_same(current.values, reference_round(x * amax_scale(x, name), fmt,
+                                                ("nearest_even",), saturate=True)["nearest_even"],
+                x, name)
+    delayed = DelayedScaling(name, history_len=2)
+    delayed.quantize(x * 0.5)
+    second = delayed.quantize(x)  # the history's scale: 0.5 amax, so x saturates
+    assert second.scale == amax_scale(x * 0.5, name) and second.n_saturated > 0
+    assert_same(second.values, reference_round(x * second.scale, fmt, ("nearest_even",),
+                                               saturate=True)["nearest_even"], x, name)
+
+
+def test_one_nonfinite_error_helper():
+    import importlib
+
+    from floatlab.quant import blocks, delayed
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")  # not the function
+    for module in (delayed, quantize_mod):
+        assert not hasattr(module, "_raise_nonfinite")
+    assert quantize_mod.raise_nonfinite is delayed.raise_nonfinite is blocks.raise_nonfinite
+    with pytest.raises(ValueError, match="1 NaN and 0 inf values.*amax is undefined.*scale"):
+        blocks.raise_nonfinite(np.array([np.nan]), "amax", "its amax is undefined", "Pass a "
+                               "scale.")

@@ -269,5 +269,6 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
 
 def _same(first: Operand, second: Operand) -> bool:
     """The second product reads the same quantised tensor (transposed) as the first."""
-    return first == second and is_tensorwise(first)
+    # The cheap test first: comparing two Schemes field by field costs more than a check.
+    return is_tensorwise(first) and (first is second or first == second)
 

@@ -4,9 +4,24 @@ The FP8 recipes' per-tensor convention (FP8 paper, Transformer Engine, torchao's
 float8): the *multiplier* ``scale = fmt.max / amax / 2**margin`` moves the tensor's largest
 magnitude to the top of the format; the stored values are ``round(x * scale)`` and mean
 ``values / scale``. (Block schemes in :mod:`floatlab.quant.scheme` store the reciprocal, the
-dequantisation scale ``amax / fmt.max``, as MX, NVFP4 and DeepSeek-V3 do.) Rounding is
-:func:`floatlab.round`; ``x * scale`` is the float64 product (one rounding unless the scale is
-a power of two).
+dequantisation scale ``amax / fmt.max``, as MX, NVFP4 and DeepSeek-V3 do.)
+
+One implementation: :func:`quantize_scaled` (and so :class:`CurrentScaling` and
+:class:`DelayedScaling`) runs the quantisation core's scale-clip-round step
+(``floatlab.quant.elements._round_scaled``) with the multiply convention, in float64: the
+product ``x * scale`` is one float64 rounding (none for a power-of-two scale), then
+:func:`floatlab.round` rounds it once to the format, saturating.
+
+Transformer Engine's order of operations, for comparison (``recipe_common.cuh``,
+``delayed_scaling.cu``, ``dequantize_fp8.cuh``): ``scale = fp8_max * 2**-margin / amax`` as
+one float32 division (``__fdiv_rn``; amax below ``amax_epsilon`` is raised to it; amax 0, inf
+or NaN keeps the previous scale, 1.0 at first; an infinite quotient becomes float32's max);
+quantise ``fp8(float32(x) * scale)``, the product rounded to float32 and then to FP8
+(saturating); ``scale_inv = 1 / scale`` in float32; dequantise ``x_fp8 * scale_inv`` in
+float32. floatlab keeps float64 throughout and dequantises by dividing by the scale (exact
+for power-of-two scales): a deliberate, documented difference of at most one float32 rounding
+of the scale and of the product (2**-24 relative), far below the 8-bit elements' own error.
+The core's multiply convention on float32 data is TE's float32 order.
 
 * :func:`amax_scale` computes the scale, :func:`quantize_scaled` applies it.
 * :class:`CurrentScaling` (Transformer Engine's ``Float8CurrentScaling``): the scale comes from
@@ -30,9 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import check_flag, resolve_rng
 from floatlab.formats import Format, get_format
-from floatlab.rounding import as_float_array
-from floatlab.rounding import round as round_to_format
+from floatlab.quant.blocks import raise_nonfinite
+from floatlab.quant.elements import _round_scaled
+from floatlab.rounding import _resolve_mode, as_float_array
 
 __all__ = [
     "amax_scale",
@@ -87,18 +104,14 @@ def _amax(arr: np.ndarray, what: str = "x") -> float:
         )
     amax = float(np.max(np.abs(arr)))
     if not math.isfinite(amax):
-        _raise_nonfinite(arr, what)
+        _nonfinite_amax(arr, what)
     return amax
 
 
-def _raise_nonfinite(arr: np.ndarray, what: str) -> None:
-    n_nan = int(np.count_nonzero(np.isnan(arr)))
-    n_inf = int(np.count_nonzero(np.isinf(arr)))
-    raise ValueError(
-        f"{what} holds {n_nan} NaN and {n_inf} inf values, so its amax is undefined and no "
-        "scale can be computed; remove or replace them first (e.g. np.nan_to_num), or pass "
-        "an explicit scale to quantize_scaled"
-    )
+def _nonfinite_amax(arr: np.ndarray, what: str) -> None:
+    """floatlab.quant.blocks.raise_nonfinite, worded for a per-tensor scale."""
+    raise_nonfinite(arr, what, "its amax is undefined and no scale can be computed",
+                    "Or pass an explicit scale to quantize_scaled.")
 
 
 # ================================================================================ per-tensor
@@ -225,7 +238,9 @@ def quantize_scaled(
         clips to +-max as the FP8 recipes do; False gives inf / NaN on overflow.
 
     ``x * scale`` is computed in float64 (one rounding unless the scale is a power of two),
-    then rounded to the format once by :func:`floatlab.round`.
+    then rounded to the format once by :func:`floatlab.round`: the quantisation core's step
+    with the multiply convention (see the module docstring for Transformer Engine's float32
+    order and where floatlab differs).
 
     >>> q = quantize_scaled([0.001, 0.5, -1.0], "e4m3fn")
     >>> q.scale, q.values.tolist()
@@ -238,8 +253,10 @@ def quantize_scaled(
     fmt = _signed_format(fmt, "scaled into")
     margin = _check_margin(margin)
     arr = _as_float64(x)
+    amax = None
     if scale is None:
-        scale = _scale_from_amax(_amax(arr), fmt, margin, power_of_two)
+        amax = _amax(arr)
+        scale = _scale_from_amax(amax, fmt, margin, power_of_two)
     elif margin or power_of_two:
         raise ValueError(
             "margin and power_of_two shape a scale computed from amax; with an explicit scale "
@@ -247,10 +264,27 @@ def quantize_scaled(
         )
     else:
         scale = _check_scale(scale)
-    with np.errstate(over="ignore"):
-        scaled = arr * scale
-    values = round_to_format(scaled, fmt, rounding=rounding, saturate=saturate, rng=rng)
-    n_saturated = _count_beyond_range(scaled, fmt, arr)
+    return _scaled(arr, fmt, scale, rounding, saturate, rng, amax)
+
+
+def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate: Any, rng: Any,
+            amax: float | None = None) -> ScaledTensor:
+    """quantize_scaled's work on a float64 array and a checked scale (``amax``: max|arr| when
+    the caller has it, e.g. the scaling classes, which computed the scale from it)."""
+    saturate = check_flag(saturate, "saturate")
+    mode = _resolve_mode(rounding)
+    rng = resolve_rng(rng, mode == "stochastic", mode)
+    peak = amax if amax is not None else float(np.max(np.abs(arr))) if arr.size else math.nan
+    finite = math.isfinite(peak)
+    # The quantisation core's step with Transformer Engine's multiply convention.
+    values, _, _, scaled = _round_scaled(arr, scale, np.float64(peak), fmt, mode, rng,
+                                         multiply=True,
+                                         saturate=saturate, finite=finite)
+    if scaled is None:  # clipped in place: count from the largest |x * scale| first
+        with np.errstate(over="ignore"):
+            below = peak * scale < _overflow_threshold(fmt)
+            scaled = None if below else arr * scale
+    n_saturated = 0 if scaled is None else _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
     return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
 
@@ -264,7 +298,7 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
     A float64 rounding of a non-power-of-two scale can put the amax entry a hair above max; it
     rounds to max and is not counted.
     """
-    threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)  # inf for float64
+    threshold = _overflow_threshold(fmt)  # inf for float64
     if not math.isfinite(threshold):
         scaled = scaled[np.isfinite(source)]
     mag = np.abs(scaled)
@@ -277,6 +311,11 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
         # back here (NaN entries compare false). Usually nothing is beyond: no isinf pass.
         count -= int(np.count_nonzero(np.isinf(source)))
     return count
+
+
+def _overflow_threshold(fmt: Format) -> float:
+    """max + ulp(max) / 2, in Python floats (inf for float64: its max + half an ulp)."""
+    return fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)
 
 
 def _check_scale(scale: Any) -> float:
@@ -335,8 +374,8 @@ class CurrentScaling:
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
         arr = _as_float64(x)
-        return quantize_scaled(arr, self.fmt, scale=self.scale_for(_amax(arr)),
-                               rounding=rounding, rng=rng)
+        amax = _amax(arr)
+        return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
 
     def __repr__(self) -> str:
         return (f"CurrentScaling({self.fmt.name}, margin={self.margin}, "
@@ -415,7 +454,7 @@ class DelayedScaling:
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)
-        out = quantize_scaled(arr, self.fmt, scale=scale, rounding=rounding, rng=rng)
+        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax)
         self._history.append(amax)
         return out
 

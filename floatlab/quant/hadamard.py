@@ -43,8 +43,9 @@ def apply_hadamard(arr: np.ndarray, h: int, axis: int, inverse: bool = False) ->
     if arr.shape[axis] % h:
         raise ValueError(f"hadamard={h} needs the length of axis {axis} ({arr.shape[axis]}) to "
                          f"be a multiple of {h}; pad the tensor")
-    moved = np.moveaxis(arr, axis, -1)
+    last = axis == arr.ndim - 1  # the usual case: no axis moves (their checks cost per call)
+    moved = arr if last else np.moveaxis(arr, axis, -1)
     R = hadamard_matrix(h, arr.dtype)
     blocks = moved.reshape(-1, h)
-    out = blocks @ (R.T if inverse else R)
-    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+    out = (blocks @ (R.T if inverse else R)).reshape(moved.shape)
+    return out if last else np.moveaxis(out, -1, axis)

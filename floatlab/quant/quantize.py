@@ -36,74 +36,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from floatlab._validate import resolve_rng
-from floatlab.formats import Format
-from floatlab.quant.codebook import Codebook, gather
-from floatlab.quant.fixed import FixedPoint
+from floatlab.quant.blocks import (
+    _amax,
+    _blocked,
+    _grid_shape,
+    _scale_view_shape,
+    _unblock,
+    raise_nonfinite,
+)
+from floatlab.quant.elements import (
+    _FLOAT_TYPES,
+    _codes_of_values,
+    _element_values,
+    _round_scaled,
+    _work_dtype,
+)
 from floatlab.quant.hadamard import apply_hadamard, hadamard_matrix
 from floatlab.quant.packing import pack_codes, unpack_codes
 from floatlab.quant.scales import block_scales
-from floatlab.quant.scheme import DQ8_BLOCK, Scheme, element_max, get_scheme
+from floatlab.quant.scheme import DQ8_BLOCK, Scheme, get_scheme
 from floatlab.rounding import as_float_array
-from floatlab.rounding import round as round_to_format
 
 __all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
            "pack_codes", "unpack_codes", "hadamard_matrix"]
 
-# =============================================================================== blocks
-
-def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
-    """Tile size per axis for this array shape (padded axes are rounded up later).
-
-    A tile longer than its axis is cut to the axis: the one block along it holds the same
-    values either way (padding adds zeros, which change no amax and are dropped after
-    rounding), so quantising the real values alone gives the same scales and elements without
-    rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
-    """
-    tile = _tile_of_block(shape, scheme)
-    if not _CLAMP_TILES:
-        return tile
-    return tuple(min(t, n) for t, n in zip(tile, shape, strict=True))
-
-
-_CLAMP_TILES = True  # switch for the tests, which check clamped tiles equal to padded ones
-
-
-def _tile_of_block(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
-    block, ndim = scheme.block, len(shape)
-    if block == "tensor":
-        return shape
-    if block == "row":
-        return (1,) * (ndim - 1) + (shape[-1],)
-    if block == "column":
-        if ndim < 2:
-            raise ValueError(f"block='column' needs at least 2 dimensions, got shape {shape}; "
-                             "use block='tensor' or an int for a vector")
-        return shape[:-1] + (1,)
-    if isinstance(block, int):
-        axis = _axis(scheme.axis, ndim, shape)
-        tile = [1] * ndim
-        tile[axis] = block
-        return tuple(tile)
-    if ndim < 2:
-        raise ValueError(f"the 2-D tile {block} needs at least 2 dimensions, got shape {shape}"
-                         "; reshape the tensor (e.g. x.reshape(1, -1)) or use an int block")
-    return (1,) * (ndim - 2) + block
-
-
-def _axis(axis: int, ndim: int, shape: tuple[int, ...]) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for an array of shape {shape}")
-    return axis % ndim
-
-
 def _as_input(x: Any) -> np.ndarray:
-    arr = as_float_array(x)
+    # A float32 / float64 ndarray is what as_float_array returns unchanged (it is not masked:
+    # its type is exactly ndarray); skip its checks for the per-step callers.
+    arr = x if type(x) is np.ndarray and x.dtype.type in _FLOAT_TYPES else as_float_array(x)
     if arr.ndim == 0:
         raise ValueError("x is 0-d, but quantisation works on blocks of a tensor; pass "
                          "np.atleast_1d(x)")
@@ -115,195 +81,6 @@ def _as_input(x: Any) -> np.ndarray:
 
 def _hadamard(arr: np.ndarray, scheme: Scheme, inverse: bool = False) -> np.ndarray:
     return apply_hadamard(arr, scheme.hadamard, scheme.axis, inverse=inverse)
-
-
-def _raise_nonfinite(arr: np.ndarray) -> None:
-    n_nan = int(np.count_nonzero(np.isnan(arr)))
-    n_inf = int(np.count_nonzero(np.isinf(arr)))
-    raise ValueError(
-        f"x holds {n_nan} NaN and {n_inf} inf values, so a block amax is undefined; remove or "
-        "replace them first (e.g. np.nan_to_num). (OCP's reference code would give such a "
-        "block the NaN scale.)"
-    )
-
-
-@dataclass
-class _Blocked:
-    view: np.ndarray          # padded x: (N, b) for blocks along the last axis, else
-    #                           interleaved (g0, t0, g1, t1, ...)
-    grid: tuple[int, ...]     # blocks per axis
-    shape: tuple[int, ...]    # x's shape
-    padded: tuple[int, ...]   # padded shape
-
-
-def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
-    shape = arr.shape
-    tile = _tile(shape, scheme)
-    grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
-    padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
-    if padded != shape:  # ragged edge: zeros never change an amax
-        arr = np.pad(arr, [(0, p - n) for n, p in zip(shape, padded, strict=True)])
-    if all(t == 1 for t in tile[:-1]):  # blocks run along the (contiguous) last axis
-        view = np.ascontiguousarray(arr).reshape(-1, tile[-1])
-    else:
-        view = arr.reshape(tuple(v for pair in zip(grid, tile, strict=True) for v in pair))
-    return _Blocked(view, grid, shape, padded)
-
-
-def _amax(view: np.ndarray) -> np.ndarray:
-    """Block amaxes, shaped to broadcast against ``view``."""
-    if view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
-        amax = _amax_short_rows(view)[:, None]
-    elif view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256:
-        # Fewer rows than a chunk: |x| transposed once, then one vectorised maximum down its
-        # columns instead of a reduction per short row (same values: max is exact).
-        amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
-    else:
-        axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
-        amax = np.abs(view).max(axis=axes, keepdims=True)
-    if not np.all(np.isfinite(amax)):
-        _raise_nonfinite(view)
-    return amax
-
-
-_AMAX_CHUNK = 2048  # rows per pass: a chunk of |x| stays in the L2 cache
-
-
-def _amax_short_rows(view: np.ndarray) -> np.ndarray:
-    """max |row| of an (N, b) array with short rows (MX / NVFP4 blocks).
-
-    NumPy's row reduction pays ~100 ns per row; taking the maximum column by column over a
-    cache-sized chunk of rows runs long vectorised loops instead (same result: max is exact).
-    """
-    n, b = view.shape
-    out = np.empty(n, dtype=view.dtype)
-    scratch = np.empty((min(n, _AMAX_CHUNK), b), dtype=view.dtype)
-    for start in range(0, n, _AMAX_CHUNK):
-        rows = view[start:start + _AMAX_CHUNK]
-        mag = np.abs(rows, out=scratch[: rows.shape[0]])
-        m = out[start:start + rows.shape[0]]
-        m[...] = mag[:, 0]
-        for j in range(1, b):
-            np.maximum(m, mag[:, j], out=m)
-    return out
-
-
-# =============================================================================== elements
-
-def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any):
-    """(elements, codes or None) of the scaled values q, saturating at the element's max.
-
-    q is clipped to [-max, max] first: for finite q, rounding the clipped value with
-    ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
-    max, and max rounds to itself), and it keeps floatlab.round on its fast path.
-    Codebooks return their codes too (they come from the same table lookup). Fixed-point
-    elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
-    negative two's-complement code (-2**(w-1) quanta) is never produced.
-    """
-    out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
-    if isinstance(element, Codebook):
-        idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
-        table = element._values32 if out_dtype == np.float32 else element._values
-        return np.take(table, idx, mode="clip"), element.codes_of_indices(idx)
-    if isinstance(element, Format):
-        return round_to_format(q, element, rounding=rounding, saturate=True, rng=rng,
-                               dtype=out_dtype), None
-    return element.round(q, rounding=rounding, rng=rng, dtype=out_dtype), None
-
-
-def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool) -> int:
-    """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
-    return how many elements exceeded max when ``count``.
-
-    ``block_peak`` is each block's amax / scale in the working precision, the largest |q| of
-    the block (division by a positive scale is monotone), so only the blocks whose peak
-    exceeds max are touched. Clipping before rounding is the saturating rounding itself: for
-    finite q, anything beyond max rounds (saturate=True) to max, as max does; it keeps
-    floatlab.round on its fast path.
-    """
-    emax = element_max(element)
-    flagged = block_peak > emax
-    if not flagged.any():
-        return 0
-    clip = not isinstance(element, Codebook)
-    if q.ndim == 2 and np.count_nonzero(flagged) * 16 < flagged.size:  # few flagged rows
-        rows = np.flatnonzero(flagged.reshape(-1))
-        sub = q[rows]
-        n = int(np.count_nonzero(np.abs(sub) > emax)) if count else 0
-        if clip:
-            q[rows] = np.clip(sub, -emax, emax)
-        return n
-    n = int(np.count_nonzero(q > emax) + np.count_nonzero(q < -emax)) if count else 0
-    if clip:
-        np.clip(q, -emax, emax, out=q)
-    return n
-
-
-def _float32_ok(element: Any) -> bool:
-    if isinstance(element, Format):
-        return _format_fits_float32(element)
-    return bool(element.float32_exact)
-
-
-@lru_cache(maxsize=64)
-def _format_fits_float32(element: Format) -> bool:
-    """Cached: Format.emax is a computed property, and this runs on every quantisation."""
-    return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
-
-
-@lru_cache(maxsize=64)
-def _code_lut(element: Format):
-    """(shift, table): codes of a Format's values from their float32 bits.
-
-    Every value of a format with at most 7 mantissa bits that fits in float32 is a float32
-    whose bits below ``23 - man_bits`` are zero (subnormals of the format are float32 normals
-    with fewer significant bits), so ``bits >> (23 - man_bits)`` tells the values apart; the
-    table maps that key to the code (NaN codes left out). Tests check it against
-    floatlab.encode.
-    """
-    if not (_float32_ok(element) and element.man_bits <= 7 and element.bits <= 8):
-        return None
-    from floatlab.codec import decode
-
-    shift = 23 - element.man_bits
-    codes = np.arange(1 << element.bits)
-    values = decode(codes, element)
-    ok = ~np.isnan(values)
-    keys = values[ok].astype(np.float32).view(np.uint32) >> np.uint32(shift)
-    table = np.zeros(1 << (32 - shift), dtype=np.uint8)
-    table[keys] = codes[ok]
-    return np.uint32(shift), table
-
-
-def _codes_of_values(values: np.ndarray, element: Any) -> np.ndarray:
-    """Element codes of values already in the element format (see _code_lut)."""
-    if isinstance(element, Format):
-        lut = _code_lut(element)
-        if lut is not None:
-            shift, table = lut
-            return gather(table, values.astype(np.float32, copy=False).view(np.uint32) >> shift)
-        from floatlab.codec import _codes_of_values as encode_values
-
-        return encode_values(np.asarray(values, dtype=np.float64), element)
-    return element.codes_of_values(values)
-
-
-@lru_cache(maxsize=64)
-def _decode_table(element: Any, dtype: Any) -> np.ndarray:
-    from floatlab.codec import decode
-
-    if isinstance(element, Format):
-        table = decode(np.arange(1 << element.bits), element)
-    else:
-        table = element.decode(np.arange(1 << element.bits)) if isinstance(element, FixedPoint) \
-            else element._decode_table
-    return np.asarray(table, dtype=dtype)
-
-
-def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
-    if element.bits > 16:
-        return element.decode(codes).astype(dtype)
-    return gather(_decode_table(element, np.dtype(dtype)), codes)
 
 
 # =============================================================================== results
@@ -357,6 +134,7 @@ class QuantizedTensor:
         self._transformed = transformed
         self._clipped = clipped
         self._extra_bytes = extra_bytes
+        self._dequantized = None       # fake_quantize's result, when it has one (for stats)
         for a in (codes, scales, scale_codes):
             a.setflags(write=False)
 
@@ -392,7 +170,8 @@ class QuantizedTensor:
     def stats(self) -> QuantStats:
         """Computed on first access, from x as it was passed (do not modify x before)."""
         x = np.asarray(self._source, dtype=np.float64)
-        deq = self.dequantize().astype(np.float64)
+        deq = self._dequantized if self._dequantized is not None else self.dequantize()
+        deq = deq.astype(np.float64, copy=False)
         err = float(np.sum((x - deq) ** 2))
         sig = float(np.sum(x**2))
         qsnr = math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
@@ -418,25 +197,6 @@ class QuantizedTensor:
                 f"QSNR {self.stats.qsnr_db:.1f} dB)")
 
 
-def _scale_view_shape(b: _Blocked) -> tuple[int, ...]:
-    if b.view.ndim == 2:
-        return (b.view.shape[0], 1)
-    return tuple(v for g in b.grid for v in (g, 1))
-
-
-def _unblock(blocked: np.ndarray, padded: tuple[int, ...], shape: tuple[int, ...]
-             ) -> np.ndarray:
-    out = blocked.reshape(padded)
-    if padded != shape:
-        out = np.ascontiguousarray(out[tuple(slice(0, n) for n in shape)])
-    return out
-
-
-def _grid_shape(a: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
-    """Per-block array (broadcastable against the blocked view) -> blocks-per-axis shape."""
-    return np.ascontiguousarray(a).reshape(grid)
-
-
 # =============================================================================== the core
 
 def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
@@ -445,22 +205,18 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     transformed = None
     if scheme.hadamard:
         if not np.all(np.isfinite(arr)):
-            _raise_nonfinite(arr)
+            raise_nonfinite(arr)
         arr = transformed = _hadamard(arr, scheme)
-    nearest = scheme.rounding in ("nearest_even", "nearest_away")
-    work = np.float32 if arr.dtype == np.float32 and nearest and _float32_ok(scheme.element) \
-        else np.float64
+    work = _work_dtype(arr.dtype, scheme)
     arr = arr.astype(work, copy=False)
     b = _blocked(arr, scheme)
-    amax = _amax(b.view)
+    amax = _amax(b.view)  # finite (NaN / inf raise)
     tensor_amax = float(amax.max()) if scheme.global_scale else None
     scales, scale_codes, g, effective = block_scales(amax, scheme, tensor_amax, want_codes)
     eff = effective.astype(work)
-    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        q = b.view / eff
-    clipped = _clip_blocks(q, amax.astype(work) / eff, scheme.element, count=want_codes)
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
-    elements, codes = _round_elements(q, scheme.element, scheme.rounding, rng)
+    elements, codes, clipped, _ = _round_scaled(b.view, eff, amax, scheme.element,
+                                                scheme.rounding, rng, count=want_codes)
     elements = elements.astype(work, copy=False)
     extra = 0
     if scheme.scale == "dq8":
@@ -522,7 +278,9 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     scheme = get_scheme(scheme)
     source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
         x, scheme, rng, want_codes=stats)
-    out = _unblock(elements * eff, b.padded, b.shape)
+    # Without stats the elements are scratch of this call: dequantise them in place.
+    deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
+    out = _unblock(deq, b.padded, b.shape)
     if scheme.hadamard:
         out = _hadamard(out, scheme, inverse=True)
     if not stats:
@@ -532,6 +290,7 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
         scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
         shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff, source=source,
         transformed=transformed, clipped=clipped, padded=b.padded, extra_bytes=extra)
+    qt._dequantized = out  # the same values dequantize() would recompute (Hadamard included)
     return out, qt.stats
 
 

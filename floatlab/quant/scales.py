@@ -45,6 +45,7 @@ import numpy as np
 from floatlab.formats import Format, get_format
 from floatlab.quant.scheme import Scheme, element_emax, element_max
 from floatlab.rounding import round as round_to_format
+from floatlab.rounding import round_finite_in_range
 
 __all__ = ["block_scales", "pow2_exponents"]
 
@@ -71,19 +72,19 @@ def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.
         mant, e = np.frexp(descale.astype(np.float64))
         k = e.astype(np.int64) - 1 + (mant != 0.5)
         return np.where(descale > 0, k, -100000)
-    work = amax.astype(np.float64)
+    # frexp of a float32 amax gives the same significand and exponent as of its (exact)
+    # float64 widening; "even" compares the significand in float64.
+    work = amax.astype(np.float64) if rule == "even" else amax
+    mant, e = np.frexp(work)
+    k = e.astype(np.int64)
+    k -= 1 + emax
     if rule == "even":
         # round amax half-up at the element's mantissa width (torchao adds half an ulp to the
         # float32 bits and truncates): the binade bumps iff the significand >= 2 - 2**-(m+1).
-        m = element.man_bits
-        mant, e = np.frexp(work)
-        k = e.astype(np.int64) - 1 + (mant >= 1.0 - 2.0 ** -(m + 2))
-    else:
-        mant, e = np.frexp(work)
-        k = e.astype(np.int64) - 1
-        if rule == "ceil":
-            k = k + (mant != 0.5)
-    return np.where(work > 0, k - emax, -100000)
+        k += mant >= 1.0 - 2.0 ** -(element.man_bits + 2)
+    elif rule == "ceil":
+        k += mant != 0.5
+    return np.where(work > 0, k, -100000)
 
 
 def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = None,
@@ -96,17 +97,18 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     """
     element, rule = scheme.element, scheme.scale_rounding
     if scheme.scale in ("e8m0", "pow2"):
-        k = pow2_exponents(amax, element, rule) + scheme.margin
+        k = pow2_exponents(amax, element, rule)
+        if scheme.margin:
+            k += scheme.margin
         low, high = (-127, 127) if scheme.scale == "e8m0" else (-149, 127)
-        too_big = k > high
-        if np.any(too_big):
-            worst = float(np.max(np.asarray(amax)[too_big]))
+        if k.max() > high:
+            worst = float(np.max(np.asarray(amax)[k > high]))
             raise ValueError(
                 f"a block amax of {worst:g} needs a scale above 2**{high}, the largest "
                 f"{scheme.scale} scale (with {element.name} elements); scale the tensor down "
                 "first"
             )
-        k = np.maximum(k, low)
+        np.maximum(k, low, out=k)
         scales = np.ldexp(1.0, k)
         if not want_codes:
             codes = None
@@ -129,13 +131,18 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         if scheme.margin:
             b = b * f32(2.0**scheme.margin)
         ratio = np.clip(b / g, fmt.smallest_normal, fmt.max).astype(f32)
-        scales = round_to_format(ratio, fmt, rounding=mode)
+        if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
+            scales = round_finite_in_range(ratio, fmt).astype(np.float64)
+        else:
+            scales = round_to_format(ratio, fmt, rounding=mode)
         effective = (f32(g) * scales.astype(f32)).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin
-    raw = np.clip(raw, fmt.smallest_normal, fmt.max)
-    if _FAST_FLOAT32_SCALES and fmt == _FLOAT32 and mode == "nearest_even":
+    # Clamped (raw is finite and >= 0; minimum / maximum cost less than np.clip's wrapper).
+    raw = np.maximum(np.minimum(raw, fmt.max, out=raw), fmt.smallest_normal, out=raw)
+    is_float32 = fmt is _FLOAT32 or fmt == _FLOAT32
+    if _FAST_FLOAT32_SCALES and is_float32 and mode == "nearest_even":
         # NumPy's float64 -> float32 cast is the IEEE conversion, round to nearest even; raw
         # is finite and clamped into float32's normal range [2**-126, max], where no
         # subnormal, overflow or NaN case arises, so the cast is floatlab.round's result
@@ -154,6 +161,6 @@ def _codes(scales: np.ndarray, fmt: Format) -> np.ndarray:
     """Codes of scales that are already values of ``fmt``."""
     if fmt == _FLOAT32:
         return scales.astype(np.float32).view(np.uint32)
-    from floatlab.quant.quantize import _codes_of_values  # the element codes' fast path
+    from floatlab.quant.elements import _codes_of_values  # the element codes' fast path
 
     return _codes_of_values(scales, fmt)

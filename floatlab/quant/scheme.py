@@ -143,6 +143,9 @@ class Scheme:
         from floatlab.rounding import _resolve_mode
 
         object.__setattr__(self, "rounding", _resolve_mode(self.rounding))
+        # Per-shape block layouts memoised by floatlab.quant.quantize (not a field: no part
+        # of equality, hashing or repr).
+        object.__setattr__(self, "_plans", {})
         for label, value in (("margin", self.margin), ("axis", self.axis)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{label} must be an int, got {value!r}")
@@ -169,7 +172,10 @@ class Scheme:
     @property
     def scale_format(self) -> Format:
         """The floatlab Format the scales are stored in (pow2 and dq8: float32 values)."""
-        return get_format(_SCALE_FORMAT_NAMES[self.scale])
+        fmt = self._plans.get("scale_format")  # memoised: quantisation asks every call
+        if fmt is None:
+            fmt = self._plans["scale_format"] = get_format(_SCALE_FORMAT_NAMES[self.scale])
+        return fmt
 
     @property
     def scale_bits(self) -> int:

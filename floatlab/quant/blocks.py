@@ -1,0 +1,194 @@
+"""The blocks of a block-scaled scheme: tiles, padding, the blocked view, block amaxes.
+
+:func:`_blocked` lays an array out so that each block's values are contiguous along the last
+axis (1-D blocks, rows, tensors: an ``(N, b)`` view) or interleaved ``(g0, t0, g1, t1, ...)``
+(2-D tiles); :func:`_amax` reduces each block to its largest magnitude. Ragged edges are padded
+with zeros, which change no amax and are dropped after rounding. The layout of each input
+shape is memoised on the scheme (a training step quantises the same shapes every step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from floatlab.quant.scheme import Scheme
+
+__all__ = ["raise_nonfinite"]
+
+
+def raise_nonfinite(arr: np.ndarray, what: str = "x", consequence: str = "a block amax is "
+                    "undefined", fix: str = "(OCP's reference code would give such a block "
+                    "the NaN scale.)") -> None:
+    """The one error for NaN / inf where an amax is needed: counts them and says the fix.
+
+    >>> raise_nonfinite(np.array([1.0, np.nan, np.inf]))
+    Traceback (most recent call last):
+    ...
+    ValueError: x holds 1 NaN and 1 inf values, so a block amax is undefined; remove or \
+replace them first (e.g. np.nan_to_num). (OCP's reference code would give such a block the NaN \
+scale.)
+    """
+    n_nan = int(np.count_nonzero(np.isnan(arr)))
+    n_inf = int(np.count_nonzero(np.isinf(arr)))
+    raise ValueError(
+        f"{what} holds {n_nan} NaN and {n_inf} inf values, so {consequence}; remove or "
+        f"replace them first (e.g. np.nan_to_num). {fix}"
+    )
+
+
+def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
+    """Tile size per axis for this array shape (padded axes are rounded up later).
+
+    A tile longer than its axis is cut to the axis: the one block along it holds the same
+    values either way (padding adds zeros, which change no amax and are dropped after
+    rounding), so quantising the real values alone gives the same scales and elements without
+    rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
+    """
+    tile = _tile_of_block(shape, scheme)
+    if not _CLAMP_TILES:
+        return tile
+    return tuple(min(t, n) for t, n in zip(tile, shape, strict=True))
+
+
+_CLAMP_TILES = True  # switch for the tests, which check clamped tiles equal to padded ones
+
+
+def _tile_of_block(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
+    block, ndim = scheme.block, len(shape)
+    if block == "tensor":
+        return shape
+    if block == "row":
+        return (1,) * (ndim - 1) + (shape[-1],)
+    if block == "column":
+        if ndim < 2:
+            raise ValueError(f"block='column' needs at least 2 dimensions, got shape {shape}; "
+                             "use block='tensor' or an int for a vector")
+        return shape[:-1] + (1,)
+    if isinstance(block, int):
+        axis = _axis(scheme.axis, ndim, shape)
+        tile = [1] * ndim
+        tile[axis] = block
+        return tuple(tile)
+    if ndim < 2:
+        raise ValueError(f"the 2-D tile {block} needs at least 2 dimensions, got shape {shape}"
+                         "; reshape the tensor (e.g. x.reshape(1, -1)) or use an int block")
+    return (1,) * (ndim - 2) + block
+
+
+def _axis(axis: int, ndim: int, shape: tuple[int, ...]) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of shape {shape}")
+    return axis % ndim
+
+
+@dataclass
+class _Blocked:
+    view: np.ndarray          # padded x: (N, b) for blocks along the last axis, else
+    #                           interleaved (g0, t0, g1, t1, ...)
+    grid: tuple[int, ...]     # blocks per axis
+    shape: tuple[int, ...]    # x's shape
+    padded: tuple[int, ...]   # padded shape
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a scheme's blocks look like on one input shape (cached per scheme and shape)."""
+
+    grid: tuple[int, ...]
+    padded: tuple[int, ...]
+    pad: list | None             # np.pad widths for a ragged edge, or None
+    rows: int | None             # blocks run along the contiguous last axis: their length
+    view_shape: tuple[int, ...]  # the interleaved (g0, t0, g1, t1, ...) shape otherwise
+
+
+def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
+    """The block layout of ``shape``, memoised on the scheme (a training step quantises the
+    same few shapes with the same schemes thousands of times)."""
+    key = (shape, _CLAMP_TILES)
+    plans = scheme._plans
+    hit = plans.get(key)
+    if hit is not None:
+        return hit
+    tile = _tile(shape, scheme)
+    grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
+    padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
+    pad = [(0, p - n) for n, p in zip(shape, padded, strict=True)] if padded != shape else None
+    rows = tile[-1] if all(t == 1 for t in tile[:-1]) else None
+    view_shape = tuple(v for pair in zip(grid, tile, strict=True) for v in pair)
+    if len(plans) >= 64:  # a bound, for code that feeds ever new shapes
+        plans.clear()
+    plans[key] = layout = _Layout(grid, padded, pad, rows, view_shape)
+    return layout
+
+
+def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
+    shape = arr.shape
+    lay = _layout(shape, scheme)
+    if lay.pad is not None:  # ragged edge: zeros never change an amax
+        arr = np.pad(arr, lay.pad)
+    if lay.rows is not None:  # blocks run along the (contiguous) last axis
+        view = np.ascontiguousarray(arr).reshape(-1, lay.rows)
+    else:
+        view = arr.reshape(lay.view_shape)
+    return _Blocked(view, lay.grid, shape, lay.padded)
+
+
+def _amax(view: np.ndarray) -> np.ndarray:
+    """Block amaxes, shaped to broadcast against ``view``."""
+    if view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256 \
+            and view.size <= _AMAX_TRANSPOSE_MAX:
+        # Up to 128K values: |x| transposed once, then one vectorised maximum down its
+        # columns instead of a reduction per short row (same values: max is exact).
+        amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
+    elif view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
+        amax = _amax_short_rows(view)[:, None]
+    else:
+        axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
+        amax = np.abs(view).max(axis=axes, keepdims=True)
+    if not amax.max() < np.inf:  # NaN (max propagates it) or inf
+        raise_nonfinite(view)
+    return amax
+
+
+_AMAX_CHUNK = 2048  # rows per pass: a chunk of |x| stays in the L2 cache
+_AMAX_TRANSPOSE_MAX = 1 << 17  # up to here one transposed copy of |x| beats the column loop
+
+
+def _amax_short_rows(view: np.ndarray) -> np.ndarray:
+    """max |row| of an (N, b) array with short rows (MX / NVFP4 blocks).
+
+    NumPy's row reduction pays ~100 ns per row; taking the maximum column by column over a
+    cache-sized chunk of rows runs long vectorised loops instead (same result: max is exact).
+    """
+    n, b = view.shape
+    out = np.empty(n, dtype=view.dtype)
+    scratch = np.empty((min(n, _AMAX_CHUNK), b), dtype=view.dtype)
+    for start in range(0, n, _AMAX_CHUNK):
+        rows = view[start:start + _AMAX_CHUNK]
+        mag = np.abs(rows, out=scratch[: rows.shape[0]])
+        m = out[start:start + rows.shape[0]]
+        m[...] = mag[:, 0]
+        for j in range(1, b):
+            np.maximum(m, mag[:, j], out=m)
+    return out
+
+
+def _scale_view_shape(b: _Blocked) -> tuple[int, ...]:
+    if b.view.ndim == 2:
+        return (b.view.shape[0], 1)
+    return tuple(v for g in b.grid for v in (g, 1))
+
+
+def _unblock(blocked: np.ndarray, padded: tuple[int, ...], shape: tuple[int, ...]
+             ) -> np.ndarray:
+    out = blocked.reshape(padded)
+    if padded != shape:
+        out = np.ascontiguousarray(out[tuple(slice(0, n) for n in shape)])
+    return out
+
+
+def _grid_shape(a: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
+    """Per-block array (broadcastable against the blocked view) -> blocks-per-axis shape."""
+    return np.ascontiguousarray(a).reshape(grid)

@@ -1,0 +1,206 @@
+"""The elements of a block-scaled scheme: scaling, clipping, rounding, codes and values.
+
+:func:`_round_elements` rounds scaled values to the element format (floatlab.round, the
+proved in-range kernels, codebook lookup, fixed point), saturating at its max;
+:func:`_clip_blocks` clips only the blocks that need it; codes come from values by a table.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from floatlab._rounding_fast import per_format
+from floatlab.formats import Format
+from floatlab.quant.codebook import Codebook, gather
+from floatlab.quant.fixed import FixedPoint
+from floatlab.quant.scheme import Scheme, element_max
+from floatlab.rounding import overflow_threshold, round_finite_in_range
+from floatlab.rounding import round as round_to_format
+
+
+def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
+                    in_range: bool = False):
+    """(elements, codes or None) of the scaled values q, saturating at the element's max.
+
+    q is clipped to [-max, max] first: for finite q, rounding the clipped value with
+    ``saturate=True`` gives the same result in every mode (anything beyond max saturates to
+    max, and max rounds to itself), and it keeps floatlab.round on its fast path.
+    ``in_range``: the caller knows q is finite and clipped, so nearest-even and stochastic
+    rounding into Format elements take :func:`floatlab.rounding.round_finite_in_range` (the
+    same values and random draws, fewer passes).
+    Codebooks return their codes too (they come from the same table lookup). Fixed-point
+    elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
+    negative two's-complement code (-2**(w-1) quanta) is never produced.
+    """
+    if in_range and rounding in ("nearest_even", "stochastic") and isinstance(element, Format):
+        return round_finite_in_range(q, element, in_place=True, rounding=rounding,
+                                     rng=rng), None  # q is our scratch
+    out_dtype = q.dtype if q.dtype == np.float32 and _float32_ok(element) else np.float64
+    if isinstance(element, Codebook):
+        idx = element.indices(q, rounding=rounding, rng=rng, finite=True)
+        table = element._values32 if out_dtype == np.float32 else element._values
+        return np.take(table, idx, mode="clip"), element.codes_of_indices(idx)
+    if isinstance(element, Format):
+        return round_to_format(q, element, rounding=rounding, saturate=True, rng=rng,
+                               dtype=out_dtype), None
+    return element.round(q, rounding=rounding, rng=rng, dtype=out_dtype), None
+
+
+def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: bool,
+                 nearest_even: bool = False, peak_max: float = np.nan) -> int:
+    """Clip q to [-max, max] in place (not for codebooks, whose lookup saturates by itself);
+    return how many elements exceeded max when ``count``.
+
+    ``block_peak`` is each block's amax / scale in the working precision, the largest |q| of
+    the block (division by a positive scale is monotone), so only the blocks whose peak
+    exceeds max are touched. Clipping before rounding is the saturating rounding itself: for
+    finite q, anything beyond max rounds (saturate=True) to max, as max does; it keeps
+    floatlab.round on its fast path. Without counting, nearest-even rounding into a Format
+    needs no clipping below the overflow threshold ``max + ulp(max) / 2`` (such values round
+    to max or below either way): a float32 scale that puts a row's amax a hair above max
+    (rowwise, per-tensor) then costs no clipping pass.
+    """
+    emax = element_max(element)
+    limit = overflow_threshold(element) if nearest_even and not count and \
+        isinstance(element, Format) else None
+    # ``peak_max`` (the largest block peak, when the caller has it) settles the usual case,
+    # nothing to clip, without a pass over the blocks.
+    if peak_max <= emax or (limit is not None and peak_max < limit):
+        return 0
+    flagged = block_peak > emax if limit is None else block_peak >= limit
+    if not flagged.any():
+        return 0
+    clip = not isinstance(element, Codebook)
+    if q.ndim == 2 and np.count_nonzero(flagged) * 16 < flagged.size:  # few flagged rows
+        rows = np.flatnonzero(flagged.reshape(-1))
+        sub = q[rows]
+        n = int(np.count_nonzero(np.abs(sub) > emax)) if count else 0
+        if clip:
+            q[rows] = np.clip(sub, -emax, emax)
+        return n
+    n = int(np.count_nonzero(q > emax) + np.count_nonzero(q < -emax)) if count else 0
+    if clip:
+        np.clip(q, -emax, emax, out=q)
+    return n
+
+
+_FLOAT_TYPES = (np.float32, np.float64)
+
+
+def _work_dtype(dtype: np.dtype, scheme: Scheme) -> type:
+    """float32 for float32 inputs rounded to nearest into an element float32 holds (as the
+    kernels do); float64 otherwise (stochastic / directed modes keep tiny quotients exact)."""
+    if dtype == np.float32 and scheme.rounding in ("nearest_even", "nearest_away") \
+            and _float32_ok(scheme.element):
+        return np.float32
+    return np.float64
+
+
+def _float32_ok(element: Any) -> bool:
+    if isinstance(element, Format):
+        return _format_fits_float32(element)
+    return bool(element.float32_exact)
+
+
+@per_format
+def _format_fits_float32(element: Format) -> bool:
+    """Cached: Format.emax is a computed property, and this runs on every quantisation."""
+    return element.man_bits <= 23 and element.emax <= 127 and element.emin >= -126
+
+
+@lru_cache(maxsize=64)
+def _code_lut(element: Format):
+    """(shift, table): codes of a Format's values from their float32 bits.
+
+    Every value of a format with at most 7 mantissa bits that fits in float32 is a float32
+    whose bits below ``23 - man_bits`` are zero (subnormals of the format are float32 normals
+    with fewer significant bits), so ``bits >> (23 - man_bits)`` tells the values apart; the
+    table maps that key to the code (NaN codes left out). Tests check it against
+    floatlab.encode.
+    """
+    if not (_float32_ok(element) and element.man_bits <= 7 and element.bits <= 8):
+        return None
+    from floatlab.codec import decode
+
+    shift = 23 - element.man_bits
+    codes = np.arange(1 << element.bits)
+    values = decode(codes, element)
+    ok = ~np.isnan(values)
+    keys = values[ok].astype(np.float32).view(np.uint32) >> np.uint32(shift)
+    table = np.zeros(1 << (32 - shift), dtype=np.uint8)
+    table[keys] = codes[ok]
+    return np.uint32(shift), table
+
+
+def _codes_of_values(values: np.ndarray, element: Any) -> np.ndarray:
+    """Element codes of values already in the element format (see _code_lut)."""
+    if isinstance(element, Format):
+        lut = _code_lut(element)
+        if lut is not None:
+            shift, table = lut
+            return gather(table, values.astype(np.float32, copy=False).view(np.uint32) >> shift)
+        from floatlab.codec import _codes_of_values as encode_values
+
+        return encode_values(np.asarray(values, dtype=np.float64), element)
+    return element.codes_of_values(values)
+
+
+@lru_cache(maxsize=64)
+def _decode_table(element: Any, dtype: Any) -> np.ndarray:
+    from floatlab.codec import decode
+
+    if isinstance(element, Format):
+        table = decode(np.arange(1 << element.bits), element)
+    else:
+        table = element.decode(np.arange(1 << element.bits)) if isinstance(element, FixedPoint) \
+            else element._decode_table
+    return np.asarray(table, dtype=dtype)
+
+
+def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
+    if element.bits > 16:
+        return element.decode(codes).astype(dtype)
+    return gather(_decode_table(element, np.dtype(dtype)), codes)
+
+
+def _round_scaled(values: np.ndarray, scale: np.ndarray, amax: np.ndarray, element: Any,
+                  rounding: str, rng: Any, *, multiply: bool = False, count: bool = False,
+                  saturate: bool = True, finite: bool = True):
+    """The quantisation step every scheme shares: scale, clip, round.
+
+    ``values`` (blocked, working precision) are scaled by their block's ``scale`` in the
+    working precision, one IEEE rounding unless the scale is a power of two:
+
+    * ``multiply=False`` (MX, NVFP4, DeepSeek, torchao, the :class:`Scheme` presets): ``scale``
+      is the dequantisation multiplier, ``q = values / scale``;
+    * ``multiply=True`` (Transformer Engine's per-tensor convention, :mod:`floatlab.quant.
+      delayed`): ``scale`` is the quantisation multiplier ``fmax / amax``, ``q = values *
+      scale`` (TE computes the product in float32, as the float32 working precision does here).
+
+    Then q is clipped to the element's range where a block needs it (saturation, which rounding
+    with ``saturate=True`` would do anyway; see :func:`_clip_blocks`) and rounded by
+    :func:`_round_elements`. ``amax`` is each block's max |value| (broadcastable against
+    ``values``): ``amax / scale`` (or ``* scale``) is the block's largest |q|, by monotonicity.
+    ``saturate=False`` or ``finite=False`` (inputs that may hold NaN / inf) skip the clipping
+    and round with floatlab.round's own overflow and special-value rules.
+
+    Returns ``(elements, codes or None, clipped count, q before clipping)``; the last is None
+    unless ``saturate=False`` or ``finite=False`` (callers that count overflows read it).
+    """
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        q = values * scale if multiply else values / scale
+        if not (saturate and finite):
+            out_dtype = np.float32 if q.dtype == np.float32 and _float32_ok(element) \
+                else np.float64
+            return round_to_format(q, element, rounding=rounding, saturate=saturate, rng=rng,
+                                   dtype=out_dtype), None, 0, q
+        peak = amax * scale if multiply else amax / scale  # each block's largest |q|
+    peak_max = float(peak.max())  # NaN when a zero scale made 0 / 0
+    clipped = _clip_blocks(q, peak, element, count=count,
+                           nearest_even=rounding == "nearest_even", peak_max=peak_max)
+    # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
+    elements, codes = _round_elements(q, element, rounding, rng, peak_max < np.inf)
+    return elements, codes, clipped, None
