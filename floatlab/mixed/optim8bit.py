@@ -123,11 +123,18 @@ class StateAdam(Adam):
             raise TypeError(f"expand must be True or False, got {expand!r}")
         self.expand = expand
         for group in self.groups:
-            if group.state_fmt != group.fmt or not _holds_float32(group.fmt):
-                raise ValueError(f"{type(self).__name__} keeps float32 master weights and "
-                                 f"chooses its moment storage itself; got weights in "
-                                 f"{group.fmt.name} (use a mixed precision such as "
-                                 "'bf16-mixed')")
+            if group.state_fmt != group.fmt or group.fmt not in _MASTER_FORMATS:
+                raise ValueError(f"{type(self).__name__} keeps float32 (or MS-AMP O3's "
+                                 f"float16) master weights and chooses its moment storage "
+                                 f"itself; got weights in {group.fmt.name} (use a mixed "
+                                 "precision such as 'bf16-mixed')")
+
+    def _state(self, group, key: str) -> np.ndarray:
+        # The moments hold the dequantised values of their codes (an FP8 code times a float32
+        # scale is a float32 number), so they live in float32 whatever the masters' format.
+        if key not in group.state:
+            group.state[key] = np.zeros(int(group.offsets[-1]), np.float32)
+        return group.state[key]
 
     def _quantized(self, param: Tensor) -> bool:
         return param.size >= self.min_8bit_size
@@ -248,8 +255,7 @@ def _spec(spec: Any, key: str) -> Format | Scheme | None:
     raise TypeError(f"state[{key!r}] must be a Format, a Scheme, a name or None, got {spec!r}")
 
 
-def _holds_float32(fmt: Format) -> bool:
-    return fmt == FP32
+_MASTER_FORMATS = (FP32, get_format("float16"))
 
 
 def _scheme_label(spec: Scheme) -> str:
@@ -263,9 +269,8 @@ def _spec_label(spec: Format | Scheme | None) -> str:
 
 
 def _scheme_bytes(spec: Scheme, n: int) -> int:
-    codes = -(-n * spec.element.bits // 8)
-    if spec.block_size:
-        blocks = -(-n // spec.block_size)
-    else:
-        blocks = 1  # one scale per tensor (the lab's moments are flat vectors)
-    return codes + blocks * (spec.scale_bits // 8)
+    """Codes plus every scale of a flat moment of ``n`` values (the lab quantises each
+    parameter's moment as one flat vector, as bitsandbytes does)."""
+    from floatlab.mixed.recipe_storage import operand_nbytes
+
+    return operand_nbytes(spec, (n,))[1]
