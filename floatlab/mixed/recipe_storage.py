@@ -72,6 +72,9 @@ def operand_nbytes(spec: Operand, shape: tuple[int, ...], compute: Format | None
     if spec is None and compute is None:
         raise ValueError("operand_nbytes(None, shape) needs compute=: the format the "
                          "unquantised operand is held in")
+    if spec is not None and not isinstance(spec, (Scheme, TensorScaling, Format)):
+        raise TypeError(f"an operand spec is a Scheme, a TensorScaling, a Format or None, got "
+                        f"{spec!r}")
     label = spec_label(spec, compute)
     if isinstance(spec, Scheme):
         return label, _scheme_nbytes(spec, shape)
@@ -79,10 +82,7 @@ def operand_nbytes(spec: Operand, shape: tuple[int, ...], compute: Format | None
         return label, nbytes(spec.fmt, n) + 4
     if isinstance(spec, Format):
         return label, nbytes(spec, n)
-    if spec is None:
-        return label, nbytes(compute, n)
-    raise TypeError(f"an operand spec is a Scheme, a TensorScaling, a Format or None, got "
-                    f"{spec!r}")
+    return label, nbytes(compute, n)
 
 
 # One store per RecipeRun (weak: a finished run takes its weights with it).
