@@ -41,8 +41,8 @@ from floatlab.mixed.tensor import Tensor
 from floatlab.quant.codebook import Codebook
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scales import block_scales
-from floatlab.rounding import round as round_to_format
 from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.rounding import round as round_to_format
 
 __all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
