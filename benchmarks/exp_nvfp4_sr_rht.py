@@ -4,7 +4,8 @@ Prints the tables notebook 08 (section 4) quotes, over seeds 0..N-1:
 
 1. **SR, the stall.** Regression with four outputs: three learnable targets (a random tanh
    teacher, values about 0.5) and a fourth that is a random sign times ``--loud`` (32), which no
-   model can learn. MLP 16-64-64-4, Adam lr 1e-3, batches of 256, ``--steps`` (600) steps; test
+   model can learn. MLP 16-64-64-4, Adam lr 1e-3, batches of ``--batch`` (128), ``--steps`` (600)
+   steps; test
    MSE on the learnable targets for: bf16-mixed with the hidden layers frozen (only the output
    layer trains: random features), bf16-mixed, nvfp4 (SR on gradients), nvfp4 without SR.
    Every row of the output layer's dgrad operand holds the loud residual (about 32) with the
@@ -54,7 +55,7 @@ NO_SR = {"stochastic_rounding": False}
 
 
 def loud_regression(precision: str, seed: int, loud: float, steps: int,
-                    options: dict | None = None, frozen: bool = False) -> float:
+                    options: dict | None = None, frozen: bool = False, batch: int = 128) -> float:
     """Test MSE of the three learnable targets (see the module docstring, table 1)."""
     rng = np.random.default_rng(0)
     w1, w2 = rng.normal(0, 0.25, (16, 32)), rng.normal(0, 32**-0.5, (32, 3))
@@ -66,8 +67,8 @@ def loud_regression(precision: str, seed: int, loud: float, steps: int,
         params = model.parameters()[-2:] if frozen else model.parameters()  # output layer
         opt = Adam(params, lr=1e-3)
         for _ in range(steps):
-            idx = r.integers(0, 2048, 256)
-            target = np.hstack([y[idx], loud * np.sign(r.standard_normal((256, 1)))])
+            idx = r.integers(0, 2048, batch)
+            target = np.hstack([y[idx], loud * np.sign(r.standard_normal((batch, 1)))])
             opt.zero_grad()
             mse_loss(model(Tensor(x[idx])), Tensor(target.astype(np.float32))).backward()
             opt.step()
@@ -75,16 +76,16 @@ def loud_regression(precision: str, seed: int, loud: float, steps: int,
         return float(np.mean((model(Tensor(x[2048:])).data[:, :3] - y[2048:]) ** 2))
 
 
-def sr_stall(seeds: int, loud: float, steps: int) -> None:
-    print(f"1. loud output (random sign x {loud:g}), {steps} steps: test MSE of the learnable "
-          "targets; share = (frozen - run) / (frozen - bf16)")
+def sr_stall(seeds: int, loud: float, steps: int, batch: int) -> None:
+    print(f"1. loud output (random sign x {loud:g}), {steps} steps of {batch}: test MSE of the "
+          "learnable targets; share = (frozen - run) / (frozen - bf16)")
     print(f"{'seed':<6}{'frozen':>8}{'bf16':>8}{'nvfp4':>8}{'no SR':>8}{'share SR':>10}"
           f"{'share RN':>10}")
     for seed in range(seeds):
-        frozen = loud_regression("bf16-mixed", seed, loud, steps, frozen=True)
-        bf16 = loud_regression("bf16-mixed", seed, loud, steps)
-        sr = loud_regression("nvfp4", seed, loud, steps)
-        rn = loud_regression("nvfp4", seed, loud, steps, NO_SR)
+        frozen = loud_regression("bf16-mixed", seed, loud, steps, frozen=True, batch=batch)
+        bf16 = loud_regression("bf16-mixed", seed, loud, steps, batch=batch)
+        sr = loud_regression("nvfp4", seed, loud, steps, batch=batch)
+        rn = loud_regression("nvfp4", seed, loud, steps, NO_SR, batch=batch)
         gain = frozen - bf16
         print(f"{seed:<6}{frozen:>8.4f}{bf16:>8.4f}{sr:>8.4f}{rn:>8.4f}"
               f"{(frozen - sr) / gain:>10.2f}{(frozen - rn) / gain:>10.2f}", flush=True)
@@ -179,9 +180,10 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--loud", type=float, default=32.0)
     parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--all", action="store_true", help="also the classification table")
     args = parser.parse_args()
-    sr_stall(args.seeds, args.loud, args.steps)
+    sr_stall(args.seeds, args.loud, args.steps, args.batch)
     rht_in_training(args.seeds)
     hadamard_qsnr(args.seeds)
     if args.all:
