@@ -20,7 +20,7 @@ from floatlab.mixed import (
 from floatlab.mixed.recipe import TensorScaling, get_recipe, msamp_scheme
 from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.recipe_storage import operand_nbytes
-from floatlab.quant.quantize import fake_quantize, quantize
+from floatlab.quant.quantize import quantize
 from floatlab.quant.scheme import get_scheme
 
 BF16 = get_format("bf16")
@@ -91,17 +91,19 @@ def test_msamp_levels_follow_ms_amp():
     o1, o2, o3 = (get_recipe(f"msamp-O{k}") for k in (1, 2, 3))
     assert o1.forward.a.fmt.name == "float8_e4m3fn" and o1.dgrad.a.fmt.name == "float8_e5m2"
     assert o1.forward.a.delayed and o1.forward.a.history_len == 16  # FP8Linear's window 16
-    assert o1.weight_grad == msamp_scheme("e4m3fn") and o1.state is None
+    assert o1.weight_grad == msamp_scheme("e4m3fn")
     assert o2.state == {"exp_avg": msamp_scheme("e4m3fn"), "exp_avg_sq": msamp_scheme("fp16")}
-    assert o2.weights is None and o2.master.name == "float32"
+    assert o2.weights is None and o1.master.name == o2.master.name == "float16"  # no master
+    assert o1.state == {"exp_avg": get_format("float32"), "exp_avg_sq": get_format("float32")}
     assert o3.weights == msamp_scheme("e4m3fn") and o3.master.name == "float16"
     assert "weights held as msamp e4m3fn" in o3.describe()
 
 
 def test_o3_forward_reads_the_fp8_weights_stored_once_per_update(monkeypatch):
     calls = []
-    real = recipe_storage.quantize
-    monkeypatch.setattr(recipe_storage, "quantize", lambda x, s: calls.append(1) or real(x, s))
+    real = recipe_storage.fake_quantize
+    monkeypatch.setattr(recipe_storage, "fake_quantize",
+                        lambda x, s, **k: calls.append(1) or real(x, s, **k))
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((8, 16)).astype(np.float32))
     with use_precision("msamp-O3"), recipe_run() as run:
@@ -110,18 +112,20 @@ def test_o3_forward_reads_the_fp8_weights_stored_once_per_update(monkeypatch):
         y1 = linear(x, w)
         y2 = linear(x, w)
         assert len(calls) == 1                                  # one FP8 copy per update
-        held = recipe_storage._HELD[run]["linear0.weights"]
-        qt = held[1]
+        qt = recipe_storage.held_tensor(run, "linear0.weights")
         assert qt.codes.dtype == np.uint8 and qt.codes.size == 64   # E4M3 codes
         scale = float(np.ravel(qt.scales)[0])
         assert math.log2(scale).is_integer() and 224 < np.abs(w.data).max() / scale <= 448
-        # the GEMM used exactly those stored values
-        assert np.array_equal(held[2], fake_quantize(w.data.astype(np.float32), qt.scheme))
+        # the GEMM used exactly the stored codes times the scale
+        held = recipe_storage._HELD[run]["linear0.weights"][2]
+        np.testing.assert_array_equal(held, qt.dequantize().astype(held.dtype))
         assert np.array_equal(y1.data, y2.data)
         w.data = (w.data * 2).astype(w.data.dtype)              # an update: a new array
         linear(x, w)
         assert len(calls) == 2
-    assert "linear0.weights" in run.last_step or "linear0.weights" in run._pending
+    assert run._pending["linear0.weights"].scale == 2 * scale   # telemetry of the new copy
+    with pytest.raises(KeyError, match="no stored weights 'linear9.weights'"):
+        recipe_storage.held_tensor(run, "linear9.weights")
 
 
 def test_o3_trains_and_holds_fp8_weights_with_fp16_masters():

@@ -381,13 +381,16 @@ def _msamp(level: int) -> Callable[..., Recipe]:
         e4m3 = msamp_scheme("e4m3fn")
         gemms = {"forward": Gemm(inputs, e4m3), "dgrad": Gemm(grads, e4m3),
                  "wgrad": Gemm(grads, inputs)}
-        state = None
-        if level >= 2:  # msamp.optim.LBAdamW: exp_avg uint8 (FP8 E4M3), exp_avg_sq float16
+        # The optimizer updates FP16 weights at every level (MS-AMP's table: O1 / O2 weights
+        # FP16 without a master copy; O3 FP16 masters behind FP8 weights), Adam's moments FP32
+        # (O1) or FP8 m + FP16 v (O2, O3: msamp.optim.LBAdamW's exp_avg uint8 / float16).
+        state: dict[str, Format | Scheme] = {"exp_avg": FP32, "exp_avg_sq": FP32}
+        if level >= 2:
             state = {"exp_avg": e4m3, "exp_avg_sq": msamp_scheme("float16")}
-        notes = {1: "MS-AMP O1: FP8 GEMMs and FP8 weight gradients",
+        notes = {1: "MS-AMP O1: FP8 GEMMs, FP8 weight gradients, FP16 weights",
                  2: "MS-AMP O2: O1 + FP8 first moment, FP16 second moment",
                  3: "MS-AMP O3: O2 + FP8 weights held between steps, FP16 masters"}
-        return Recipe(f"msamp-O{level}", **gemms, master=FP16 if level == 3 else FP32,
+        return Recipe(f"msamp-O{level}", **gemms, master=FP16,
                       scaler=None, state=state, weight_grad=e4m3,
                       weights=e4m3 if level == 3 else None, note=notes[level])
     return build

@@ -8,9 +8,10 @@ per 32 for MX, one E4M3 per 16 plus the float32 tensor scale for NVFP4, ...). It
 from the storage the quantiser makes (the sizes depend on the shape only; they are cached).
 
 :func:`held_weights` keeps MS-AMP O3's weights: after each optimizer update the FP16 master is
-cast once to a per-tensor scaled E4M3 :class:`~floatlab.quant.quantize.QuantizedTensor` (codes
-plus one power-of-two scale, as MS-AMP's ``lp.copy_(hp.cast(lp.qtype))`` after its optimizer
-step), and the forward and dgrad GEMMs read that stored tensor until the next update.
+cast once to per-tensor scaled E4M3 (codes plus one power-of-two scale, as MS-AMP's
+``lp.copy_(hp.cast(lp.qtype))`` after its optimizer step; :func:`held_tensor` shows them as a
+:class:`~floatlab.quant.quantize.QuantizedTensor`), and the forward and dgrad GEMMs read that
+stored copy until the next update.
 
 >>> from floatlab.quant.scheme import get_scheme
 >>> operand_nbytes(get_scheme("fp8_rowwise"), (64, 32))     # 64 * 32 codes + 64 float32 scales
@@ -31,10 +32,11 @@ import numpy as np
 from floatlab.formats import Format
 from floatlab.mixed.policy import nbytes
 from floatlab.mixed.recipe import Operand, TensorScaling
-from floatlab.quant.quantize import QuantizedTensor, quantize
+from floatlab.quant.quantize import QuantizedTensor, fake_quantize, quantize
 from floatlab.quant.scheme import Scheme
 
-__all__ = ["operand_nbytes", "held_weights", "record_saved_activation", "spec_label"]
+__all__ = ["operand_nbytes", "held_weights", "held_tensor", "record_saved_activation",
+           "spec_label"]
 
 
 def spec_label(spec: Operand, compute: Format) -> str:
@@ -85,19 +87,19 @@ def operand_nbytes(spec: Operand, shape: tuple[int, ...], compute: Format | None
     return label, nbytes(compute, n)
 
 
-# One store per RecipeRun (weak: a finished run takes its weights with it).
-_HELD: weakref.WeakKeyDictionary[Any, dict[str, tuple[np.ndarray, QuantizedTensor,
-                                                      np.ndarray]]] = \
-    weakref.WeakKeyDictionary()
+# One store per RecipeRun (weak: a finished run takes its weights with it):
+# key -> (the parameter's data array, its values inner-last, the stored values, the spec).
+_HELD: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
 
 
 def held_weights(w: Any, w_rows: np.ndarray, spec: Scheme, run: Any, key: str) -> np.ndarray:
     """The stored low-precision weights of parameter ``w`` (``w_rows``: its values with the
     inner dimension last), as the GEMMs read them.
 
-    A new :class:`QuantizedTensor` is made when ``w.data`` is a new array (the optimizers
-    assign a new array to every parameter they update), i.e. once per update, and its
-    telemetry is recorded under ``key``; until then every GEMM reads the same stored codes.
+    A new copy is made when ``w.data`` is a new array (the optimizers assign a new array to
+    every parameter they update), i.e. once per update, and its telemetry is recorded under
+    ``key``; until then every GEMM reads the same stored values. They are the dequantised codes
+    of ``quantize(w_rows, spec)`` (:func:`held_tensor` gives the codes and the scale).
 
     >>> from floatlab.mixed import parameter
     >>> from floatlab.mixed.recipe import msamp_scheme
@@ -105,9 +107,8 @@ def held_weights(w: Any, w_rows: np.ndarray, spec: Scheme, run: Any, key: str) -
     >>> run, w = RecipeRun(), parameter(np.array([[0.3, -1.1]], np.float32))
     >>> held_weights(w, w.data, msamp_scheme(), run, "linear0.weights").tolist()  # scale 2**-8
     [[0.3125, -1.125]]
-    >>> held_weights(w, w.data, msamp_scheme(), run, "linear0.weights") is \\
-    ...     held_weights(w, w.data, msamp_scheme(), run, "linear0.weights")
-    True
+    >>> held_tensor(run, "linear0.weights").codes.tolist()      # E4M3 codes of 80 and -288
+    [[106, 249]]
     """
     from floatlab.mixed.recipe_gemm import OperandStats
 
@@ -115,18 +116,34 @@ def held_weights(w: Any, w_rows: np.ndarray, spec: Scheme, run: Any, key: str) -
     hit = store.get(key)
     if hit is not None and hit[0] is w.data:
         return hit[2]
-    qt = quantize(w_rows, spec)
-    values = qt.dequantize()
-    if values.dtype != w_rows.dtype and w_rows.dtype == np.float32:
-        values = values.astype(np.float32)  # as fake_quantize returns float32 inputs
-    store[key] = (w.data, qt, values)
     if run.telemetry:
-        st = qt.stats
+        values, st = fake_quantize(w_rows, spec, stats=True)
         amax = float(np.max(np.abs(w_rows))) if w_rows.size else 0.0
-        scale = float(np.ravel(qt.scales)[0]) if np.size(qt.scales) == 1 else math.nan
+        scale = _tensor_scale(amax, spec)
         run.record(key, OperandStats(amax, scale, st.clipped_fraction, st.flushed_fraction,
                                      st.qsnr_db, False, w_rows.size))
+    else:
+        values = fake_quantize(w_rows, spec)
+    store[key] = (w.data, w_rows, values, spec)
     return values
+
+
+def held_tensor(run: Any, key: str) -> QuantizedTensor:
+    """The stored weights of ``key`` in ``run`` as codes and scale (a QuantizedTensor whose
+    dequantised values are exactly what :func:`held_weights` hands the GEMMs)."""
+    hit = _HELD.get(run, {}).get(key)
+    if hit is None:
+        raise KeyError(f"no stored weights {key!r} in this run; the recipe's weights are made "
+                       "on the first GEMM after each update")
+    return quantize(hit[1], hit[3])
+
+
+def _tensor_scale(amax: float, spec: Scheme) -> float:
+    if spec.block != "tensor":
+        return math.nan
+    from floatlab.quant.scales import block_scales
+
+    return float(block_scales(np.array([amax]), spec, want_codes=False)[3][0])
 
 
 def record_saved_activation(spec: Operand, shape: tuple[int, ...], compute: Format) -> None:
