@@ -75,13 +75,14 @@ from floatlab.mixed import (  # noqa: E402
     teacher_gaussians,
     use_precision,
 )
+from floatlab.mixed.optim8bit import StateAdam  # noqa: E402
 from floatlab.mixed.seqtrain import EVAL_TOKENS  # noqa: E402
 
 SIZES = (16, 64, 64, 4)
 BATCH = 512
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
-RECIPES = {"fp8-delayed": 6, "fp8-current": 6, "fp8-rowwise": 6, "msamp-O2": 6, "mxfp8": 8,
-           "mxfp4": 8, "nvfp4": 8, "deepseek-fp8": 6}  # name: target ratio to the floor
+RECIPES = {"fp8-delayed": 6, "fp8-current": 6, "fp8-rowwise": 6, "msamp-O2": 6, "msamp-O3": 6,
+           "mxfp8": 8, "mxfp4": 8, "nvfp4": 8, "deepseek-fp8": 6}  # name: target ratio to the floor
 COMPARE_RECIPES = ("bf16-mixed", "fp8-delayed", "fp8-current", "mxfp8", "mxfp4", "nvfp4")
 
 
@@ -158,9 +159,14 @@ def numpy_floor(X: np.ndarray, y: np.ndarray, full: bool):
 def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry: bool):
     """One floatlab training step written with the public API, as a user's own loop would."""
     policy = get_policy(precision)
+    recipe_state = policy.recipe.state if policy.recipe is not None and \
+        policy.optimizer_state is None else None
     with use_precision(policy):
         model = MLP(SIZES, seed=0)
-        opt = Adam(model.parameters(), lr=1e-3)
+        # the optimizer the Trainer builds: per-moment state formats (MS-AMP O2 / O3's FP8 m
+        # and FP16 v) are stored by StateAdam; one format for both (DeepSeek's bf16) by Adam
+        opt = StateAdam(model.parameters(), lr=1e-3, state=recipe_state) if recipe_state \
+            else Adam(model.parameters(), lr=1e-3)
     scaler = (GradScaler() if policy.scaler == "dynamic"
               else StaticScaler(policy.scaler) if policy.scaler else None)
 

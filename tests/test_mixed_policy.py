@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -283,3 +285,64 @@ def test_bad_devices(kwargs, match):
 def test_format_names_where_a_precision_belongs_get_a_hint(name, hint):
     with pytest.raises(ValueError, match=f"names a format, not a precision: .*{hint}"):
         get_policy(name)
+
+
+# --------------------------------------------------------------------------- LAB_OPS is complete
+
+def _graph_ops(t) -> set[str]:
+    seen, ops, stack = set(), set(), [t]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            ops.add(node._op)
+            stack.extend(node._parents)
+    return ops
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "fp8-current"])
+def test_every_op_the_lab_models_call_is_in_lab_ops(monkeypatch, precision):
+    """Run the MLP (relu and tanh, both losses) and the Transformer (dropout on) forward and
+    backward; every op asked of the policy and every graph node must be listed."""
+    from floatlab.mixed import (
+        MLP,
+        Tensor,
+        Transformer,
+        cross_entropy,
+        digit_reversal,
+        mse_loss,
+        use_precision,
+    )
+    from floatlab.mixed.autocast import AUTOCAST_LISTS
+    from floatlab.mixed.layers import sequence_loss
+    from floatlab.mixed.policy import STRUCTURAL_OPS, Policy
+
+    asked: set[str] = set()
+    kind = Policy.op_kind
+    monkeypatch.setattr(Policy, "op_kind", lambda self, op: asked.add(op) or kind(self, op))
+    graph: set[str] = set()
+    data = digit_reversal(n=64, digits=3)
+    with use_precision(precision):
+        for activation in ("relu", "tanh"):
+            mlp = MLP((16, 8, 4), activation=activation)
+            x = Tensor(np.ones((4, 16), np.float32))
+            for loss in (cross_entropy(mlp(x), np.arange(4)),
+                         mse_loss(mlp(x), Tensor(np.zeros((4, 4), np.float32)))):
+                graph |= _graph_ops(loss)
+                loss.backward()
+        model = Transformer(data.vocab, 16, 2, 1, data.context, dropout=0.1)
+        ids, targets, mask = data.batch(np.random.default_rng(0), 4)
+        loss = sequence_loss(model(ids), targets, mask)
+        graph |= _graph_ops(loss)
+        loss.backward()
+    assert {"bmm", "layer_norm", "gelu", "embedding", "dropout", "masked_fill"} <= asked
+    assert asked <= set(fm.LAB_OPS), asked - set(fm.LAB_OPS)
+    assert graph <= set(fm.LAB_OPS) | set(STRUCTURAL_OPS), \
+        graph - set(fm.LAB_OPS) - set(STRUCTURAL_OPS)
+    for device in ("cuda", "cpu"):                       # consistent with the autocast lists
+        assert set(fm.LAB_OPS) <= set(AUTOCAST_LISTS[device])
+        assert set(fm.OP_KINDS[device]) == set(fm.LAB_OPS)
+    text = get_policy("bf16-mixed").describe()
+    assert all(op in text for op in fm.LAB_OPS)          # describe() names every op
+    assert "matmul / linear / bmm inputs" in text
+    assert re.search(r"layer_norm, [^\n]*\n[^\n]*mse_loss +float32", text)  # a wrapped row

@@ -218,8 +218,8 @@ def test_msamp_o2_saves_62_5_percent_of_optimizer_memory_and_columns():
     assert abs(ratio - 0.375) < 0.01  # 1 + 2 bytes instead of 4 + 4, plus per-tensor scales
     assert np.isfinite(o2["clipped"]).all() and np.isnan(fp32["clipped"]).all()
     assert "linear0.weight_grad" in o2.info["operands"]  # FP8 weight gradients
-    assert o2.bytes_held["gradients"] == {"fp8_tensorwise": 16 * 64 + 64 * 4 + 2 * 4,
-                                          "float32": 4 * (64 + 4)}  # biases stay float32
+    assert o2.bytes_held["gradients"] == {"msamp e4m3fn": 16 * 64 + 64 * 4 + 2 * 4,
+                                          "float16": 2 * (64 + 4)}  # biases: FP16 weights
 
 
 def test_recipe_state_formats_and_gw_hp():

@@ -40,7 +40,9 @@ from floatlab.mixed.policy import FP32, nbytes
 from floatlab.mixed.tensor import Tensor
 from floatlab.quant.codebook import Codebook
 from floatlab.quant.quantize import fake_quantize
+from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.rounding import round as round_to_format
 
 __all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
@@ -123,30 +125,50 @@ class StateAdam(Adam):
             raise TypeError(f"expand must be True or False, got {expand!r}")
         self.expand = expand
         for group in self.groups:
-            if group.state_fmt != group.fmt or not _holds_float32(group.fmt):
-                raise ValueError(f"{type(self).__name__} keeps float32 master weights and "
-                                 f"chooses its moment storage itself; got weights in "
-                                 f"{group.fmt.name} (use a mixed precision such as "
-                                 "'bf16-mixed')")
+            if group.state_fmt != group.fmt or group.fmt not in _MASTER_FORMATS:
+                raise ValueError(f"{type(self).__name__} keeps float32 (or MS-AMP O3's "
+                                 f"float16) master weights and chooses its moment storage "
+                                 f"itself; got weights in {group.fmt.name} (use a mixed "
+                                 "precision such as 'bf16-mixed')")
+
+    def _state(self, group, key: str) -> np.ndarray:
+        # The moments hold the dequantised values of their codes (an FP8 code times a float32
+        # scale is a float32 number), so they live in float32 whatever the masters' format.
+        if key not in group.state:
+            group.state[key] = np.zeros(int(group.offsets[-1]), np.float32)
+        return group.state[key]
 
     def _quantized(self, param: Tensor) -> bool:
         return param.size >= self.min_8bit_size
 
     def _store_moments(self, group, where, active, m, v) -> None:
+        sizes = group.sizes[active]
+        quantized = [self._quantized(group.params[i]) for i in active]
         stored = {}
         for key, values in (("exp_avg", m), ("exp_avg_sq", v)):
             spec = self.specs[key]
-            out = np.empty_like(values, dtype=np.float32)
-            start = 0
-            for i in active:  # bitsandbytes quantises each parameter tensor on its own
-                p = group.params[i]
-                part = values[start : start + p.size]
-                out[start : start + p.size] = self._store(part, spec) if (
-                    spec is not None and self._quantized(p)) else part
-                start += p.size
-            stored[key] = out
+            if spec is None or not any(quantized):
+                stored[key] = values
+            elif all(quantized) and not self.expand and _whole_group_path(spec) and \
+                    np.isfinite(values).all():
+                # one call for every tensor of the group instead of one per tensor
+                stored[key] = self._store(values, spec) if isinstance(spec, Format) else \
+                    _fake_quantize_each(values, sizes, spec)
+            else:
+                stored[key] = self._store_each(values, sizes, quantized, spec)
         group.state["exp_avg"][where] = stored["exp_avg"]
         group.state["exp_avg_sq"][where] = stored["exp_avg_sq"]
+
+    def _store_each(self, values: np.ndarray, sizes: np.ndarray, quantized: list[bool],
+                    spec: Format | Scheme) -> np.ndarray:
+        """bitsandbytes quantises each parameter tensor on its own: one call per tensor."""
+        out = np.empty_like(values, dtype=np.float32)
+        start = 0
+        for size, q in zip(sizes, quantized, strict=True):
+            part = values[start : start + size]
+            out[start : start + size] = self._store(part, spec) if q else part
+            start += size
+        return out
 
     def _store(self, values: np.ndarray, spec: Format | Scheme) -> np.ndarray:
         if isinstance(spec, Format):
@@ -223,6 +245,38 @@ class Adam8bit(StateAdam):
                          min_8bit_size=min_8bit_size, seed=seed)
 
 
+def _whole_group_path(spec: Format | Scheme) -> bool:
+    """Whether a group's moments can be stored in one call: a Format rounds element by
+    element; a per-tensor power-of-two Scheme (MS-AMP's) by :func:`_fake_quantize_each`."""
+    return isinstance(spec, Format) or (
+        spec.block == "tensor" and spec.scale == "pow2" and isinstance(spec.element, Format)
+        and spec.rounding == "nearest_even" and not spec.hadamard and not spec.global_scale)
+
+
+def _fake_quantize_each(values: np.ndarray, sizes: np.ndarray, spec: Scheme) -> np.ndarray:
+    """``fake_quantize`` of each of the consecutive tensors of ``sizes`` in ``values`` with its
+    own per-tensor power-of-two scale, in one pass (finite values only).
+
+    Same result as one ``fake_quantize(part, spec)`` per tensor: the scales come from the
+    quantiser's own :func:`~floatlab.quant.scales.block_scales` of each tensor's amax, and
+    dividing and multiplying by a power of two is exact in float64 here (the quotients lie
+    within the element's range, far above float64's subnormals), so the elements are the
+    same ``floatlab.round`` (saturating, as the quantiser clips to the element's max) of the
+    same quotients. ``tests/test_mixed_optim8bit.py`` checks it bit for bit.
+
+    >>> from floatlab.mixed.recipe import msamp_scheme
+    >>> x = np.array([0.3, -1.1, 1e-3, 2e-3, 5e-3], np.float32)
+    >>> _fake_quantize_each(x, np.array([2, 3]), msamp_scheme()).tolist()
+    [0.3125, -1.125, 0.0009765625, 0.001953125, 0.0048828125]
+    """
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    amax = np.maximum.reduceat(np.abs(values), starts).astype(np.float64)
+    scales = np.repeat(block_scales(amax, spec, want_codes=False)[3], sizes)
+    with np.errstate(under="ignore"):
+        q = round_to_format(values.astype(np.float64) / scales, spec.element, saturate=True)
+    return (q * scales).astype(np.float32)
+
+
 def _moment_scheme(signed: bool, block: int | None, map_: str) -> Scheme:
     base = get_scheme("dynamic8" if signed else "udynamic8")
     element = base.element if map_ == "dynamic" else linear_codebook(signed)
@@ -248,8 +302,7 @@ def _spec(spec: Any, key: str) -> Format | Scheme | None:
     raise TypeError(f"state[{key!r}] must be a Format, a Scheme, a name or None, got {spec!r}")
 
 
-def _holds_float32(fmt: Format) -> bool:
-    return fmt == FP32
+_MASTER_FORMATS = (FP32, get_format("float16"))
 
 
 def _scheme_label(spec: Scheme) -> str:
@@ -263,9 +316,8 @@ def _spec_label(spec: Format | Scheme | None) -> str:
 
 
 def _scheme_bytes(spec: Scheme, n: int) -> int:
-    codes = -(-n * spec.element.bits // 8)
-    if spec.block_size:
-        blocks = -(-n // spec.block_size)
-    else:
-        blocks = 1  # one scale per tensor (the lab's moments are flat vectors)
-    return codes + blocks * (spec.scale_bits // 8)
+    """Codes plus every scale of a flat moment of ``n`` values (the lab quantises each
+    parameter's moment as one flat vector, as bitsandbytes does)."""
+    from floatlab.mixed.recipe_storage import operand_nbytes
+
+    return operand_nbytes(spec, (n,))[1]

@@ -18,13 +18,20 @@ Which ops run where follows torch's autocast lists for :attr:`Policy.device` ("c
 the GPU case the mixed-precision papers describe; "cpu" for a CPU run -- the lists differ, see
 :mod:`floatlab.mixed.autocast`):
 
-* ``"low"`` ops -- matmul, linear -- produce :attr:`Policy.compute` values from inputs rounded to
-  :attr:`Policy.matmul_inputs`; products accumulate in :attr:`Policy.accumulate`.
+* ``"low"`` ops -- matmul, linear, bmm (the attention products) -- produce
+  :attr:`Policy.compute` values from inputs rounded to :attr:`Policy.matmul_inputs`; products
+  accumulate in :attr:`Policy.accumulate`.
 * ``"safe"`` ops run in :attr:`Policy.safe` (float32 in mixed modes), or wider if an input is
-  wider. On CUDA: exp, log, softmax, log_softmax, sum and the losses; on CPU only the losses.
-* ``"promote"`` ops produce the widest of their inputs' formats: add, sub, mul, div, neg, relu,
-  tanh, and mean everywhere; on CPU also exp, log, softmax, log_softmax and sum (so a bf16 input
-  gives a bf16 result).
+  wider. On CUDA: exp, log, layer_norm, softmax, log_softmax, sum and the losses; on CPU only
+  the losses.
+* ``"promote"`` ops produce the widest of their inputs' formats: embedding, gelu, dropout,
+  masked_fill, add, sub, mul, div, neg, relu, tanh, and mean everywhere; on CPU also exp, log,
+  layer_norm, softmax, log_softmax and sum (so a bf16 input gives a bf16 result).
+
+:data:`LAB_OPS` lists every computing op of the lab's tensors, layers and models (the MLP and
+the Transformer; attention is bmm + masked_fill + softmax, as torch's math backend computes
+it); :data:`STRUCTURAL_OPS` the graph nodes that only move or relabel values, which autocast
+does not touch.
 
 >>> get_policy("bf16-mixed").op_format("softmax", BF16).name
 'float32'
@@ -56,6 +63,7 @@ __all__ = [
     "MATMUL_PRECISIONS",
     "OP_KINDS",
     "LAB_OPS",
+    "STRUCTURAL_OPS",
     "contains",
     "widest",
     "storage_dtype",
@@ -69,10 +77,19 @@ TF32 = get_format("tensorfloat32")
 
 OpKind = Literal["low", "safe", "promote"]
 
-#: The ops of :mod:`floatlab.mixed.tensor` and :mod:`floatlab.mixed.nn` that autocast routes.
+#: The computing ops of :mod:`floatlab.mixed.tensor`, :mod:`~floatlab.mixed.nn`,
+#: :mod:`~floatlab.mixed.layers` and :mod:`~floatlab.mixed.attention` (every op the lab's
+#: models call), each with an entry in torch's autocast lists (:data:`AUTOCAST_LISTS`).
 LAB_OPS: tuple[str, ...] = (
-    "matmul", "linear", "exp", "log", "sum", "mean", "softmax", "log_softmax", "cross_entropy",
-    "mse_loss", "add", "sub", "mul", "div", "neg", "relu", "tanh",
+    "matmul", "linear", "bmm", "embedding", "layer_norm", "gelu", "dropout", "masked_fill",
+    "exp", "log", "sum", "mean", "softmax", "log_softmax", "cross_entropy", "mse_loss",
+    "add", "sub", "mul", "div", "neg", "relu", "tanh",
+)
+
+#: Graph nodes that move, select or relabel values without computing (views, casts by the
+#: policy itself, leaves): autocast has no say over them.
+STRUCTURAL_OPS: tuple[str, ...] = (
+    "leaf", "reshape", "permute", "transpose", "narrow", "cast", "detach",
 )
 
 #: The kind of each lab op per device, ``OP_KINDS[device][op]``, from torch's autocast lists.
@@ -107,6 +124,21 @@ MATMUL_PRECISIONS: dict[str, Format] = {"highest": FP32, "high": TF32, "medium":
 
 # Apex's dynamic scaler caps the scale at 2**24 (max_loss_scale); torch's has no cap.
 _APEX_MAX_SCALE = 2.0**24
+
+
+def _wrap_ops(label: str, value: str, width: int = 60) -> list[tuple[str, str]]:
+    """A long "op, op, ..." row label over several lines, the value on the last."""
+    if len(label) <= width or ", " not in label:
+        return [(label, value)]
+    lines, line = [], ""
+    for op in label.split(", "):
+        if line and len(line) + len(op) + 2 > width:
+            lines.append(line + ",")
+            line = op
+        else:
+            line = f"{line}, {op}" if line else op
+    lines.append(line)
+    return [(text, "") for text in lines[:-1]] + [(lines[-1], value)]
 
 
 def refuse_scaler_for_bf16_mixed(policy: Policy, scaler: Any) -> None:
@@ -317,24 +349,26 @@ class Policy:
         >>> print(get_policy("bf16-true").describe().splitlines()[0])
         policy bf16-true: bfloat16 everywhere: weights, activations, gradients, optimizer state
         """
+        low_ops = " / ".join(ops_of_kind("low", self.device, LAB_OPS))
         safe_ops = ", ".join(ops_of_kind("safe", self.device, LAB_OPS))
         promote_ops = ", ".join(ops_of_kind("promote", self.device, LAB_OPS))
         rows = [
             ("autocast op lists", f"torch's {self.device.upper()} lists"),
             ("weights updated by the optimizer", self.weights.name),
             ("weight copy read by matmuls", self.compute.name if self.master_weights else "-"),
-            ("matmul / linear inputs", self.matmul_inputs.name),
+            (f"{low_ops} inputs", self.matmul_inputs.name),
             ("matmul accumulation", accumulate_label(self.accumulate)),
-            ("matmul / linear results", self.compute.name),
+            (f"{low_ops} results", self.compute.name),
             (safe_ops, self.safe.name),
             (promote_ops, "widest input"),
             ("data enters as", self.inputs.name),
             ("optimizer state", self.state_format.name),
             ("loss scaling", _scaler_text(self.scaler, self.scaler_max)),
         ]
+        rows = [part for k, v in rows for part in _wrap_ops(k, v)]
         width = max(len(r[0]) for r in rows)
         lines = [f"policy {self.name}: {self.note}"]
-        lines += [f"  {k:<{width}}  {v}" for k, v in rows]
+        lines += [f"  {k:<{width}}  {v}".rstrip() for k, v in rows]
         if self.recipe is not None:  # the GEMMs' operands and accumulators
             lines += self.recipe.describe().splitlines()[2:]
         return "\n".join(lines)

@@ -50,7 +50,7 @@ from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
 from floatlab.quant.scheme import Scheme, get_scheme
 
 __all__ = ["Recipe", "Gemm", "TensorScaling", "Operand", "get_recipe", "recipe_names",
-           "RECIPES", "is_tensorwise"]
+           "RECIPES", "is_tensorwise", "msamp_scheme"]
 
 FP32 = get_format("float32")
 FP16 = get_format("float16")
@@ -160,8 +160,10 @@ class Recipe:
         Scheme each); None keeps the master format.
     weight_grad : how weight gradients are stored after wgrad (MS-AMP's FP8 gradients); None:
         the master format.
-    weights : how the weights themselves are held between steps (MS-AMP O3's FP8 weights);
-        None: the master format.
+    weights : how the weights themselves are held between steps (MS-AMP O3's FP8 weights): a
+        spec the optimizer's result is cast to once per update; the forward and dgrad GEMMs
+        read that stored copy (:func:`floatlab.mixed.recipe_storage.held_weights`) instead of
+        quantising the master anew. None: the GEMMs quantise the master weights themselves.
     options : the switches this recipe accepts in :func:`get_recipe` (documented per recipe).
     note : one line for tables.
     """
@@ -360,19 +362,49 @@ def _nvfp4(*, stochastic_rounding: bool = True, hadamard: bool = True,
                                two_d_weights=two_d_weights), note=note)
 
 
+def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
+    """MS-AMP's ScalingTensor as a Scheme: one power-of-two float32 scale per tensor, from the
+    tensor's own amax (``ScalingMeta`` with ``window_size=1``), so that ``amax / scale`` lands
+    in ``(fmax / 2, fmax]``: MS-AMP's ``2**(floor(log2(fmax / amax)) - margin)`` multiplier
+    (margin 0) is the reciprocal of the lab's "rceil" power-of-two scale. MS-AMP uses it for FP8
+    weights and weight gradients (E4M3), the FP8 first moment and the FP16 second moment and
+    masters ("float16": fmax 65504, so small moments stay in fp16's normal range).
+
+    >>> s = msamp_scheme()
+    >>> s.name, s.block, s.scale, s.scale_rounding
+    ('msamp e4m3fn', 'tensor', 'pow2', 'rceil')
+    >>> import numpy as np; from floatlab.quant.quantize import fake_quantize
+    >>> fake_quantize(np.array([150.0, 1.0]), s).tolist()   # scale 2**-1: 300 -> 288 -> 144
+    [144.0, 1.0]
+    """
+    fmt = get_format(element)
+    short = {"float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "float16": "fp16"}
+    return get_scheme("fp8_tensorwise").replace(
+        element=fmt, scale="pow2", scale_rounding="rceil",
+        name=f"msamp {short.get(fmt.name, fmt.name)}")
+
+
 def _msamp(level: int) -> Callable[..., Recipe]:
     def build() -> Recipe:
-        gemms = _hybrid(False, E4M3, E4M3)
-        tensor_e4m3 = get_scheme("fp8_tensorwise")
-        state = None
+        # MS-AMP's FP8Linear (msamp/nn/linear.py): input E4M3 with an amax window of 16,
+        # output gradient E5M2 with a window of 16, the weight cast with its own amax.
+        inputs = TensorScaling(E4M3, delayed=True, history_len=16)
+        grads = TensorScaling(E5M2, delayed=True, history_len=16)
+        e4m3 = msamp_scheme("e4m3fn")
+        gemms = {"forward": Gemm(inputs, e4m3), "dgrad": Gemm(grads, e4m3),
+                 "wgrad": Gemm(grads, inputs)}
+        # The optimizer updates FP16 weights at every level (MS-AMP's table: O1 / O2 weights
+        # FP16 without a master copy; O3 FP16 masters behind FP8 weights), Adam's moments FP32
+        # (O1) or FP8 m + FP16 v (O2, O3: msamp.optim.LBAdamW's exp_avg uint8 / float16).
+        state: dict[str, Format | Scheme] = {"exp_avg": FP32, "exp_avg_sq": FP32}
         if level >= 2:
-            state = {"exp_avg": tensor_e4m3, "exp_avg_sq": FP16}
-        notes = {1: "MS-AMP O1: FP8 GEMMs and FP8 weight gradients",
+            state = {"exp_avg": e4m3, "exp_avg_sq": msamp_scheme("float16")}
+        notes = {1: "MS-AMP O1: FP8 GEMMs, FP8 weight gradients, FP16 weights",
                  2: "MS-AMP O2: O1 + FP8 first moment, FP16 second moment",
-                 3: "MS-AMP O3: O2 + FP8 weights with FP16 masters"}
-        return Recipe(f"msamp-O{level}", **gemms, master=FP16 if level == 3 else FP32,
-                      scaler=None, state=state, weight_grad=tensor_e4m3,
-                      weights=tensor_e4m3 if level == 3 else None, note=notes[level])
+                 3: "MS-AMP O3: O2 + FP8 weights held between steps, FP16 masters"}
+        return Recipe(f"msamp-O{level}", **gemms, master=FP16,
+                      scaler=None, state=state, weight_grad=e4m3,
+                      weights=e4m3 if level == 3 else None, note=notes[level])
     return build
 
 

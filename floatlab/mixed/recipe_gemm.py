@@ -228,6 +228,7 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     """``x·Wᵀ + bias`` (``transpose_w``; else ``x·W``) under ``policy.recipe``: the three
     GEMMs of the recipe, results rounded to the policy's compute format, gradients as
     straight-through estimators (backward reads the quantised operands)."""
+    from floatlab.mixed.recipe_storage import held_weights, record_saved_activation
     from floatlab.mixed.tensor import _result, _send, quantize
 
     recipe: Recipe = policy.recipe
@@ -238,7 +239,13 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     xv = x.data
     w_rows = w.data if transpose_w else w.data.T            # (N, K): inner dimension last
     xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a")
-    wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b")
+    if recipe.weights is not None:  # MS-AMP O3: the FP8 weights stored after each update
+        wq = held_weights(w, w_rows, recipe.weights, run, f"{layer}.weights")
+    else:
+        wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b")
+    # the input copy the wgrad GEMM reads, with its scales, in the step's activation bytes
+    record_saved_activation(*((fwd.a, xv.shape) if _same(fwd.a, wgr.b) else
+                              (wgr.b, xv.shape[::-1])), fmt)
     values = gemm(xq, wq, fwd.accumulate)
     if bias is not None:
         values = values + bias.data

@@ -86,7 +86,7 @@ def bytes_held(
     gemm_weights = policy.recipe.forward.b if policy.recipe is not None else None
     for p in model.parameters():
         if gemm_weights is not None and p.ndim == 2:  # the recipe's quantised weight copy
-            label, n = _operand_bytes(gemm_weights, p.size, policy.compute)
+            label, n = _operand_bytes(gemm_weights, p.shape, policy.compute)
             held["weights"][label] = held["weights"].get(label, 0) + n
             add("master weights", p.fmt, p.size)
         elif policy.master_weights:
@@ -96,27 +96,19 @@ def bytes_held(
             add("weights", p.fmt, p.size)
         grad_spec = policy.recipe.weight_grad if policy.recipe is not None else None
         if p.grad is not None and grad_spec is not None and p.ndim == 2:  # MS-AMP FP8 grads
-            label, n = _operand_bytes(grad_spec, p.size, p.fmt)
+            label, n = _operand_bytes(grad_spec, p.shape, p.fmt)
             held["gradients"][label] = held["gradients"].get(label, 0) + n
         elif p.grad is not None:
             add("gradients", p.fmt, p.size)
     return held
 
 
-def _operand_bytes(spec: Any, n: int, compute: Format) -> tuple[str, int]:
-    """(label, bytes) of ``n`` values stored under a recipe operand spec (row / column scales
-    of rowwise schemes are not counted: the spec alone does not know the shape)."""
-    from floatlab.mixed.recipe import TensorScaling
-    from floatlab.quant.scheme import Scheme
+def _operand_bytes(spec: Any, shape: tuple[int, ...], compute: Format) -> tuple[str, int]:
+    """(label, bytes) of a tensor of ``shape`` stored under a recipe operand spec: the codes
+    and every scale (see :func:`floatlab.mixed.recipe_storage.operand_nbytes`)."""
+    from floatlab.mixed.recipe_storage import operand_nbytes
 
-    if isinstance(spec, Scheme):  # bits_per_value counts block scales; add a tensor scale
-        extra = 4 if spec.block == "tensor" else 0
-        return spec.name or spec.element.name, -(-int(math.ceil(n * spec.bits_per_value)) // 8) \
-            + extra
-    if isinstance(spec, TensorScaling):  # the values plus one float32 scale
-        return spec.fmt.name, nbytes(spec.fmt, n) + 4
-    fmt = spec or compute
-    return fmt.name, nbytes(fmt, n)
+    return operand_nbytes(spec, shape, compute)
 
 
 def _pow2(x: float) -> str:

@@ -1,0 +1,65 @@
+"""StateAdam's one-pass storage of per-tensor scaled moments equals one fake_quantize per
+tensor, bit for bit; FP16 masters (MS-AMP O3) are accepted (issue 11)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from floatlab.mixed import optim8bit, parameter, use_precision
+from floatlab.mixed.optim8bit import StateAdam, _fake_quantize_each
+from floatlab.mixed.recipe import msamp_scheme
+from floatlab.quant.quantize import fake_quantize
+
+
+@pytest.mark.parametrize("element", ["e4m3fn", "float16", "e5m2"])
+def test_one_pass_equals_fake_quantize_per_tensor(element):
+    spec = msamp_scheme(element)
+    rng = np.random.default_rng(0)
+    sizes = np.array([1024, 64, 1, 4096, 3, 7, 256])
+    parts = [rng.standard_normal(n) * 10.0 ** rng.uniform(-12, 2) for n in sizes]
+    parts[2][:] = 0.0                                   # an all-zero tensor
+    parts[4] = np.array([448.0, -448 * 2.0**-20, 2.0**-30])  # exact power-of-two amax, tiny
+    parts[5] = np.exp(rng.uniform(-40, 0, 7))           # 17 decades within one tensor
+    values = np.concatenate(parts).astype(np.float32)
+    got = _fake_quantize_each(values, sizes, spec)
+    want = np.concatenate([fake_quantize(p.astype(np.float32), spec) for p in
+                           np.split(values, np.cumsum(sizes)[:-1])]).astype(np.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("master", ["bf16-mixed", "msamp-O3"])
+def test_state_adam_fast_path_matches_the_per_tensor_loop(monkeypatch, master):
+    state = {"exp_avg": msamp_scheme("e4m3fn"), "exp_avg_sq": msamp_scheme("fp16")}
+
+    def run(fast: bool):
+        if not fast:
+            monkeypatch.setattr(optim8bit, "_whole_group_path", lambda spec: False)
+        rng = np.random.default_rng(1)
+        with use_precision(master):
+            params = [parameter(rng.standard_normal(s) * 0.1) for s in ((8, 16), (16,), (3, 8))]
+            opt = StateAdam(params, lr=1e-2, state=state)
+            for _ in range(5):
+                for p in params:
+                    p.grad = (rng.standard_normal(p.shape) * 1e-4).astype(np.float32)
+                opt.step()
+        monkeypatch.undo()
+        return [p.data.copy() for p in params], [g.state for g in opt.groups]
+
+    (w_fast, s_fast), (w_loop, s_loop) = run(True), run(False)
+    for a, b in zip(w_fast, w_loop, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(s_fast, s_loop, strict=True):
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(a[key], b[key])
+    if master == "msamp-O3":
+        for w in w_fast:                                    # FP16 masters
+            np.testing.assert_array_equal(w, w.astype(np.float16).astype(w.dtype))
+
+
+def test_state_adam_refuses_low_masters_other_than_fp16():
+    with use_precision("bf16-true"):
+        w = parameter(np.zeros(3))
+        with pytest.raises(ValueError, match="float32 \\(or MS-AMP O3's float16\\) master"):
+            StateAdam([w], state={"exp_avg": "e4m3fn"})
