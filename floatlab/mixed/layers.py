@@ -36,19 +36,13 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
+from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
-from floatlab.mixed.tensor import (
-    Tensor,
-    _operand,
-    _result,
-    _send,
-    active_policy,
-    cross_entropy,
-    mul,
-    quantize,
-)
-from floatlab.mixed.tensor import sum as tsum
+from floatlab.mixed.reductions import cross_entropy
+from floatlab.mixed.reductions import sum as tsum
+from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = [
     "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "dropout", "reshape", "permute",

@@ -21,18 +21,11 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.tensor import (
-    Tensor,
-    active_policy,
-    cast,
-    cross_entropy,
-    linear,
-    mean,
-    mul,
-    relu,
-    sub,
-    tanh,
-)
+from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
+from floatlab.mixed.gemm import linear
+from floatlab.mixed.reductions import cross_entropy, mean
+from floatlab.mixed.scope import active_policy
 
 __all__ = [
     "Module", "Linear", "MLP", "parameter", "he_normal", "xavier_normal",

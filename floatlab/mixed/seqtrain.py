@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.history import History
 from floatlab.mixed.layers import sequence_loss
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import Module
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.recipe_gemm import recipe_run
+from floatlab.mixed.scope import no_grad, use_precision
 from floatlab.mixed.telemetry import StepStats
-from floatlab.mixed.tensor import Tensor, no_grad, use_precision
 from floatlab.mixed.textdata import SequenceDataset
 
 if TYPE_CHECKING:  # pragma: no cover
