@@ -51,21 +51,32 @@ class StepStats:
     activation_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def observe(self, before: np.ndarray, after: np.ndarray, fmt: Format, what: str) -> None:
-        """Count one rounding of ``before`` to ``after`` in ``fmt``."""
+        """Count one rounding of ``before`` to ``after`` in ``fmt``.
+
+        The counts come from a few passes that each read the values once: ``|after|`` and its
+        maximum (inf and NaN propagate through max, so one test finds non-finite results), the
+        comparison with the normal threshold (zeros and subnormals), and -- only when that
+        finds any -- the zero tests of ``after`` and ``before``. Everything is counted through
+        boolean arrays, which NumPy counts several times faster than the non-zeros of floats.
+        """
         n = after.size
         self.values += n
         if what == "activations":
             self.activation_bytes[fmt.name] += nbytes(fmt, n)
+        if not n:
+            return
         mag = np.abs(after)
-        peak = mag.max() if n else 0.0
-        if not np.isfinite(peak):  # NaN propagates through max, so one test catches both
+        if not np.isfinite(mag.max()):  # NaN propagates through max, so one test catches both
             bad = ~np.isfinite(after)
             self.nonfinite_results += 1
             self.overflow += int(np.count_nonzero(bad & np.isfinite(before)))
-        zeros_after = n - int(np.count_nonzero(after))
-        self.subnormal += int(np.count_nonzero(mag < fmt.normal_threshold)) - zeros_after
-        if before is not after:  # rounding never turns a zero into a non-zero
-            self.flushed += zeros_after - (before.size - int(np.count_nonzero(before)))
+        tiny = int(np.count_nonzero(mag < fmt.normal_threshold))  # zeros and subnormals
+        if not tiny:  # no zero after rounding, so none before: nothing flushed
+            return
+        zeros_after = n - int(np.count_nonzero(after != 0))
+        self.subnormal += tiny - zeros_after
+        if before is not after and zeros_after:  # rounding never turns a zero into a non-zero
+            self.flushed += zeros_after - (before.size - int(np.count_nonzero(before != 0)))
 
     def observe_relu(self, passed: np.ndarray, grad: np.ndarray) -> None:
         """Count gradient entries at positions a ReLU lets through, and the zero ones."""
