@@ -204,7 +204,7 @@ class Tensor:
             if node._parents:
                 node.grad = None
         # inf / NaN gradients are expected events (the scaler skips them, telemetry counts them)
-        pending: list[tuple[Tensor, np.ndarray, Format, bool]] = []
+        pending: list[_Pending] = []
         with np.errstate(all="ignore"):
             with _pushed(pending=pending):
                 _send(self, seed, self.fmt)
@@ -250,18 +250,29 @@ def _result(
     return t
 
 
-def _send(t: Tensor, g: np.ndarray, op_fmt: Format, *, exact: bool = False) -> None:
+#: A parameter's gradient waiting for the end of backward: (tensor, gradient, op format,
+#: exact, support: where exact arithmetic makes the gradient non-zero; None: everywhere).
+_Pending = tuple[Tensor, np.ndarray, Format, bool, "np.ndarray | None"]
+
+
+def _send(
+    t: Tensor, g: np.ndarray, op_fmt: Format, *, exact: bool = False,
+    support: np.ndarray | None = None,
+) -> None:
     """Deliver gradient ``g`` (computed by an op of format ``op_fmt``) to ``t``.
 
     The gradient is rounded to the op's format, then -- as the backward of an autocast cast
     does -- to ``t``'s format, and summed into ``t.grad`` in ``t``'s format (reused nodes).
     Gradients of leaves (parameters) wait until the end of backward, to be rounded together.
+    ``support`` (a boolean array that broadcasts to ``g``) marks the entries of a parameter's
+    gradient that exact arithmetic makes non-zero when some are zero by construction (the
+    rows of an embedding that no id picked); the telemetry's underflow count skips the others.
     """
     if not t.requires_grad:
         return
     pending = _scope().pending
     if pending is not None and t._op == "leaf":
-        pending.append((t, g, op_fmt, exact))
+        pending.append((t, g, op_fmt, exact, support))
         return
     _deliver(t, quantize(g, op_fmt, what="grads", exact=exact), op_fmt)
 
@@ -273,15 +284,16 @@ def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
     t.grad = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
 
 
-def _flush(pending: list[tuple[Tensor, np.ndarray, Format, bool]]) -> None:
+def _flush(pending: list[_Pending]) -> None:
     """Round the parameters' gradients with one call per format instead of one per gradient.
 
     Rounding is element-wise, so the values are those of separate calls; what is saved is the
-    rounding core's fixed cost per call (several per layer: weight and bias gradients).
+    rounding core's fixed cost per call (several per layer: weight and bias gradients). With
+    telemetry on, the parameters' finished gradients are then counted for underflow.
     """
     rounded: list[np.ndarray | None] = [None] * len(pending)
     batches: dict[tuple[int, bool], list[int]] = {}
-    for i, (_, _, fmt, exact) in enumerate(pending):
+    for i, (_, _, fmt, exact, _) in enumerate(pending):
         batches.setdefault((id(fmt), exact), []).append(i)
     for (_, exact), idx in batches.items():
         fmt = pending[idx[0]][2]
@@ -294,8 +306,25 @@ def _flush(pending: list[tuple[Tensor, np.ndarray, Format, bool]]) -> None:
         parts = np.split(flat, np.cumsum([g.size for g in grads])[:-1])
         for i, g, part in zip(idx, grads, parts, strict=True):
             rounded[i] = part.reshape(g.shape)
-    for (t, _, fmt, _), g in zip(pending, rounded, strict=True):  # in arrival order
+    for (t, _, fmt, _, _), g in zip(pending, rounded, strict=True):  # in arrival order
         _deliver(t, g, fmt)
+    stats = _scope().stats
+    if stats is not None:
+        _count_parameter_underflow(pending, stats)
+
+
+def _count_parameter_underflow(pending: list[_Pending], stats: Any) -> None:
+    """Count each parameter's gradient entries that exact arithmetic makes non-zero (the union
+    of its contributions' supports) and the zero ones among them: underflows, here or upstream.
+    """
+    supports: dict[int, tuple[Tensor, np.ndarray | None]] = {}
+    for t, _, _, _, support in pending:
+        if id(t) in supports:
+            seen = supports[id(t)][1]
+            support = None if seen is None or support is None else seen | support
+        supports[id(t)] = (t, support)
+    for t, support in supports.values():
+        stats.observe_parameter_grad(t.grad, support)
 
 
 def _operand(x: Any) -> Tensor:

@@ -149,7 +149,9 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
     def backward(g: np.ndarray) -> None:
         rows = np.zeros((vocab, dim), storage_dtype(fmt))
         np.add.at(rows, idx.reshape(-1), g.reshape(-1, dim))
-        _send(weight, rows, fmt)
+        picked = np.zeros((vocab, 1), bool)  # the other rows' gradient is zero by construction
+        picked[idx.reshape(-1)] = True
+        _send(weight, rows, fmt, support=picked)
 
     return _result(out, fmt, (weight,), backward, "embedding")
 

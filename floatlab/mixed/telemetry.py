@@ -35,9 +35,13 @@ class StepStats:
     flushed : how many were non-zero before rounding and zero after.
     overflow : how many were finite before rounding and inf / NaN after.
     nonfinite_results : how many op results held at least one inf or NaN.
+    relus : ReLU backward calls seen (the model has ReLUs: the underflow measure is theirs).
     relu_passed / relu_zero_grads : entries a ReLU lets through in backward, and how many of those
         carry an exactly-zero gradient. In exact arithmetic such a zero has probability 0, so
         these are underflows (here or upstream) -- the measure of the mixed-precision paper.
+    param_grads / param_zero_grads : entries of the parameters' finished gradients that exact
+        arithmetic makes non-zero (all but an embedding's unpicked rows), and the zero ones:
+        the same measure on the parameters, for models without ReLUs (the Transformer).
     activation_bytes : forward results held for backward, per format name.
     """
 
@@ -46,8 +50,11 @@ class StepStats:
     flushed: int = 0
     overflow: int = 0
     nonfinite_results: int = 0
+    relus: int = 0
     relu_passed: int = 0
     relu_zero_grads: int = 0
+    param_grads: int = 0
+    param_zero_grads: int = 0
     activation_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def observe(self, before: np.ndarray, after: np.ndarray, fmt: Format, what: str) -> None:
@@ -80,13 +87,37 @@ class StepStats:
 
     def observe_relu(self, passed: np.ndarray, grad: np.ndarray) -> None:
         """Count gradient entries at positions a ReLU lets through, and the zero ones."""
+        self.relus += 1
         self.relu_passed += int(np.count_nonzero(passed))
         self.relu_zero_grads += int(np.count_nonzero(passed & (grad == 0)))
 
+    def observe_parameter_grad(self, grad: np.ndarray, support: np.ndarray | None) -> None:
+        """Count a parameter's gradient entries inside ``support`` (a boolean array that
+        broadcasts to ``grad``; None: all of them) and the zero ones among them."""
+        nonzero = grad != 0  # inf and NaN are not underflows (the overflow counters see them)
+        if support is None:
+            self.param_grads += grad.size
+            self.param_zero_grads += grad.size - int(np.count_nonzero(nonzero))
+            return
+        inside = np.broadcast_to(support, grad.shape)
+        passed = int(np.count_nonzero(inside))
+        self.param_grads += passed
+        self.param_zero_grads += passed - int(np.count_nonzero(nonzero & inside))
+
     @property
     def underflow_fraction(self) -> float:
-        """Fraction of ReLU-passed activation-gradient entries that are zero (NaN if none)."""
-        return self.relu_zero_grads / self.relu_passed if self.relu_passed else float("nan")
+        """Fraction of gradient entries that are zero where exact arithmetic makes them non-zero:
+        the activation gradients ReLUs let through (the paper's measure) when the model has
+        ReLUs, else the parameters' gradients (the Transformer); NaN if neither was seen.
+
+        >>> s = StepStats(relus=2, relu_passed=4, relu_zero_grads=1, param_grads=10,
+        ...               param_zero_grads=5)
+        >>> s.underflow_fraction, StepStats(param_grads=10, param_zero_grads=5).underflow_fraction
+        (0.25, 0.5)
+        """
+        if self.relus:  # the model has ReLUs: theirs is the measure (NaN if none let one through)
+            return self.relu_zero_grads / self.relu_passed if self.relu_passed else float("nan")
+        return self.param_zero_grads / self.param_grads if self.param_grads else float("nan")
 
     @property
     def subnormal_fraction(self) -> float:
