@@ -163,6 +163,35 @@ def test_bad_model_arguments(kwargs, match):
         Transformer(**{"d_model": 16, "heads": 2, "layers": 1, "context": 8, **kwargs})
 
 
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: char_lm(context=True), TypeError, "context must be a whole number"),
+    (lambda: char_lm(context="64"), TypeError, r"int\('64'\)"),
+    (lambda: char_lm(context=0), ValueError, "context must be >= 1"),
+    (lambda: char_lm(valid_fraction=1.5), ValueError, r"valid_fraction must be in \(0, 1\)"),
+    (lambda: char_lm(max_chars=2.5), TypeError, "max_chars must be a whole number"),
+    (lambda: digit_reversal(digits=2.5), TypeError, "digits must be a whole number"),
+    (lambda: digit_reversal(n=1), ValueError, "n must be >= 2"),
+    (lambda: digit_reversal(valid_fraction="0.1"), TypeError, "valid_fraction must be a number"),
+    (lambda: digit_reversal(seed=-1), ValueError, "non-negative"),
+    (lambda: digit_reversal(n=10).evaluation_batches(split="test"), ValueError,
+     "'train' or 'valid'"),
+    (lambda: digit_reversal(n=10).evaluation_batches(size=0), ValueError, "size must be >= 1"),
+    (lambda: fm.layers.dropout(Tensor([1.0]), 0.5, rng=-1), ValueError, "non-negative"),
+    (lambda: fm.layers.dropout(Tensor([1.0]), 0.5, rng="7"), TypeError, "Generator"),
+])
+def test_bad_dataset_and_dropout_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_load_state_dict_takes_nan_weights_of_a_diverged_run():
+    # torch loads them; the tied copies are equal once NaN counts as equal to NaN
+    model = Transformer(11, 16, 2, 1, 8)
+    state = {k: np.full_like(v, np.nan) for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    assert np.isnan(model.state_dict()["transformer.wte.weight"]).all()
+
+
 def test_dropout_masks_are_seeded_and_off_in_eval():
     ids = RNG.integers(0, 11, (2, 6))
     a = Transformer(11, 16, 2, 1, 8, dropout=0.2, seed=4)

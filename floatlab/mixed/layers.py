@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
@@ -363,11 +364,10 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
         raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
     if not training or p == 0:
         return x
-    if not isinstance(rng, np.random.Generator):
-        if rng is None:
-            raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
-                             "be reproducible")
-        rng = np.random.default_rng(rng)
+    if rng is None:
+        raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
+                         "be reproducible")
+    rng = resolve_rng(rng, True, "dropout")  # a Generator, or a non-negative int seed
     fmt = active_policy().op_format("dropout", x.fmt)
     dt = storage_dtype(fmt)
     keep = (rng.random(x.shape) >= p).astype(dt) * dt.type(1 / (1 - p))

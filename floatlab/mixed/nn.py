@@ -136,7 +136,9 @@ class Module:
                                  f"parameter has shape {p.shape}")
             values[name] = arr
         for alias, name in tied.items():
-            if alias in state and not np.array_equal(np.asarray(state[alias]), values[name]):
+            # NaN weights (a diverged run) load as torch loads them: tied copies match with NaN
+            if alias in state and not np.array_equal(np.asarray(state[alias]), values[name],
+                                                      equal_nan=True):
                 raise ValueError(f"load_state_dict: {alias!r} is tied to {name!r} in this model "
                                  "but the state_dict holds different values for them")
         for name, p in params.items():
