@@ -46,15 +46,20 @@ def _broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:
                       "dimensions must be equal or 1); reshape one of them")
 
 
-def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
+def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callable], *,
+            both: bool = False) -> Tensor:
     """An element-wise op of two operands; Python numbers are 'weak' (take the tensor's format).
 
-    ``grads(g, x, y, r)`` returns the two element-wise gradients; ``r`` rounds an intermediate
-    result to the op's format, for formulas of several torch ops (div). Backward follows
-    torch's order: the element-wise gradient is rounded to the op's format first, then summed
-    over the broadcast axes (``sum_to_size``: accumulated in float32, or float64 for wider
-    formats, and rounded once), then cast to the input's format.
+    ``grads`` holds the element-wise gradient of each operand as a function ``(g, x, y, r)``;
+    ``r`` rounds an intermediate result to the op's format, for formulas of several torch ops
+    (div). Only the gradients an operand needs are computed, unless ``both``: a formula that
+    rounds intermediates draws random numbers under stochastic rounding, so it runs whether
+    or not its operand needs it, and a run's random stream does not depend on that. Backward
+    follows torch's order: the element-wise gradient is rounded to the op's format first, then
+    summed over the broadcast axes (``sum_to_size``: accumulated in float32, or float64 for
+    wider formats, and rounded once), then cast to the input's format.
     """
+    da, db = grads
     if _is_scalar(a) or _is_scalar(b):
         t, s, t_first = (b, float(a), False) if _is_scalar(a) else (a, float(b), True)
         t = _operand(t)
@@ -63,8 +68,10 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
 
         def backward_scalar(g: np.ndarray) -> None:
             r = _rounder(fmt)
-            ga, gb = grads(g, t.data, s, r) if t_first else grads(g, s, t.data, r)
-            _send(t, ga if t_first else gb, fmt)
+            x, y = (t.data, s) if t_first else (s, t.data)
+            if both:  # the other gradient too: its roundings draw random numbers (see above)
+                (db if t_first else da)(g, x, y, r)
+            _send(t, da(g, x, y, r) if t_first else db(g, x, y, r), fmt)
 
         return _result(out, fmt, (t,), backward_scalar, op)
     a, b = _operand(a), _operand(b)
@@ -75,7 +82,9 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: Callable) -> Tensor:
         raise _broadcast_error(op, a, b) from None
 
     def backward(g: np.ndarray) -> None:
-        ga, gb = grads(g, _work(a, fmt), _work(b, fmt), _rounder(fmt))
+        x, y, r = _work(a, fmt), _work(b, fmt), _rounder(fmt)
+        ga = da(g, x, y, r) if a.requires_grad or both else None
+        gb = db(g, x, y, r) if b.requires_grad or both else None
         for t, gt in ((a, ga), (b, gb)):
             if t.requires_grad:
                 gt = np.broadcast_to(gt, g.shape)
@@ -97,12 +106,12 @@ def add(a: Any, b: Any) -> Tensor:
     >>> (Tensor([[1.0, 2.0]]) + Tensor([10.0])).data.tolist()
     [[11.0, 12.0]]
     """
-    return _binary("add", a, b, np.add, lambda g, x, y, r: (g, g))
+    return _binary("add", a, b, np.add, (lambda g, x, y, r: g, lambda g, x, y, r: g))
 
 
 def sub(a: Any, b: Any) -> Tensor:
     """``a - b`` with broadcasting (one rounding, not add + neg)."""
-    return _binary("sub", a, b, np.subtract, lambda g, x, y, r: (g, -g))
+    return _binary("sub", a, b, np.subtract, (lambda g, x, y, r: g, lambda g, x, y, r: -g))
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -113,7 +122,8 @@ def mul(a: Any, b: Any) -> Tensor:
     ...     (Tensor([2.0**-13]) * Tensor([2.0**-13])).data.tolist()   # below fp16's subnormals
     [0.0]
     """
-    return _binary("mul", a, b, np.multiply, lambda g, x, y, r: (g * y, g * x))
+    return _binary("mul", a, b, np.multiply,
+                   (lambda g, x, y, r: g * y, lambda g, x, y, r: g * x))
 
 
 def div(a: Any, b: Any) -> Tensor:
@@ -127,7 +137,8 @@ def div(a: Any, b: Any) -> Tensor:
     ([[0.5], [0.5]], [-2.0])
     """
     return _binary("div", a, b, np.divide,
-                   lambda g, x, y, r: (g / y, -(g * r(r(x / y) / y))))
+                   (lambda g, x, y, r: g / y, lambda g, x, y, r: -(g * r(r(x / y) / y))),
+                   both=True)
 
 
 def neg(a: Tensor) -> Tensor:
