@@ -168,7 +168,7 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
     state = RecipeRun(telemetry=telemetry) if policy.recipe else None
 
     def step() -> None:
-        stats = StepStats() if telemetry else None
+        stats = StepStats(count_flushed=False) if telemetry else None
         run = recipe_run(run=state) if state is not None else _Null()
         with use_precision(policy), (recording(stats) if stats else _Null()), run:
             opt.zero_grad()
@@ -327,7 +327,7 @@ def emulated_transformer(precision: str, data, ids, targets, full: bool, telemet
     scaler = GradScaler() if policy.scaler == "dynamic" else None
 
     def step() -> None:
-        stats = StepStats() if telemetry else None
+        stats = StepStats(count_flushed=False) if telemetry else None
         with use_precision(policy), (recording(stats) if stats else _Null()):
             opt.zero_grad()
             loss = sequence_loss(model(ids), targets)

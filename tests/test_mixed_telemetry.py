@@ -68,3 +68,18 @@ def test_observe_of_an_exact_rounding_counts_the_values_once_more():
     stats.observe(values, values, fmt, "grads")
     assert (stats.values, stats.subnormal, stats.flushed, stats.overflow,
             stats.nonfinite_results) == (4, 1, 0, 0, 1)
+
+
+def test_count_flushed_off_changes_nothing_else():
+    rng = np.random.default_rng(5)
+    before = _special_values(rng, 4000)
+    counts = []
+    for count_flushed in (True, False):
+        stats = StepStats(count_flushed=count_flushed)
+        with use_precision("32-true"), recording(stats):
+            quantize(before, get_format("fp16"), what="grads")
+        counts.append(stats)
+    on, off = counts
+    assert on.flushed > 0 and off.flushed == 0
+    for name in ("values", "subnormal", "overflow", "nonfinite_results"):
+        assert getattr(on, name) == getattr(off, name)

@@ -107,7 +107,7 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
 
         for step in range(steps):
             x, y, mask = data.batch(rng, trainer.batch_size)
-            stats = StepStats() if trainer.telemetry else None
+            stats = StepStats(count_flushed=False) if trainer.telemetry else None
             row: dict[str, Any] = trainer._step(model, opt, scaler, (x, mask), y, stats)
             if run is not None:
                 row.update(run.end_step())

@@ -43,6 +43,9 @@ class StepStats:
         arithmetic makes non-zero (all but an embedding's unpicked rows), and the zero ones:
         the same measure on the parameters, for models without ReLUs (the Transformer).
     activation_bytes : forward results held for backward, per format name.
+    count_flushed : whether to count ``flushed`` (a pass over the unrounded values of every
+        rounding that produced a zero). The Trainer turns it off: its History does not record
+        it.
     """
 
     values: int = 0
@@ -56,6 +59,7 @@ class StepStats:
     param_grads: int = 0
     param_zero_grads: int = 0
     activation_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    count_flushed: bool = True
 
     def observe(self, before: np.ndarray, after: np.ndarray, fmt: Format, what: str) -> None:
         """Count one rounding of ``before`` to ``after`` in ``fmt``.
@@ -63,8 +67,9 @@ class StepStats:
         The counts come from a few passes that each read the values once: ``|after|`` and its
         maximum (inf and NaN propagate through max, so one test finds non-finite results), the
         comparison with the normal threshold (zeros and subnormals), and -- only when that
-        finds any -- the zero tests of ``after`` and ``before``. Everything is counted through
-        boolean arrays, which NumPy counts several times faster than the non-zeros of floats.
+        finds any -- the zero tests of ``after`` and (with ``count_flushed``) ``before``.
+        Everything is counted through boolean arrays, which NumPy counts several times faster
+        than the non-zeros of floats.
         """
         n = after.size
         self.values += n
@@ -82,7 +87,8 @@ class StepStats:
             return
         zeros_after = n - int(np.count_nonzero(after != 0))
         self.subnormal += tiny - zeros_after
-        if before is not after and zeros_after:  # rounding never turns a zero into a non-zero
+        # rounding never turns a zero into a non-zero: the new zeros are the flushed values
+        if self.count_flushed and before is not after and zeros_after:
             self.flushed += zeros_after - (before.size - int(np.count_nonzero(before != 0)))
 
     def observe_relu(self, passed: np.ndarray, grad: np.ndarray) -> None:

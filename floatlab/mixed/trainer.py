@@ -371,7 +371,7 @@ class Trainer:
             batches = _batches(len(data.X_train), self.batch_size, self.seed)
             for step in range(steps):
                 idx = next(batches)
-                stats = StepStats() if self.telemetry else None
+                stats = StepStats(count_flushed=False) if self.telemetry else None
                 row = self._step(model, opt, scaler, data.X_train[idx], data.y_train[idx], stats)
                 if run is not None:
                     row.update(run.end_step())
