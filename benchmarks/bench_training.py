@@ -19,7 +19,8 @@ workers=2 (targets: under 30 s serially, about half with two workers on two free
 The Transformer section (``--transformer only`` runs just it) times the same way a GPT-style
 Transformer (d_model 64, 4 heads, 2 layers, context 64, batch 32 of the character data) against
 the same model written in plain NumPy float32; targets: 32-true at most 2x the floor, 16-mixed /
-bf16-mixed at most 4x; 500 steps of the character model under 60 s.
+bf16-mixed at most 4x; 500 steps of the character model under 60 s (the Trainer's default,
+telemetry on; the table's last columns show what the telemetry adds to a step).
 
     python benchmarks/bench_training.py                 # everything
     python benchmarks/bench_training.py --repeats 50 --no-compare
@@ -173,7 +174,7 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
     state = RecipeRun(telemetry=telemetry) if policy.recipe else None
 
     def step() -> None:
-        stats = StepStats() if telemetry else None
+        stats = StepStats(count_flushed=False) if telemetry else None
         run = recipe_run(run=state) if state is not None else _Null()
         with use_precision(policy), (recording(stats) if stats else _Null()), run:
             opt.zero_grad()
@@ -322,8 +323,9 @@ def numpy_transformer_floor(state, ids, targets, heads, full=True, lr=1e-3):
     return step
 
 
-def emulated_transformer(precision: str, data, ids, targets, full: bool):
-    """One floatlab training step of the Transformer with the public API."""
+def emulated_transformer(precision: str, data, ids, targets, full: bool, telemetry: bool = False):
+    """One floatlab training step of the Transformer with the public API (with ``telemetry``:
+    counted by a StepStats, as the Trainer does by default)."""
     policy = get_policy(precision)
     with use_precision(policy):
         model = Transformer(data.vocab, seed=0, **T_SHAPE)
@@ -331,7 +333,8 @@ def emulated_transformer(precision: str, data, ids, targets, full: bool):
     scaler = GradScaler() if policy.scaler == "dynamic" else None
 
     def step() -> None:
-        with use_precision(policy):
+        stats = StepStats(count_flushed=False) if telemetry else None
+        with use_precision(policy), (recording(stats) if stats else _Null()):
             opt.zero_grad()
             loss = sequence_loss(model(ids), targets)
             if scaler is not None:
@@ -359,20 +362,22 @@ def transformer_section(repeats: int) -> None:
     for p in T_PRECISIONS:
         fns[p, "fb"] = emulated_transformer(p, data, ids, targets, full=False)
         fns[p, "step"] = emulated_transformer(p, data, ids, targets, full=True)
+        fns[p, "tel"] = emulated_transformer(p, data, ids, targets, full=True, telemetry=True)
     t = timed_interleaved(fns, repeats, warmup=3)
     print(f"Transformer d_model {T_SHAPE['d_model']}, {T_SHAPE['heads']} heads, "
           f"{T_SHAPE['layers']} layers, context {T_SHAPE['context']}, batch {T_BATCH}, vocab "
           f"{len(data.vocab)}, Adam; median of {repeats} calls in interleaved rounds")
     print()
-    head = ("run", "fwd+bwd ms", "x floor", "step ms", "x floor", "target")
+    head = ("run", "fwd+bwd ms", "x floor", "step ms", "x floor", "target",
+            "step+telemetry ms", "telemetry")
     fb0, st0 = t["numpy", "fb"], t["numpy", "step"]
     rows = [("numpy float32 (the floor)", f"{fb0 * 1e3:.1f}", "1.00x", f"{st0 * 1e3:.1f}",
-             "1.00x", "")]
+             "1.00x", "", "-", "")]
     for p in T_PRECISIONS:
-        fb, st = t[p, "fb"], t[p, "step"]
+        fb, st, tel = t[p, "fb"], t[p, "step"], t[p, "tel"]
         target = {"32-true": "<= 2x", "16-mixed": "<= 4x", "bf16-mixed": "<= 4x"}.get(p, "")
         rows.append((f"floatlab {p}", f"{fb * 1e3:.1f}", f"{fb / fb0:.2f}x", f"{st * 1e3:.1f}",
-                     f"{st / st0:.2f}x", target))
+                     f"{st / st0:.2f}x", target, f"{tel * 1e3:.1f}", f"+{tel / st - 1:.0%}"))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, tuple("-" * w for w in widths), *rows]:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)

@@ -372,3 +372,20 @@ def test_broadcast_backward_matches_torchs_order_for_every_binary_op(fmt, precis
         for key, total in sums.items():
             assert round_binary(total, "float32") == total  # float32 accumulation is exact
             assert t.grad[key] == round_binary(total, fmt), (op, which, key)
+
+
+def test_the_tensor_module_keeps_its_import_path_after_the_split():
+    # the code lives in scope / autograd / elementwise / reductions / gemm; every name other
+    # modules (and the recipe code of other branches) import from floatlab.mixed.tensor stays
+    from floatlab.mixed import autograd, elementwise, gemm, reductions, scope, tensor
+
+    homes = {"Tensor": autograd, "_result": autograd, "_send": autograd, "_operand": autograd,
+             "_work": autograd, "quantize": scope, "use_precision": scope, "no_grad": scope,
+             "recording": scope, "active_policy": scope, "_scope": scope, "add": elementwise,
+             "mul": elementwise, "cast": elementwise, "_unbroadcast": elementwise,
+             "sum": reductions, "softmax": reductions, "cross_entropy": reductions,
+             "matmul": gemm, "linear": gemm, "prime_copies": gemm, "_matmul_input": gemm,
+             "_product": gemm}
+    for name, home in homes.items():
+        assert getattr(tensor, name) is getattr(home, name), name
+    assert all(hasattr(tensor, name) for name in tensor.__all__)

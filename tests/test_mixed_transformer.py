@@ -163,6 +163,35 @@ def test_bad_model_arguments(kwargs, match):
         Transformer(**{"d_model": 16, "heads": 2, "layers": 1, "context": 8, **kwargs})
 
 
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: char_lm(context=True), TypeError, "context must be a whole number"),
+    (lambda: char_lm(context="64"), TypeError, r"int\('64'\)"),
+    (lambda: char_lm(context=0), ValueError, "context must be >= 1"),
+    (lambda: char_lm(valid_fraction=1.5), ValueError, r"valid_fraction must be in \(0, 1\)"),
+    (lambda: char_lm(max_chars=2.5), TypeError, "max_chars must be a whole number"),
+    (lambda: digit_reversal(digits=2.5), TypeError, "digits must be a whole number"),
+    (lambda: digit_reversal(n=1), ValueError, "n must be >= 2"),
+    (lambda: digit_reversal(valid_fraction="0.1"), TypeError, "valid_fraction must be a number"),
+    (lambda: digit_reversal(seed=-1), ValueError, "non-negative"),
+    (lambda: digit_reversal(n=10).evaluation_batches(split="test"), ValueError,
+     "'train' or 'valid'"),
+    (lambda: digit_reversal(n=10).evaluation_batches(size=0), ValueError, "size must be >= 1"),
+    (lambda: fm.layers.dropout(Tensor([1.0]), 0.5, rng=-1), ValueError, "non-negative"),
+    (lambda: fm.layers.dropout(Tensor([1.0]), 0.5, rng="7"), TypeError, "Generator"),
+])
+def test_bad_dataset_and_dropout_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_load_state_dict_takes_nan_weights_of_a_diverged_run():
+    # torch loads them; the tied copies are equal once NaN counts as equal to NaN
+    model = Transformer(11, 16, 2, 1, 8)
+    state = {k: np.full_like(v, np.nan) for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    assert np.isnan(model.state_dict()["transformer.wte.weight"]).all()
+
+
 def test_dropout_masks_are_seeded_and_off_in_eval():
     ids = RNG.integers(0, 11, (2, 6))
     a = Transformer(11, 16, 2, 1, 8, dropout=0.2, seed=4)
@@ -329,3 +358,50 @@ def test_cpu_autocast_lists_change_the_gradients_upstream_of_softmax_only():
         assert not np.array_equal(grads["cuda"][name], grads["cpu"][name])
     for name in ("transformer.h.0.attn.c_proj.weight", "transformer.h.0.mlp.c_fc.weight"):
         np.testing.assert_array_equal(grads["cuda"][name], grads["cpu"][name])
+
+
+# --------------------------------------------------------------------------- gradient underflow
+
+def test_parameter_gradient_underflow_counts_every_part_of_the_transformer():
+    # the oracle: the zero entries of every parameter's finished gradient (embedding, layer
+    # norms, attention, MLP), skipping only the position rows no sequence reached
+    data = digit_reversal(n=64, digits=3)
+    model = Transformer(data.vocab, 16, 2, 1, data.context, seed=3)
+    ids, targets, mask = data.batch(np.random.default_rng(0), 8)
+    ids, targets = ids[:, :5], targets[:, :5]   # 5 of the context's positions
+    stats = fm.StepStats()
+    with use_precision("16-true"), fm.recording(stats):
+        loss = fm.sequence_loss(model(ids), targets) * 2.0**-14   # a small loss: some underflow
+        loss.backward()
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    assert {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight",
+            "transformer.h.0.attn.c_attn.weight", "transformer.h.0.mlp.c_fc.weight",
+            "transformer.ln_f.bias"} <= set(grads)
+    expected = sum(g.size for g in grads.values()) - (data.context - 5) * 16   # wpe rows >= 5
+    zeros = sum(int(np.count_nonzero(g == 0)) for g in grads.values())
+    zeros -= int(np.count_nonzero(grads["transformer.wpe.weight"][5:] == 0))
+    assert np.all(grads["transformer.wpe.weight"][5:] == 0)
+    assert (stats.param_grads, stats.param_zero_grads) == (expected, zeros)
+    assert 0 < zeros < expected and stats.relu_passed == 0
+    assert stats.underflow_fraction == zeros / expected
+
+
+def test_transformer_underflow_column_shows_fp16_losing_its_gradients():
+    # as the MLP's column does: fp16 gradients of a loss scaled by 2**-20 underflow without a
+    # loss scaler (every parameter gradient is zero), the dynamic scaler and bf16 keep them
+    data = digit_reversal(n=512, digits=3)
+    model = Transformer(data.vocab, 16, 2, 1, data.context, seed=1)
+    runs = {label: Trainer(model=model, batch_size=16, progress=False, eval_every=100,
+                           loss_multiplier=2.0**-20, **kw).fit(data, steps=3)
+            for label, kw in {"32-true": {"precision": "32-true"},
+                              "unscaled": {"precision": "16-mixed", "scaler": None},
+                              "scaled": {"precision": "16-mixed"},
+                              "bf16": {"precision": "bf16-mixed"}}.items()}
+    assert runs["32-true"].mean("underflow") < 1e-3
+    assert runs["unscaled"].mean("underflow") > 0.95
+    assert runs["scaled"].mean("underflow") < 0.05
+    assert runs["bf16"].mean("underflow") < 1e-3
+    table = str(fm.compare(["32-true"], steps=1, progress=False, data=data, model=model,
+                           batch_size=4)).splitlines()
+    header, row = ([c.strip() for c in line.split("|")] for line in (table[1], table[3]))
+    assert row[header.index("underflow")] == "0.0%"   # a number, no longer "-"

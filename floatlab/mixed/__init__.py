@@ -12,7 +12,9 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 ['32-true', 'bf16-mixed']
 
 Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per device),
-``tensor`` (Tensor, ops, the hook), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
+``tensor`` (the autograd's names in one import path: ``scope`` holds the active policy and the
+hook, ``autograd`` the Tensor and its graph, ``elementwise``, ``reductions`` and ``gemm`` the
+ops), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
 ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
 ``telemetry`` (per-step counters), ``recipe`` (FP8 / MX / NVFP4 training recipes: per-GEMM
 operand schemes and accumulators), ``recipe_gemm`` (running them, per-operand telemetry),

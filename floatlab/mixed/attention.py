@@ -23,22 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
+from floatlab.mixed.elementwise import _unbroadcast, mul
+from floatlab.mixed.gemm import _matmul_input, _product
 from floatlab.mixed.layers import permute
 from floatlab.mixed.policy import contains
-from floatlab.mixed.tensor import (
-    Tensor,
-    _matmul_input,
-    _operand,
-    _product,
-    _result,
-    _send,
-    _unbroadcast,
-    active_policy,
-    mul,
-    quantize,
-    softmax,
-)
+from floatlab.mixed.reductions import softmax
+from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = ["bmm", "masked_fill", "causal_mask", "scaled_dot_product_attention"]
 

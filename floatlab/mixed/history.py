@@ -32,7 +32,9 @@ COLUMNS: dict[str, str] = {
     "nonfinite": "op results (forward, backward, optimizer) that held inf or NaN",
     "overflow": "values that were finite before rounding and inf/NaN after",
     "underflow": "fraction of activation-gradient entries that the ReLUs let through and that "
-                 "are zero (underflowed here or upstream)",
+                 "are zero (underflowed here or upstream); for models without ReLUs (the "
+                 "Transformer), of the parameters' gradient entries that exact arithmetic "
+                 "makes non-zero",
     "subnormal": "fraction of the values the rounding hook produced that lie in their format's "
                  "subnormal range",
     "lost_updates": "fraction of non-zero gradient entries whose weight did not change",

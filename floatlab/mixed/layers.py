@@ -35,20 +35,15 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.formats import Format
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
+from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
-from floatlab.mixed.tensor import (
-    Tensor,
-    _operand,
-    _result,
-    _send,
-    active_policy,
-    cross_entropy,
-    mul,
-    quantize,
-)
-from floatlab.mixed.tensor import sum as tsum
+from floatlab.mixed.reductions import cross_entropy
+from floatlab.mixed.reductions import sum as tsum
+from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = [
     "embedding", "layer_norm", "LAYER_NORM_STATS", "gelu", "dropout", "reshape", "permute",
@@ -155,7 +150,9 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
     def backward(g: np.ndarray) -> None:
         rows = np.zeros((vocab, dim), storage_dtype(fmt))
         np.add.at(rows, idx.reshape(-1), g.reshape(-1, dim))
-        _send(weight, rows, fmt)
+        picked = np.zeros((vocab, 1), bool)  # the other rows' gradient is zero by construction
+        picked[idx.reshape(-1)] = True
+        _send(weight, rows, fmt, support=picked)
 
     return _result(out, fmt, (weight,), backward, "embedding")
 
@@ -367,11 +364,10 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
         raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
     if not training or p == 0:
         return x
-    if not isinstance(rng, np.random.Generator):
-        if rng is None:
-            raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
-                             "be reproducible")
-        rng = np.random.default_rng(rng)
+    if rng is None:
+        raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
+                         "be reproducible")
+    rng = resolve_rng(rng, True, "dropout")  # a Generator, or a non-negative int seed
     fmt = active_policy().op_format("dropout", x.fmt)
     dt = storage_dtype(fmt)
     keep = (rng.random(x.shape) >= p).astype(dt) * dt.type(1 / (1 - p))

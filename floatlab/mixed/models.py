@@ -25,6 +25,9 @@ from typing import Any
 import numpy as np
 
 from floatlab.mixed.attention import scaled_dot_product_attention
+from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.elementwise import add
+from floatlab.mixed.gemm import linear
 from floatlab.mixed.layers import (
     LAYER_NORM_STATS,
     _token_ids,
@@ -37,7 +40,6 @@ from floatlab.mixed.layers import (
     reshape,
 )
 from floatlab.mixed.nn import Linear, Module, parameter
-from floatlab.mixed.tensor import Tensor, add, linear
 
 __all__ = ["Embedding", "LayerNorm", "CausalSelfAttention", "FeedForward", "Block",
            "Transformer"]

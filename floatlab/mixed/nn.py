@@ -21,18 +21,11 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.tensor import (
-    Tensor,
-    active_policy,
-    cast,
-    cross_entropy,
-    linear,
-    mean,
-    mul,
-    relu,
-    sub,
-    tanh,
-)
+from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
+from floatlab.mixed.gemm import linear
+from floatlab.mixed.reductions import cross_entropy, mean
+from floatlab.mixed.scope import active_policy
 
 __all__ = [
     "Module", "Linear", "MLP", "parameter", "he_normal", "xavier_normal",
@@ -143,7 +136,9 @@ class Module:
                                  f"parameter has shape {p.shape}")
             values[name] = arr
         for alias, name in tied.items():
-            if alias in state and not np.array_equal(np.asarray(state[alias]), values[name]):
+            # NaN weights (a diverged run) load as torch loads them: tied copies match with NaN
+            if alias in state and not np.array_equal(np.asarray(state[alias]), values[name],
+                                                      equal_nan=True):
                 raise ValueError(f"load_state_dict: {alias!r} is tied to {name!r} in this model "
                                  "but the state_dict holds different values for them")
         for name, p in params.items():

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.history import History
 from floatlab.mixed.layers import sequence_loss
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import Module
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.recipe_gemm import recipe_run
+from floatlab.mixed.scope import no_grad, use_precision
 from floatlab.mixed.telemetry import StepStats
-from floatlab.mixed.tensor import Tensor, no_grad, use_precision
 from floatlab.mixed.textdata import SequenceDataset
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,7 +107,7 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
 
         for step in range(steps):
             x, y, mask = data.batch(rng, trainer.batch_size)
-            stats = StepStats() if trainer.telemetry else None
+            stats = StepStats(count_flushed=False) if trainer.telemetry else None
             row: dict[str, Any] = trainer._step(model, opt, scaler, (x, mask), y, stats)
             if run is not None:
                 row.update(run.end_step())

@@ -18,10 +18,15 @@ Token ids are small integers (the index of a character in ``vocab``); arrays are
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
+
+from floatlab._validate import resolve_rng
+from floatlab.mixed.checks import number, whole
 
 __all__ = ["SequenceDataset", "char_lm", "digit_reversal", "python_docs_text"]
 
@@ -88,10 +93,17 @@ class SequenceDataset:
         return windows[:, :-1], windows[:, 1:], mask
 
     def evaluation_batches(self, size: int = 64, max_tokens: int = 16384,
-                           split: str = "valid"):
+                           split: str = "valid") -> Iterator[tuple[np.ndarray, ...]]:
         """Fixed batches covering the split from its start (non-overlapping windows for a
-        stream), up to about ``max_tokens`` predicted tokens: the same every call."""
+        stream), up to about ``max_tokens`` predicted tokens: the same every call. Bad
+        arguments fail here, not at the first batch."""
         source = self._split(split)
+        size = whole("evaluation_batches: size", size)
+        max_tokens = whole("evaluation_batches: max_tokens", max_tokens)
+        return self._windows(source, size, max_tokens)
+
+    def _windows(self, source: np.ndarray, size: int,
+                 max_tokens: int) -> Iterator[tuple[np.ndarray, ...]]:
         if self.language_model:
             n = min((len(source) - 1) // self.context, max(max_tokens // self.context, 1))
             windows = np.stack([source[i * self.context : (i + 1) * self.context + 1]
@@ -116,6 +128,13 @@ class SequenceDataset:
                 f"{len(self.train)} train / {len(self.valid)} validation examples")
         return (f"SequenceDataset({self.name!r}: {what}, vocabulary {len(self.vocab)}, "
                 f"context {self.context})")
+
+
+def _fraction(who: str, value: Any) -> float:
+    value = number(f"{who}: valid_fraction", value)
+    if not 0 < value < 1:
+        raise ValueError(f"{who}: valid_fraction must be in (0, 1), e.g. 0.1, got {value!r}")
+    return value
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -151,13 +170,11 @@ def char_lm(context: int = 64, valid_fraction: float = 0.1,
     >>> d.language_model, d.context, len(d.vocab) > 90
     (True, 32, True)
     """
-    if not (isinstance(context, int) and context >= 1):
-        raise ValueError(f"char_lm: context must be a positive integer, got {context!r}")
-    if not 0 < valid_fraction < 1:
-        raise ValueError(f"char_lm: valid_fraction must be in (0, 1), got {valid_fraction}")
+    context = whole("char_lm: context", context)
+    valid_fraction = _fraction("char_lm", valid_fraction)
     text = python_docs_text()
     if max_chars is not None:
-        text = text[:max_chars]
+        text = text[:whole("char_lm: max_chars", max_chars)]
     vocab = "".join(sorted(set(python_docs_text())))
     cut = text.rfind("\n", 0, int(len(text) * (1 - valid_fraction))) + 1 or int(
         len(text) * (1 - valid_fraction))
@@ -184,10 +201,9 @@ def digit_reversal(n: int = 20000, digits: int = 8, valid_fraction: float = 0.1,
     >>> d.decode(d.valid[0])
     '865>568'
     """
-    if n < 2 or digits < 1 or not 0 < valid_fraction < 1:
-        raise ValueError(f"digit_reversal: need n >= 2, digits >= 1 and 0 < valid_fraction "
-                         f"< 1, got n={n}, digits={digits}, valid_fraction={valid_fraction}")
-    rng = np.random.default_rng(seed)
+    n, digits = whole("digit_reversal: n", n, minimum=2), whole("digit_reversal: digits", digits)
+    valid_fraction = _fraction("digit_reversal", valid_fraction)
+    rng = resolve_rng(seed, True, "digit_reversal")
     numbers = rng.integers(0, 10, (n, digits))
     examples = np.concatenate([numbers, np.full((n, 1), 10), numbers[:, ::-1]], axis=1)
     n_valid = max(int(n * valid_fraction), 1)

@@ -27,6 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
+from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
@@ -43,10 +44,11 @@ from floatlab.mixed.policy import (
 )
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.recipe_gemm import recipe_run
+from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
+from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
 from floatlab.mixed.seqtrain import batch_loss, check_model_fits, describe_sequences, fit_sequences
 from floatlab.mixed.telemetry import StepStats
-from floatlab.mixed.tensor import Tensor, cross_entropy, no_grad, quantize, recording, use_precision
 from floatlab.mixed.textdata import SequenceDataset
 
 __all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
@@ -361,7 +363,7 @@ class Trainer:
             batches = _batches(len(data.X_train), self.batch_size, self.seed)
             for step in range(steps):
                 idx = next(batches)
-                stats = StepStats() if self.telemetry else None
+                stats = StepStats(count_flushed=False) if self.telemetry else None
                 row = self._step(model, opt, scaler, data.X_train[idx], data.y_train[idx], stats)
                 if run is not None:
                     row.update(run.end_step())

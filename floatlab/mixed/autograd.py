@@ -1,0 +1,352 @@
+"""The :class:`Tensor` and its reverse-mode graph: leaves, results, and gradient delivery.
+
+Backward closures sit next to their forward (micrograd style, in the op modules
+:mod:`~floatlab.mixed.elementwise`, :mod:`~floatlab.mixed.reductions`,
+:mod:`~floatlab.mixed.gemm`, :mod:`~floatlab.mixed.layers`, :mod:`~floatlab.mixed.attention`);
+this module holds what they share: :func:`_result` makes an op's output node, :func:`_send`
+rounds a gradient to the op's format and then, like the backward of an autocast cast, to the
+format of the input it flows into; parameter gradients wait until the end of backward and are
+rounded together (:func:`_flush`).
+
+>>> t = Tensor([1.0, 2.0], requires_grad=True)
+>>> (t * t).sum().backward(); t.grad.tolist()
+[2.0, 4.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.mixed.policy import storage_dtype
+from floatlab.mixed.scope import _pushed, _scope, active_policy, quantize
+from floatlab.rounding import as_float_array
+
+__all__ = ["Tensor"]
+
+
+# --------------------------------------------------------------------------- Tensor
+
+Backward = Callable[[np.ndarray], None]
+
+
+class Tensor:
+    """An array of values in one floatlab format, with an optional gradient and graph node.
+
+    Parameters
+    ----------
+    data : numbers or an array; rounded to ``fmt`` (never modified; the tensor keeps a copy).
+    fmt : the values' format; default: the active policy's format for incoming data.
+    requires_grad : make this a leaf whose ``.grad`` backward() fills (a parameter).
+    name : an optional label for reprs.
+
+    >>> t = Tensor([1.0, 2.0], requires_grad=True)
+    >>> (t * t).sum().backward(); t.grad.tolist()
+    [2.0, 4.0]
+    """
+
+    __slots__ = ("data", "fmt", "grad", "requires_grad", "name", "_op", "_parents",
+                 "_backward", "_copy")
+    __array_priority__ = 1000  # ndarray (op) Tensor defers to Tensor's reflected operators
+
+    def __init__(
+        self,
+        data: Any,
+        fmt: str | Format | None = None,
+        *,
+        requires_grad: bool = False,
+        name: str | None = None,
+    ) -> None:
+        fmt = active_policy().inputs if fmt is None else get_format(fmt)
+        arr = as_float_array(data.data if isinstance(data, Tensor) else data, name="data")
+        values = quantize(arr, fmt)
+        self.data = values.copy() if values is arr or values.base is not None else values
+        self.fmt = fmt
+        self.grad: np.ndarray | None = None
+        self.requires_grad = bool(requires_grad)
+        self.name = name
+        self._op = "leaf"
+        self._parents: tuple[Tensor, ...] = ()
+        self._backward: Backward | None = None
+        self._copy: tuple[np.ndarray, Format, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def T(self) -> Tensor:
+        """The transpose (2-D tensors), as an exact op."""
+        return _transpose(self)
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values (float32 or float64 storage)."""
+        return self.data.copy()
+
+    def item(self) -> float:
+        """The value of a one-element tensor as a Python float."""
+        if self.data.size != 1:
+            raise ValueError(f"item() needs a one-element tensor, this one has shape {self.shape}")
+        return float(self.data.reshape(-1)[0])
+
+    def detach(self) -> Tensor:
+        """The same values with no graph and no gradient."""
+        return _result(self.data, self.fmt, (), None, "detach")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.data.astype(dtype) if dtype is not None else self.data.copy()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        grad = f", grad_fn={self._op}" if self._parents else ""
+        req = ", requires_grad=True" if self.requires_grad and not self._parents else ""
+        name = f"{self.name!r}, " if self.name else ""
+        body = np.array2string(self.data, precision=5, threshold=6, edgeitems=2)
+        return f"Tensor({name}{body}, {self.fmt.name}{req}{grad})"
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, other: Any) -> Tensor:
+        return _elementwise.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _elementwise.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _elementwise.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _elementwise.sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _elementwise.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _elementwise.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _elementwise.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _elementwise.div(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _elementwise.neg(self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _gemm.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _gemm.matmul(other, self)
+
+    def relu(self) -> Tensor:
+        return _elementwise.relu(self)
+
+    def tanh(self) -> Tensor:
+        return _elementwise.tanh(self)
+
+    def exp(self) -> Tensor:
+        return _elementwise.exp(self)
+
+    def log(self) -> Tensor:
+        return _elementwise.log(self)
+
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return _reductions.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return _reductions.mean(self, axis=axis, keepdims=keepdims)
+
+    def softmax(self, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+        return _reductions.softmax(self, axis=axis, subtract_max=subtract_max)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return _reductions.log_softmax(self, axis=axis)
+
+    # ------------------------------------------------------------------ autograd
+    def backward(self, grad: Any = None, *, retain_graph: bool = False) -> None:
+        """Fill ``.grad`` of every tensor this one depends on (accumulating into leaves).
+
+        ``grad`` is the gradient of some scalar with respect to this tensor (default 1 for a
+        one-element tensor). The graph's closures are freed afterwards unless ``retain_graph``.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad -- none of its "
+                               "inputs was created with requires_grad=True")
+        if self._op == "freed":
+            raise RuntimeError("backward() through a graph a second time: its closures were "
+                               "freed by the first call; pass retain_graph=True to that call")
+        if grad is None:
+            if self.data.size != 1:
+                raise RuntimeError(f"backward() without grad= needs a one-element tensor; this "
+                                   f"one has shape {self.shape}: pass grad= of that shape")
+            seed = np.ones(self.shape, storage_dtype(self.fmt))
+        else:
+            seed = as_float_array(grad.data if isinstance(grad, Tensor) else grad, name="grad")
+            if seed.shape != self.shape:
+                raise ValueError(f"backward(grad=...): grad has shape {seed.shape}, the tensor "
+                                 f"has shape {self.shape}; they must match")
+        order = _topological(self)
+        for node in order:  # only leaves accumulate across backward calls (as in torch)
+            if node._parents:
+                node.grad = None
+        # inf / NaN gradients are expected events (the scaler skips them, telemetry counts them)
+        pending: list[_Pending] = []
+        with np.errstate(all="ignore"):
+            with _pushed(pending=pending):
+                _send(self, seed, self.fmt)
+                for node in reversed(order):
+                    if node._backward is not None and node.grad is not None:
+                        node._backward(node.grad)
+            _flush(pending)
+        if not retain_graph:
+            for node in order:
+                if node._parents:
+                    node._parents, node._backward, node._op = (), None, "freed"
+
+
+def _topological(root: Tensor) -> list[Tensor]:
+    """Nodes that need a gradient, each after all of its inputs (iterative: deep graphs work)."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((p, False) for p in node._parents if p.requires_grad and id(p) not in seen)
+    return order
+
+
+def _result(
+    data: np.ndarray, fmt: Format, parents: tuple[Tensor, ...], backward: Backward | None, op: str
+) -> Tensor:
+    t = Tensor.__new__(Tensor)
+    t.data, t.fmt, t.grad, t.name, t._copy = data, fmt, None, None, None
+    if backward is not None and _scope().grad_enabled and any(
+        p.requires_grad for p in parents
+    ):
+        t.requires_grad, t._parents, t._backward, t._op = True, parents, backward, op
+    else:
+        t.requires_grad, t._parents, t._backward, t._op = False, (), None, op
+    return t
+
+
+#: A parameter's gradient waiting for the end of backward: (tensor, gradient, op format,
+#: exact, support: where exact arithmetic makes the gradient non-zero; None: everywhere).
+_Pending = tuple[Tensor, np.ndarray, Format, bool, "np.ndarray | None"]
+
+
+def _send(
+    t: Tensor, g: np.ndarray, op_fmt: Format, *, exact: bool = False,
+    support: np.ndarray | None = None,
+) -> None:
+    """Deliver gradient ``g`` (computed by an op of format ``op_fmt``) to ``t``.
+
+    The gradient is rounded to the op's format, then -- as the backward of an autocast cast
+    does -- to ``t``'s format, and summed into ``t.grad`` in ``t``'s format (reused nodes).
+    Gradients of leaves (parameters) wait until the end of backward, to be rounded together.
+    ``support`` (a boolean array that broadcasts to ``g``) marks the entries of a parameter's
+    gradient that exact arithmetic makes non-zero when some are zero by construction (the
+    rows of an embedding that no id picked); the telemetry's underflow count skips the others.
+    """
+    if not t.requires_grad:
+        return
+    pending = _scope().pending
+    if pending is not None and t._op == "leaf":
+        pending.append((t, g, op_fmt, exact, support))
+        return
+    _deliver(t, quantize(g, op_fmt, what="grads", exact=exact), op_fmt)
+
+
+def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
+    """Add ``g`` (already in ``op_fmt``) to ``t.grad``, cast to and summed in ``t``'s format."""
+    if t.fmt != op_fmt:
+        g = quantize(g, t.fmt, what="grads")
+    t.grad = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
+
+
+def _flush(pending: list[_Pending]) -> None:
+    """Round the parameters' gradients with one call per format instead of one per gradient.
+
+    Rounding is element-wise, so the values are those of separate calls; what is saved is the
+    rounding core's fixed cost per call (several per layer: weight and bias gradients). With
+    telemetry on, the parameters' finished gradients are then counted for underflow.
+    """
+    rounded: list[np.ndarray | None] = [None] * len(pending)
+    batches: dict[tuple[int, bool], list[int]] = {}
+    for i, (_, _, fmt, exact, _) in enumerate(pending):
+        batches.setdefault((id(fmt), exact), []).append(i)
+    for (_, exact), idx in batches.items():
+        fmt = pending[idx[0]][2]
+        if len(idx) == 1 or exact:
+            for i in idx:
+                rounded[i] = quantize(pending[i][1], fmt, what="grads", exact=exact)
+            continue
+        grads = [pending[i][1] for i in idx]
+        flat = quantize(np.concatenate([g.reshape(-1) for g in grads]), fmt, what="grads")
+        parts = np.split(flat, np.cumsum([g.size for g in grads])[:-1])
+        for i, g, part in zip(idx, grads, parts, strict=True):
+            rounded[i] = part.reshape(g.shape)
+    for (t, _, fmt, _, _), g in zip(pending, rounded, strict=True):  # in arrival order
+        _deliver(t, g, fmt)
+    stats = _scope().stats
+    if stats is not None:
+        _count_parameter_underflow(pending, stats)
+
+
+def _count_parameter_underflow(pending: list[_Pending], stats: Any) -> None:
+    """Count each parameter's gradient entries that exact arithmetic makes non-zero (the union
+    of its contributions' supports) and the zero ones among them: underflows, here or upstream.
+    """
+    supports: dict[int, tuple[Tensor, np.ndarray | None]] = {}
+    for t, _, _, _, support in pending:
+        if id(t) in supports:
+            seen = supports[id(t)][1]
+            support = None if seen is None or support is None else seen | support
+        supports[id(t)] = (t, support)
+    for t, support in supports.values():
+        stats.observe_parameter_grad(t.grad, support)
+
+
+def _operand(x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    return Tensor(x)  # a constant in the policy's input format
+
+
+def _work(t: Tensor, fmt: Format) -> np.ndarray:
+    """``t``'s values in ``fmt``'s storage dtype (for ops whose format is at least ``t.fmt``)."""
+    dtype = storage_dtype(fmt)
+    return t.data if t.data.dtype == dtype else t.data.astype(dtype)
+
+
+def _transpose(a: Tensor) -> Tensor:
+    if a.ndim != 2:
+        raise ValueError(f"T: transposes 2-D tensors, this one has shape {a.shape}")
+    return _result(a.data.T, a.fmt, (a,), lambda g: _send(a, g.T, a.fmt, exact=True), "transpose")
+
+
+# The operator methods above call the op modules, which import Tensor from here: they are bound
+# once this module is complete (the methods look them up when called).
+from floatlab.mixed import elementwise as _elementwise  # noqa: E402
+from floatlab.mixed import gemm as _gemm  # noqa: E402
+from floatlab.mixed import reductions as _reductions  # noqa: E402

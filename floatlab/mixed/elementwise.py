@@ -1,0 +1,220 @@
+"""Element-wise ops (add, sub, mul, div with broadcasting; neg, relu, tanh, exp, log) and cast.
+
+Each computes in float32 (float64 for wider formats), as torch's "opmath" does for 16-bit
+types, and rounds its result once through :func:`~floatlab.mixed.quantize` to the format the
+active policy assigns to the op; its backward rounds the gradients it sends the same way.
+
+>>> from floatlab.mixed import Tensor, use_precision
+>>> with use_precision("16-true"):
+...     mul(Tensor([2.0**-13]), Tensor([2.0**-13])).data.tolist()   # below fp16's subnormals
+[0.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from floatlab.formats import Format, get_format
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.scope import _scope, active_policy, quantize
+
+__all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "cast"]
+
+
+# --------------------------------------------------------------------------- element-wise ops
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:
+    """Sum ``g`` down to ``shape`` (the backward of broadcasting); report whether it summed."""
+    if g.shape == shape:
+        return g, False
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    return g.sum(axis=axes, keepdims=True).reshape(shape), True
+
+
+def _broadcast_error(op: str, a: Tensor, b: Tensor) -> ValueError:
+    return ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast (trailing "
+                      "dimensions must be equal or 1); reshape one of them")
+
+
+def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callable], *,
+            both: bool = False) -> Tensor:
+    """An element-wise op of two operands; Python numbers are 'weak' (take the tensor's format).
+
+    ``grads`` holds the element-wise gradient of each operand as a function ``(g, x, y, r)``;
+    ``r`` rounds an intermediate result to the op's format, for formulas of several torch ops
+    (div). Only the gradients an operand needs are computed, unless ``both``: a formula that
+    rounds intermediates draws random numbers under stochastic rounding, so it runs whether
+    or not its operand needs it, and a run's random stream does not depend on that. Backward
+    follows torch's order: the element-wise gradient is rounded to the op's format first, then
+    summed over the broadcast axes (``sum_to_size``: accumulated in float32, or float64 for
+    wider formats, and rounded once), then cast to the input's format.
+    """
+    da, db = grads
+    if _is_scalar(a) or _is_scalar(b):
+        t, s, t_first = (b, float(a), False) if _is_scalar(a) else (a, float(b), True)
+        t = _operand(t)
+        fmt = t.fmt
+        out = quantize(fn(t.data, s) if t_first else fn(s, t.data), fmt)
+
+        def backward_scalar(g: np.ndarray) -> None:
+            r = _rounder(fmt)
+            x, y = (t.data, s) if t_first else (s, t.data)
+            if both:  # the other gradient too: its roundings draw random numbers (see above)
+                (db if t_first else da)(g, x, y, r)
+            _send(t, da(g, x, y, r) if t_first else db(g, x, y, r), fmt)
+
+        return _result(out, fmt, (t,), backward_scalar, op)
+    a, b = _operand(a), _operand(b)
+    fmt = active_policy().op_format(op, a.fmt, b.fmt)
+    try:
+        out = quantize(fn(_work(a, fmt), _work(b, fmt)), fmt)
+    except ValueError:
+        raise _broadcast_error(op, a, b) from None
+
+    def backward(g: np.ndarray) -> None:
+        x, y, r = _work(a, fmt), _work(b, fmt), _rounder(fmt)
+        ga = da(g, x, y, r) if a.requires_grad or both else None
+        gb = db(g, x, y, r) if b.requires_grad or both else None
+        for t, gt in ((a, ga), (b, gb)):
+            if t.requires_grad:
+                gt = np.broadcast_to(gt, g.shape)
+                if gt.shape != t.shape:  # torch: round the element-wise gradient, then reduce
+                    gt, _ = _unbroadcast(quantize(gt, fmt, what="grads"), t.shape)
+                _send(t, gt, fmt)
+
+    return _result(out, fmt, (a, b), backward, op)
+
+
+def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:
+    """Rounds an intermediate of a gradient formula (transient: not counted by telemetry)."""
+    return lambda v: quantize(np.asarray(v), fmt, what="partial")
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """``a + b`` with broadcasting; the result takes the wider input format.
+
+    >>> (Tensor([[1.0, 2.0]]) + Tensor([10.0])).data.tolist()
+    [[11.0, 12.0]]
+    """
+    return _binary("add", a, b, np.add, (lambda g, x, y, r: g, lambda g, x, y, r: g))
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """``a - b`` with broadcasting (one rounding, not add + neg)."""
+    return _binary("sub", a, b, np.subtract, (lambda g, x, y, r: g, lambda g, x, y, r: -g))
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """``a * b`` with broadcasting; the result takes the wider input format.
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-true"):
+    ...     (Tensor([2.0**-13]) * Tensor([2.0**-13])).data.tolist()   # below fp16's subnormals
+    [0.0]
+    """
+    return _binary("mul", a, b, np.multiply,
+                   (lambda g, x, y, r: g * y, lambda g, x, y, r: g * x))
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """``a / b`` with broadcasting; the result takes the wider input format.
+
+    Backward is torch's: ``g / b`` for ``a`` and ``-g * ((a / b) / b)`` for ``b``, each op
+    rounded to the op's format.
+
+    >>> x, y = Tensor([[3.0], [5.0]], requires_grad=True), Tensor([2.0], requires_grad=True)
+    >>> (x / y).sum().backward(); x.grad.tolist(), y.grad.tolist()
+    ([[0.5], [0.5]], [-2.0])
+    """
+    return _binary("div", a, b, np.divide,
+                   (lambda g, x, y, r: g / y, lambda g, x, y, r: -(g * r(r(x / y) / y))),
+                   both=True)
+
+
+def neg(a: Tensor) -> Tensor:
+    """``-a`` (exact in every signed format)."""
+    a = _operand(a)
+    out = quantize(-a.data, a.fmt, exact=True)
+    return _result(out, a.fmt, (a,), lambda g: _send(a, -g, a.fmt, exact=True), "neg")
+
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``: exact, so nothing is rounded; backward counts the telemetry's underflow.
+
+    In backward the gradient entries at positions the ReLU lets through are counted, and the
+    zero ones among them: in exact arithmetic those zeros do not happen, so they measure how
+    many activation gradients underflowed (the paper's statistic).
+    """
+    x = _operand(x)
+    out = quantize(np.maximum(x.data, x.data.dtype.type(0)), x.fmt, exact=True)
+
+    def backward(g: np.ndarray) -> None:
+        passed = x.data > 0
+        stats = _scope().stats
+        if stats is not None:
+            stats.observe_relu(passed, g)
+        masked = g * passed  # 4x faster than np.where, and equal while g is finite...
+        if not np.isfinite(masked.sum()):  # ...else inf * 0 = NaN: use torch's where()
+            masked = np.where(passed, g, g.dtype.type(0))
+        _send(x, masked, x.fmt, exact=True)
+
+    return _result(out, x.fmt, (x,), backward, "relu")
+
+
+def tanh(x: Tensor) -> Tensor:
+    """``tanh(x)`` in the input's format."""
+    x = _operand(x)
+    y = quantize(np.tanh(x.data), x.fmt)
+    return _result(y, x.fmt, (x,), lambda g: _send(x, g * (1 - y * y), x.fmt), "tanh")
+
+
+def _safe_unary(op: str, x: Any, fn: Callable, dfn: Callable) -> Tensor:
+    x = _operand(x)
+    fmt = active_policy().op_format(op, x.fmt)
+    xin = _work(x, fmt)
+    y = quantize(fn(xin), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        _send(x, dfn(g, xin, y), fmt)
+
+    return _result(y, fmt, (x,), backward, op)
+
+
+def exp(x: Any) -> Tensor:
+    """``exp(x)``: on CUDA's float32 list in mixed modes; in its input's format on CPU.
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-mixed"):
+    ...     exp(Tensor([12.0], "fp16")).fmt.name      # e**12 > 65504 would overflow fp16
+    'float32'
+    """
+    return _safe_unary("exp", x, np.exp, lambda g, x, y: g * y)
+
+
+def log(x: Any) -> Tensor:
+    """``log(x)``: on CUDA's float32 list in mixed modes; in its input's format on CPU."""
+    return _safe_unary("log", x, np.log, lambda g, x, y: g / x)
+
+
+def cast(x: Any, fmt: str | Format) -> Tensor:
+    """``x`` converted to ``fmt`` (autocast's cast); its backward rounds the gradient back to
+    ``x``'s format.
+
+    >>> cast(Tensor([0.1]), "bf16").data.tolist()
+    [0.10009765625]
+    """
+    x = _operand(x)
+    fmt = get_format(fmt)
+    out = quantize(x.data, fmt)
+    return _result(out, fmt, (x,), lambda g: _send(x, g, fmt, exact=True), "cast")

@@ -1,0 +1,176 @@
+"""Matrix products: matmul, linear, and the low-precision copies of their inputs.
+
+Inputs are rounded to the policy's matmul input format (a parameter's copy is cached once per
+optimizer step, as autocast's weight cache does), products are accumulated in the policy's
+accumulation format or :class:`~floatlab.Accumulator`, and the result is rounded once to its
+compute format. A policy with a training recipe (FP8, MX, NVFP4) hands the three GEMMs of a
+layer to :mod:`floatlab.mixed.recipe_gemm`.
+
+>>> from floatlab.mixed import Tensor, use_precision
+>>> with use_precision("16-mixed"):
+...     (Tensor([[1.0, 1.0]]) @ Tensor([[1.0], [2.0**-12]])).data.tolist()  # 1 + 2**-12
+[[1.0]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from floatlab.accumulate import Accumulator
+from floatlab.accumulate import matmul as accumulate_matmul
+from floatlab.formats import Format
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.policy import FP32, FP64, Policy, contains
+from floatlab.mixed.scope import _FALLBACK_RNG, _scope, active_policy, quantize
+
+__all__ = ["matmul", "linear", "prime_copies"]
+
+
+def _is_parameter(t: Tensor) -> bool:
+    return t.requires_grad and not t._parents and t._op == "leaf"
+
+
+def _matmul_input(t: Tensor, fmt: Format) -> np.ndarray:
+    """``t``'s values rounded to the matmul input format (autocast's cast of an input).
+
+    A leaf parameter's copy is cached until its values change, so the low-precision copy of a
+    weight is made once per optimizer step, as autocast's weight cache does. When the matmul
+    rounds its inputs internally (TF32 / bf16 inputs of a float32 matmul) no copy is held, so
+    the rounded values are not counted as held activations.
+    """
+    if contains(fmt, t.fmt):
+        return _work(t, fmt)
+    if t._op == "transpose" and t._parents and _is_parameter(t._parents[0]):
+        return _matmul_input(t._parents[0], fmt).T  # w.T reads the parameter's cached copy
+    if _is_parameter(t):
+        cached = t._copy
+        if cached is not None and cached[0] is t.data and (cached[1] is fmt or cached[1] == fmt):
+            return cached[2]
+        values = quantize(t.data, fmt, what="weights")
+        t._copy = (t.data, fmt, values)
+        return values
+    held = fmt == active_policy().compute  # an autocast copy, kept for backward
+    return quantize(t.data, fmt, what="activations" if held else "inputs")
+
+
+def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = None) -> None:
+    """Make the per-step low-precision copies of ``params`` in one rounding.
+
+    The same values a matmul's lazy per-parameter cast would make (rounding is element-wise),
+    made at once -- the master-to-model copy of Apex O2. ``flat`` is the parameters' values
+    concatenated, when the caller has them (the optimizer does, right after its step).
+
+    >>> from floatlab import get_format
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter([1 / 3]); prime_copies([w], get_format("bf16"))
+    >>> w._copy[2].tolist()
+    [0.333984375]
+    """
+    todo = [p for p in params if not contains(fmt, p.fmt)]
+    if not todo:
+        return
+    if flat is None or len(todo) != len(params):
+        flat = np.concatenate([p.data.reshape(-1) for p in todo])
+    low = quantize(flat, fmt, what="weights")
+    start = 0
+    for p in todo:
+        p._copy = (p.data, fmt, low[start : start + p.size].reshape(p.shape))
+        start += p.size
+
+
+def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
+    """``a @ b`` (2-D, or batched over leading axes) with the policy's accumulation format or
+    Accumulator.
+
+    float32 accumulation is BLAS sgemm (products of 16-bit inputs are exact in float32, sums
+    round in float32): the tensor-core behaviour. A narrower accumulator, or any Accumulator,
+    runs through ``floatlab.matmul`` -- the same code a user calls -- which adds one rank-1
+    term per inner index to all outputs at once and rounds the running sums each time: what
+    makes low-precision accumulation lose small terms ("swamping").
+    """
+    acc = policy.accumulate
+    if not isinstance(acc, Accumulator):
+        if contains(acc, FP64):
+            return a.astype(np.float64) @ b.astype(np.float64)
+        if contains(acc, FP32):
+            return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
+        rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
+        acc = Accumulator(acc, policy.rounding, rng=rng)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if a.ndim == 2 and b.ndim == 2:
+        return accumulate_matmul(a64, b64, acc)
+    # Batched (attention) products: floatlab.matmul is 2-D, so run it per batch entry.
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a64 = np.broadcast_to(a64, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    b64 = np.broadcast_to(b64, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    out = np.stack([accumulate_matmul(x, y, acc) for x, y in zip(a64, b64, strict=True)])
+    return out.reshape(lead + out.shape[-2:])
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """``a @ b`` for 2-D tensors: inputs rounded to the policy's matmul input format, products
+    accumulated in its accumulation format, the result rounded once to its compute format.
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-mixed"):
+    ...     (Tensor([[1.0, 1.0]]) @ Tensor([[1.0], [2.0**-12]])).data.tolist()  # 1 + 2**-12
+    [[1.0]]
+    """
+    a, b = _operand(a), _operand(b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"matmul: needs 2-D tensors, got shapes {a.shape} and {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align: the inner "
+                         f"dimensions {a.shape[1]} and {b.shape[0]} must be equal")
+    return _linear_op("matmul", a, b, None, transpose_w=False)
+
+
+def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` (torch's layout: weight is (out_features, in_features)), rounded
+    once on output, like a tensor-core GEMM with the bias in its float32 accumulator.
+
+    >>> linear(Tensor([[1.0, 2.0]]), Tensor([[3.0, 4.0]]), Tensor([0.5])).data.tolist()
+    [[11.5]]
+    """
+    x = _operand(x)
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be (out_features, in_features), got shape "
+                         f"{weight.shape}")
+    if x.ndim != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"linear: x has shape {x.shape} but the weight {weight.shape} expects "
+                         f"(batch, {weight.shape[1]}) inputs; reshape x or build the layer with "
+                         f"in_features={x.shape[-1]}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    return _linear_op("linear", x, weight, bias, transpose_w=True)
+
+
+def _linear_op(op: str, x: Tensor, w: Tensor, bias: Tensor | None, transpose_w: bool) -> Tensor:
+    policy = active_policy()
+    if policy.recipe is not None:  # FP8 / MX / NVFP4: the recipe quantises the three GEMMs
+        from floatlab.mixed.recipe_gemm import recipe_linear
+
+        return recipe_linear(x, w, bias, transpose_w, policy)
+    fin, fmt = policy.matmul_inputs, policy.compute
+    xi, wi = _matmul_input(x, fin), _matmul_input(w, fin)
+    wm = wi.T if transpose_w else wi
+    values = _product(xi, wm, policy)
+    if bias is not None:
+        values = values + _matmul_input(bias, fin)
+    out = quantize(values, fmt)
+    parents = (x, w) if bias is None else (x, w, bias)
+
+    def backward(g: np.ndarray) -> None:
+        gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
+        if x.requires_grad:
+            _send(x, _product(gi, wm.T, policy), fmt)
+        if w.requires_grad:
+            # linear: dW = g^T x, (out, in); matmul: dB = a^T g
+            gw = _product(gi.T, xi, policy) if transpose_w else _product(xi.T, gi, policy)
+            _send(w, gw, fmt)
+        if bias is not None and bias.requires_grad:
+            _send(bias, g.sum(axis=0), fmt)
+
+    return _result(out, fmt, parents, backward, op)

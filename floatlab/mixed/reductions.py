@@ -1,0 +1,178 @@
+"""Reductions and the softmax family: sum, mean, softmax, log_softmax, cross_entropy.
+
+Each accumulates in float32 (float64 for wider formats) and rounds its result once to the
+format of its autocast list on the policy's device (CUDA's float32 list for sum, softmax,
+log_softmax and cross_entropy in mixed modes; on CPU only the losses are on it).
+
+>>> from floatlab.mixed import Tensor
+>>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
+0.693147
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.checks import flag
+from floatlab.mixed.scope import active_policy, quantize
+
+__all__ = ["sum", "mean", "softmax", "log_softmax", "cross_entropy"]
+
+
+# --------------------------------------------------------------------------- reductions
+
+def _expand(g: np.ndarray, axis: Any, keepdims: bool, shape: tuple[int, ...]) -> np.ndarray:
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
+    return np.broadcast_to(g, shape)
+
+
+def _count(shape: tuple[int, ...], axis: Any) -> int:
+    if axis is None:
+        return int(np.prod(shape))
+    axes = (axis,) if isinstance(axis, int) else axis
+    return int(np.prod([shape[a] for a in axes]))
+
+
+def sum(  # noqa: A001 - torch's name
+    x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> Tensor:
+    """Sum over ``axis`` (all axes by default), accumulated in float32 (or wider); the result is
+    float32 in mixed modes on CUDA, in the input's format on CPU.
+
+    >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
+    [4.0, 6.0]
+    """
+    x = _operand(x)
+    fmt = active_policy().op_format("sum", x.fmt)
+    out = quantize(np.asarray(_work(x, fmt).sum(axis=axis, keepdims=keepdims)), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        _send(x, _expand(g, axis, keepdims, x.shape), fmt, exact=True)
+
+    return _result(out, fmt, (x,), backward, "sum")
+
+
+def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
+    to the input's format: autocast lists mean on neither device."""
+    x = _operand(x)
+    fmt = active_policy().op_format("mean", x.fmt)
+    n = _count(x.shape, axis)
+    out = quantize(np.asarray(_work(x, fmt).mean(axis=axis, keepdims=keepdims)), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        _send(x, _expand(g / n, axis, keepdims, x.shape), fmt)
+
+    return _result(out, fmt, (x,), backward, "mean")
+
+
+def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, in the format of softmax's autocast list (CUDA's
+    float32 list; on CPU, on no list: the input's format).
+
+    ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
+    overflow, and the result is computed in float32 (float64 for wider formats) and rounded
+    once. ``subtract_max=False`` is the textbook formula written by hand in the op's format:
+    ``exp(x)``, the sum and the quotient are each rounded to it, so in float16 a logit above
+    log(65504) ~ 11.09 gives inf and the row becomes NaN.
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-true"):
+    ...     row = Tensor([[12.0, 0.0]])
+    ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
+    ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
+    """
+    x = _operand(x)
+    subtract_max = flag("softmax: subtract_max", subtract_max)
+    fmt = active_policy().op_format("softmax", x.fmt)
+    z = _work(x, fmt)
+    if subtract_max:  # in place: attention's score tensors are the largest of a step
+        e = z - z.max(axis=axis, keepdims=True)
+        e = np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
+        y = quantize(e, fmt)
+    else:
+        e = quantize(np.exp(z), fmt)
+        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
+        y = quantize(e / total, fmt)
+
+    def backward(g: np.ndarray) -> None:
+        gx = g * y  # y * (g - sum(g * y)), in place
+        np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
+        gx *= y
+        _send(x, gx, fmt)
+
+    return _result(y, fmt, (x,), backward, "softmax")
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """``x - log(sum(exp(x)))`` along ``axis``, computed stably; on CUDA's float32 list, in the
+    input's format on CPU."""
+    x = _operand(x)
+    fmt = active_policy().op_format("log_softmax", x.fmt)
+    z = _work(x, fmt)
+    shifted = z - z.max(axis=axis, keepdims=True)
+    y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        _send(x, g - np.exp(y) * g.sum(axis=axis, keepdims=True), fmt)
+
+    return _result(y, fmt, (x,), backward, "log_softmax")
+
+
+def _check_targets(targets: Any, batch: int, classes: int) -> np.ndarray:
+    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    if t.dtype.kind not in "iu":
+        if t.dtype.kind == "f" and t.size and np.all(t == np.round(t)):
+            t = t.astype(np.int64)
+        else:
+            raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype "
+                            f"{t.dtype}; pass e.g. y.astype(np.int64)")
+    if t.shape != (batch,):
+        raise ValueError(f"cross_entropy: targets have shape {t.shape} but the logits have "
+                         f"{batch} rows: pass one class index per row, shape ({batch},)")
+    if t.size and (t.min() < 0 or t.max() >= classes):
+        raise ValueError(f"cross_entropy: targets must lie in [0, {classes}) for {classes} "
+                         f"classes, got values from {t.min()} to {t.max()}")
+    return t
+
+
+def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy of ``logits`` (batch, classes) against class indices, in float32
+    in mixed modes (autocast's float32 list on CUDA and CPU).
+
+    >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
+    0.693147
+    """
+    logits = _operand(logits)
+    if logits.ndim != 2:
+        raise ValueError(f"cross_entropy: logits must be (batch, classes), got shape "
+                         f"{logits.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction={reduction!r}; use 'mean', 'sum' or 'none'")
+    batch, classes = logits.shape
+    y = _check_targets(targets, batch, classes)
+    rows = np.arange(batch)
+    fmt = active_policy().op_format("cross_entropy", logits.fmt)
+    z = _work(logits, fmt)
+    shifted = z - z.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=1))
+    per_row = lse - shifted[rows, y]
+    values = {"mean": lambda: per_row.mean(), "sum": lambda: per_row.sum(),
+              "none": lambda: per_row}[reduction]()
+    out = quantize(np.asarray(values, dtype=z.dtype), fmt)
+
+    def backward(g: np.ndarray) -> None:
+        d = np.exp(shifted - lse[:, None])
+        d[rows, y] -= 1
+        if reduction == "none":
+            d *= g[:, None]
+        else:
+            d *= g / batch if reduction == "mean" else g
+        _send(logits, d, fmt)
+
+    return _result(out, fmt, (logits,), backward, "cross_entropy")
