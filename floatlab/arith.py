@@ -74,7 +74,7 @@ from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
-from floatlab.promotion import widest
+from floatlab.promotion import contains, widest
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 
@@ -221,6 +221,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
             exact = odd_sum(args[0], b)
+        elif ufunc in _MAKE_SPECIALS:
+            # x / 0 is inf or NaN by IEEE 754, which the rounding then maps into the format
+            # (as torch returns inf without a warning): nothing to warn the user about.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                exact = ufunc(*args)
         else:
             exact = ufunc(*args)
         if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
@@ -241,9 +246,10 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         order.
         """
         flat = np.asarray(exact, dtype=np.float64).reshape(-1)  # 0-d results come as scalars
-        if np.isfinite(flat).all():  # one cheap pass: the common case
+        finite = np.isfinite(flat)
+        if finite.all():  # one cheap pass: the common case
             return self._rounded(exact, fmt)
-        bad = np.flatnonzero(~np.isfinite(flat))
+        bad = np.flatnonzero(~finite)
         specials = flat[bad]
         flat[bad] = 0.0
         out = np.asarray(self._rounded(flat, fmt), dtype=np.float64)
@@ -461,7 +467,63 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                                  "(round them to float32 or to the format first)")
     with np.errstate(invalid="ignore", over="ignore"):
         product = va * vb
-    odd = odd_sum(product, vc)
+    if _FAST_FMA and arrays and all(contains(out_fmt, f.fmt) for f in arrays) \
+            and _sums_exact(out_fmt):
+        with np.errstate(invalid="ignore"):
+            exact = product + vc  # exact (see _sums_exact): rounded once below, in any mode
+    elif mode in _NEAREST and correctly_rounded(out_fmt):
+        exact = _nearest_sum(product, vc, out_fmt)
+    else:
+        exact = odd_sum(product, vc)
     if arrays:
-        return lead._new(odd, out_fmt)
-    return _round(odd, out_fmt, mode, rng=rng)
+        return lead._new(exact, out_fmt)
+    return _round(exact, out_fmt, mode, rng=rng)
+
+
+_FAST_FMA = True  # switch for the tests, which check the fast path equal to odd_sum's
+
+
+def _sums_exact(fmt: Format) -> bool:
+    """Whether ``a * b + c`` is exact in float64 for all values a, b, c of ``fmt``.
+
+    Every value is a multiple of the smallest subnormal q (or of the smallest normal's
+    quantum, the same number), so a*b + c is a multiple of q**2 (q <= 1) of magnitude at most
+    max**2 + max: an integer times q**2 below 2**53 is a float64 number. True for the 8-bit
+    formats with few exponent bits (e4m3fn: 37 bits), false for fp16 / bf16.
+    """
+    q = 2.0 ** (fmt.emin - fmt.man_bits)
+    return q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
+
+
+def _nearest_sum(product: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
+    """A float64 value whose rounding to nearest (even or away) in ``fmt`` equals that of the
+    exact ``product + c``: ``fl(product + c)``, round-to-odd (:func:`odd_sum`) only where needed.
+
+    Proof. Call the points of ``fmt``'s grid and the midpoints between neighbours (the overflow
+    threshold max + ulp/2 included) *breakpoints*: a rounding to nearest is constant strictly
+    between two consecutive breakpoints. They all have at most p + 1 significant bits and, for
+    a format where :func:`correctly_rounded` holds (p <= 25, exponents far inside float64's),
+    they are float64 numbers. float64's rounding of the exact sum X is monotone and fixes every
+    float64 number, so s = fl(X) lies in the closed interval between the breakpoints around X:
+    if s is strictly inside it, or is a grid point (then X is within half a float64 ulp of it,
+    closer than the nearest midpoint), s and X round alike. The one bad case is s a midpoint
+    and s != X. So only elements where s has at most p + 1 significant bits (the low 52 - p
+    bits of its float64 fraction zero: every breakpoint has this form) need the exact
+    treatment; they are few in general, and odd_sum on them (round to odd, see floatlab.eft)
+    gives the value the general path gives. inf / NaN sums (only from inf / NaN inputs; the
+    product of two finite values of these formats is finite) are passed to odd_sum as well.
+    Tests compare this path with ``odd_sum`` on random, tie, subnormal and overflow cases.
+    """
+    if not _FAST_FMA:
+        return odd_sum(product, c)
+    product, c = np.broadcast_arrays(product, c)
+    s = np.empty(product.shape)  # a fresh array (0-d too), ours to patch
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.add(product, c, out=s)
+    flat = s.reshape(-1)
+    low = np.bitwise_and(flat.view(np.uint64), np.uint64((1 << (52 - fmt.p)) - 1))
+    if low.all():  # no candidate (inf and quiet NaN have a zero fraction: always candidates)
+        return s
+    candidates = np.flatnonzero(low == 0)
+    flat[candidates] = odd_sum(product.reshape(-1)[candidates], c.reshape(-1)[candidates])
+    return s
