@@ -56,11 +56,17 @@ def _inputs(fmt, rng):
     yield np.array([-0.0] * 8)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_scalar_kahan_equals_general_path(fmt, monkeypatch):
+MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down"]
+# every format in round to nearest even; the other modes on a few (the general path is slow)
+CASES = [(f, "nearest_even") for f in FORMATS] + [
+    (f, m) for f in ("bf16", "e5m2", "e11m40") for m in MODES[1:]]
+
+
+@pytest.mark.parametrize(("fmt", "mode"), CASES)
+def test_scalar_kahan_equals_general_path(fmt, mode, monkeypatch):
     rng = np.random.default_rng(FORMATS.index(fmt))
     for x in _inputs(fmt, rng):
-        _check(x, Accumulator(fmt, compensated=True), monkeypatch)
+        _check(x, Accumulator(fmt, mode, compensated=True), monkeypatch)
 
 
 def test_scalar_kahan_compensates():
@@ -73,7 +79,7 @@ def test_scalar_kahan_compensates():
 
 @pytest.mark.parametrize("acc", [
     Accumulator("e4m3fn", compensated=True),                 # no inf: overflow differs
-    Accumulator("fp16", "toward_zero", compensated=True),    # only nearest even is claimed
+    Accumulator("fp16", "odd", compensated=True),            # round to odd is not claimed
     Accumulator("bf16", "stochastic", compensated=True, rng=0),
     Accumulator("float64", compensated=True),                # p = 53: native additions
 ])
@@ -81,8 +87,9 @@ def test_scalar_kahan_refused_outside_its_claim(acc):
     assert not sequential._scalar_kahan_applies(acc)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_scalar_adder_equals_exact_add(fmt):
+def test_scalar_adder_equals_exact_add(fmt, mode):
     """One rounding of the exact a + b, including sums whose float64 rounding lands on a tie of
     the format (a midpoint plus a tiny b: round to odd must keep b's side)."""
     rng = np.random.default_rng(FORMATS.index(fmt))
@@ -93,6 +100,21 @@ def test_scalar_adder_equals_exact_add(fmt):
     b = np.concatenate([rng.choice([-1.0, 1.0], 400) * 2.0 ** rng.integers(-200, -60, 400),
                         rng.standard_normal(400) * 2.0 ** rng.integers(-30, 0, 400),
                         -a[800:] * (1 + rng.standard_normal(400) * 1e-6)])
-    add = sequential._scalar_adder(floatlab.get_format(fmt))
-    got = np.array([add(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)])
-    assert _same(got, exact_add(a, b, fmt))
+    top = info.max
+    # grid points plus a tiny term of either sign (directed modes step off the grid; at powers
+    # of two the binade below is twice as fine), overflow and exact cancellation
+    powers = np.ldexp(1.0, rng.integers(info.minexp, info.maxexp, 200)) * rng.choice([-1, 1], 200)
+    a = np.concatenate([a, powers, grid[:200], [top, -top, top, 1.0, -1.0, np.inf, -np.inf]])
+    b = np.concatenate([b, rng.choice([-1.0, 1.0], 200) * 2.0 ** rng.integers(-300, -60, 200),
+                        -grid[:200], [top, -top, -top * 2**-30, -1.0, 1.0, 1.0, 1.0]])
+    want = exact_add(a, b, fmt, mode)
+    for in_format in (False, True):
+        add = sequential._scalar_adder(floatlab.get_format(fmt), mode, in_format)
+        if in_format and add.__name__ != "add_in_format":
+            continue
+        if in_format:  # only values of the format, as Kahan's last three additions see
+            a, b = (np.asarray(floatlab.round(v, fmt), dtype=float) for v in (a, b))
+            want = exact_add(a, b, fmt, mode)
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = np.array([add(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)])
+        assert _same(got, want), (fmt, mode, in_format)
