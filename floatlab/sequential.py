@@ -68,16 +68,33 @@ def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`_float16_products` by NumPy's float64 -> float16 cast (any values)."""
+    """:func:`_float16_products` by NumPy's float64 -> float16 cast (any values).
+
+    The products of a block of inner indices are made in one call; each addition is then one
+    ``np.add(total, product, out=total, casting="unsafe")``: NumPy's type resolution picks the
+    float64 loop for float16 + float64, and the float64 sum is cast to the float16 output once
+    (round to nearest even), exactly as ``total[...] = total + product`` would.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if m < n:  # same sums, longer inner loops (see _float16_magic)
+        return _float16_cast_products(b.T, a.T).T
     a_columns = np.ascontiguousarray(a.T)
-    total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float16)
-    work = np.empty(total.shape)
+    total = np.zeros((n, m), dtype=np.float16)
+    block = builtins.max(1, builtins.min(k, _PRODUCT_BLOCK // builtins.max(1, n * m)))
+    products = np.empty((block, n, m))
     with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(a.shape[1]):
-            np.multiply(a_columns[k][:, None], b[k], out=work)  # exact: <= 22 + 24 bits
-            np.add(total, work, out=work)
-            total[...] = work  # NumPy's float64 -> float16 cast: one rounding to nearest even
+        for start in range(0, k, block):
+            stop = builtins.min(k, start + block)
+            work = products[: stop - start]
+            # exact products of values of <= 40 bits in all (see _float16_cast_adds)
+            np.multiply(a_columns[start:stop, :, None], b[start:stop, None, :], out=work)
+            for product in work:
+                np.add(total, product, out=total, casting="unsafe")
     return total.astype(np.float64)
+
+
+_PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
 
 
 _FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
