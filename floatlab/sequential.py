@@ -120,7 +120,7 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
     return peak * growth < 65504.0  # (NaN compares false)
 
 
-def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarray:
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 32768) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 
     Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
