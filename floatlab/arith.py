@@ -61,6 +61,7 @@ in float64 and round once: not guaranteed correctly rounded.
 
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any
 
@@ -465,15 +466,15 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                 raise ValueError(f"fma: {n} has more than 24 significant bits; the product "
                                  "is exact in float64 only for inputs of at most 26 bits "
                                  "(round them to float32 or to the format first)")
-    with np.errstate(invalid="ignore", over="ignore"):
-        product = va * vb
     if _FAST_FMA and arrays and all(contains(out_fmt, f.fmt) for f in arrays) \
             and _sums_exact(out_fmt):
-        with np.errstate(invalid="ignore"):
-            exact = product + vc  # exact (see _sums_exact): rounded once below, in any mode
-    elif mode in _NEAREST and correctly_rounded(out_fmt):
-        exact = _nearest_sum(product, vc, out_fmt)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = va * vb + vc  # exact (see _sums_exact): rounded once below, in any mode
+    elif _FAST_FMA and mode in _NEAREST and correctly_rounded(out_fmt):
+        exact = _nearest_fma(va, vb, vc, out_fmt)
     else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            product = va * vb
         exact = odd_sum(product, vc)
     if arrays:
         return lead._new(exact, out_fmt)
@@ -495,9 +496,10 @@ def _sums_exact(fmt: Format) -> bool:
     return q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
 
 
-def _nearest_sum(product: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
+def _nearest_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
     """A float64 value whose rounding to nearest (even or away) in ``fmt`` equals that of the
-    exact ``product + c``: ``fl(product + c)``, round-to-odd (:func:`odd_sum`) only where needed.
+    exact ``a * b + c`` (a * b exact: inputs of at most 26 bits): ``fl(a * b + c)``, with
+    round-to-odd (:func:`odd_sum`) only where needed, in cache-sized pieces.
 
     Proof. Call the points of ``fmt``'s grid and the midpoints between neighbours (the overflow
     threshold max + ulp/2 included) *breakpoints*: a rounding to nearest is constant strictly
@@ -507,23 +509,38 @@ def _nearest_sum(product: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
     float64 number, so s = fl(X) lies in the closed interval between the breakpoints around X:
     if s is strictly inside it, or is a grid point (then X is within half a float64 ulp of it,
     closer than the nearest midpoint), s and X round alike. The one bad case is s a midpoint
-    and s != X. So only elements where s has at most p + 1 significant bits (the low 52 - p
-    bits of its float64 fraction zero: every breakpoint has this form) need the exact
-    treatment; they are few in general, and odd_sum on them (round to odd, see floatlab.eft)
-    gives the value the general path gives. inf / NaN sums (only from inf / NaN inputs; the
-    product of two finite values of these formats is finite) are passed to odd_sum as well.
+    and s != X. So only midpoints need the exact treatment: elements where s has exactly
+    p + 1 significant bits (the low 52 - p bits of its float64 fraction zero, bit 52 - p set),
+    or at most p + 1 and |s| below 2**emin (midpoints there have fewer bits); odd_sum on them
+    (round to odd, see floatlab.eft) gives the value the general path gives. inf / NaN sums
+    (only from inf / NaN inputs) are left as they are, as odd_sum leaves them.
     Tests compare this path with ``odd_sum`` on random, tie, subnormal and overflow cases.
     """
-    if not _FAST_FMA:
-        return odd_sum(product, c)
-    product, c = np.broadcast_arrays(product, c)
-    s = np.empty(product.shape)  # a fresh array (0-d too), ours to patch
+    a, b, c = np.broadcast_arrays(a, b, c)
+    out = np.empty(a.shape)  # a fresh array (0-d too)
+    flat_a, flat_b, flat_c, flat = (v.reshape(-1) for v in (a, b, c, out))
+    size = builtins.min(flat.size, _PIECE)
+    product, low = np.empty(size), np.empty(size, dtype=np.uint64)
+    low_mask, mid_bit = np.uint64((1 << (52 - fmt.p)) - 1), np.uint64(1 << (52 - fmt.p))
     with np.errstate(invalid="ignore", over="ignore"):
-        np.add(product, c, out=s)
-    flat = s.reshape(-1)
-    low = np.bitwise_and(flat.view(np.uint64), np.uint64((1 << (52 - fmt.p)) - 1))
-    if low.all():  # no candidate (inf and quiet NaN have a zero fraction: always candidates)
-        return s
-    candidates = np.flatnonzero(low == 0)
-    flat[candidates] = odd_sum(product.reshape(-1)[candidates], c.reshape(-1)[candidates])
-    return s
+        for start in range(0, flat.size, _PIECE):
+            piece = slice(start, start + _PIECE)
+            s = flat[piece]
+            k = s.size
+            np.multiply(flat_a[piece], flat_b[piece], out=product[:k])
+            np.add(product[:k], flat_c[piece], out=s)
+            # breakpoints have at most p + 1 significant bits: low 52 - p fraction bits zero
+            np.bitwise_and(s.view(np.uint64), low_mask, out=low[:k])
+            if low[:k].all():
+                continue
+            candidates = np.flatnonzero(low[:k] == 0)
+            # grid points need nothing: keep the midpoints (bit 52 - p set: p + 1 significant
+            # bits) and everything below 2**emin (midpoints there have fewer bits)
+            found = s[candidates]
+            keep = ((found.view(np.uint64) & mid_bit) != 0) | (np.abs(found) < 2.0**fmt.emin)
+            candidates = candidates[keep]
+            s[candidates] = odd_sum(product[candidates], flat_c[piece][candidates])
+    return out
+
+
+_PIECE = 1 << 15

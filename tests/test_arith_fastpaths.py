@@ -1,7 +1,7 @@
 """FloatArray fast paths against the general (emulated) path they replace.
 
 * fma in the nearest modes adds in float64 and takes round-to-odd only where the float64 sum is
-  a breakpoint candidate (floatlab.arith._nearest_sum): compared with odd_sum on every element,
+  a midpoint of the format (floatlab.arith._nearest_fma): compared with odd_sum on every element,
   on random data and on constructed hard cases (products that are midpoints with a tiny c of
   either sign, exact ties, subnormals, overflow, sign changes and exact cancellation).
 * division by zero: no RuntimeWarning escapes to the user.
@@ -56,7 +56,7 @@ def test_nearest_fma_fast_path_equals_round_to_odd(name, mode):
     fmt = get_format(name)
     with np.errstate(over="ignore", invalid="ignore"):
         product = a * b
-    fast = arith._nearest_sum(product, c, fmt)
+    fast = arith._nearest_fma(a, b, c, fmt)
     # the value itself may differ from odd_sum's (it is not rounded to odd): its rounding may not
     want = floatlab.round(odd_sum(product, c), fmt, mode)
     got = floatlab.round(fast, fmt, mode)
@@ -134,3 +134,12 @@ def test_fma_of_narrow_formats_adds_exactly(name, mode):
     finally:
         arith._FAST_FMA = True
     np.testing.assert_array_equal(quick.view(np.uint64), slow.view(np.uint64))
+
+
+def test_a_midpoint_below_the_smallest_normal_is_fixed_too():
+    # 1.5 * 2**-24 is the midpoint between fp16's two smallest subnormals; with c = -2**-80
+    # the exact value is just below it (2**-24), but fl(a * b + c) is the midpoint itself,
+    # whose tie goes to the even 2**-23. Midpoints there have fewer than p + 1 bits.
+    got = floatlab.fma(2.0**-24, 1.5, -(2.0**-80), fmt="fp16")
+    assert float(got) == 2.0**-24
+    assert float(floatlab.fma(2.0**-24, 1.5, 2.0**-80, fmt="fp16")) == 2.0**-23
