@@ -13,6 +13,10 @@ float32 / float64 round-to-nearest sequential sums of values already in the form
 and ml_dtypes' ``add.accumulate``: they add in float32 (or the type itself) and round once,
 which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
 (Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
+An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds one rank-1
+term per inner index to all outputs and rounds with a magic constant built from each sum's
+exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
+bound rules out overflow, else with NumPy's float64 -> float16 cast.
 A single long Kahan (compensated) sum has a state no scan can split, so it runs step by step in
 Python floats (:func:`_scalar_kahan`, round to nearest even in IEEE formats), about a
 microsecond per operation instead of a floatlab.round call on 0-d arrays.
