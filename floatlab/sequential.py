@@ -453,7 +453,8 @@ def _scalar_adder(fmt: Format, mode: str = "nearest_even", in_format: bool = Fal
     IEEE format, p <= 51) in ``mode`` (one of ``_SCALAR_MODES``), as floatlab.accumulate's
     vectorised adder (TwoSum, round to odd, floatlab.round) does; tests check them equal.
 
-    s = fl(a + b) and, by TwoSum, its exact error err (X = a + b = s + err). s = m * 2**k
+    s = fl(a + b) and, by TwoSum (only where s is a midpoint or a grid point, where it matters),
+    its exact error err (X = a + b = s + err). s = m * 2**k
     (frexp, 0.5 <= |m| < 1): its binade is 2**(k-1), its quantum in fmt
     q = 2**(max(k - 1, emin) - p + 1); r = (s + M) - M with M = 1.5 * 2**52 * q is s rounded
     to nearest even on fmt's grid (see :func:`_scalar_kahan_nearest`), and r -+ q the other
@@ -497,47 +498,74 @@ def _scalar_adder(fmt: Format, mode: str = "nearest_even", in_format: bool = Fal
 
         return add_in_format
 
-    nearest = mode in ("nearest_even", "nearest_away")
     away = mode == "nearest_away"
     down_if_positive = mode in ("down", "toward_zero")  # directed: which way for s > 0
     down_if_negative = mode == "down"
-    # (M, q) per frexp exponent: (s + M) - M is s rounded to a multiple of q, ties to even
-    # (see _scalar_kahan_nearest); None where M would overflow (then the quotient route)
-    magic = [(1.5 * 2.0**52 * q, q) if q < 2.0**960 else (None, q) for q in quanta]
+    # (M, q, q / 2) per frexp exponent: (s + M) - M is s rounded to a multiple of q, ties to
+    # even (see _scalar_kahan_nearest); M None where it would overflow (then round(s / q) * q)
+    magic = [(1.5 * 2.0**52 * q if q < 2.0**960 else None, q, 0.5 * q) for q in quanta]
 
-    def add(a: float, b: float) -> float:
+    def add_nearest(a: float, b: float) -> float:
         s = a + b
         if s - s != 0.0 or s == 0.0:  # inf / NaN, or an exact zero (then err == 0)
             return s
-        bb = s - a
-        err = (a - (s - bb)) + (b - bb)
-        m, k = frexp(s)
-        big, q = magic[k + 1073]
+        big, q, half = magic[frexp(s)[1] + 1073]
         r = (s + big) - big if big is not None else round(s / q) * q  # nearest, ties even
-        if nearest:
-            if r != s and (r - s == 0.5 * q or s - r == 0.5 * q):  # s is a midpoint
-                if err:
-                    r = s + 0.5 * q if err > 0.0 else s - 0.5 * q
-                elif away:
-                    r = s + 0.5 * q if s > 0.0 else s - 0.5 * q
-        else:
-            down = down_if_positive if s > 0.0 else down_if_negative
-            if r != s:  # s strictly between two grid points: take the one below / above
-                if down and r > s:
-                    r -= q
-                elif not down and r < s:
-                    r += q
-            elif err and (err > 0.0) != down:  # s on the grid, X just beyond it
-                finer = (m == 0.5 or m == -0.5) and k >= lowest_halving and (s > 0.0) == down
-                step = 0.5 * q if finer else q
-                r = r - step if down else r + step
+        if r - s == half or s - r == half:  # s is a midpoint: which side is X?
+            bb = s - a
+            err = (a - (s - bb)) + (b - bb)
+            if err:
+                r = s + half if err > 0.0 else s - half
+            elif away:
+                r = s + half if s > 0.0 else s - half
         if -top <= r <= top:
             return r if r else copysign(0.0, s)
-        if nearest or (not down_if_positive if r > 0.0 else down_if_negative):
+        return copysign(inf, r)
+
+    def add_directed(a: float, b: float) -> float:
+        s = a + b
+        if s - s != 0.0 or s == 0.0:  # inf / NaN, or an exact zero (then err == 0)
+            return s
+        m, k = frexp(s)
+        big, q, half = magic[k + 1073]
+        r = (s + big) - big if big is not None else round(s / q) * q  # nearest, ties even
+        if s > 0.0:
+            if r != s:  # s strictly between two grid points: the one below / above
+                if down_if_positive:
+                    if r > s:
+                        r -= q
+                elif r < s:
+                    r += q
+            else:  # s on the grid: X just beyond it in the rounding's direction?
+                bb = s - a
+                err = (a - (s - bb)) + (b - bb)
+                if down_if_positive:
+                    if err < 0.0:  # a power of two: the binade below is twice as fine
+                        r -= half if m == 0.5 and k >= lowest_halving else q
+                elif err > 0.0:
+                    r += q
+        else:
+            if r != s:
+                if down_if_negative:
+                    if r > s:
+                        r -= q
+                elif r < s:
+                    r += q
+            else:
+                bb = s - a
+                err = (a - (s - bb)) + (b - bb)
+                if down_if_negative:
+                    if err < 0.0:
+                        r -= q
+                elif err > 0.0:
+                    r += half if m == -0.5 and k >= lowest_halving else q
+        if -top <= r <= top:
+            return r if r else copysign(0.0, s)
+        if not down_if_positive if r > 0.0 else down_if_negative:
             return copysign(inf, r)  # the rounding raises the magnitude: overflow to inf
         return copysign(top, r)
 
-    return add
+    return add_nearest if mode in ("nearest_even", "nearest_away") else add_directed
 
 
 def _scalar_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
