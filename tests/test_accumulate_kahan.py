@@ -1,4 +1,4 @@
-"""The scalar Kahan engine of floatlab.sequential (one long compensated sum in Python floats):
+"""The scalar Kahan engine (floatlab.kahan_scalar) (one long compensated sum in Python floats):
 equal to the general per-step path (TwoSum, round to odd, floatlab.round per operation) in
 every format it claims, on random, cancellation-heavy, tie-making and overflowing / NaN inputs,
 and refused where it does not apply. The Fraction model of Kahan's four roundings in
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import sequential
+from floatlab import kahan_scalar
 from floatlab.accumulate import Accumulator, exact_add
 
 FORMATS = ["fp16", "bf16", "e5m2", "float32", "e8m13", "e5m6", "e11m40"]
@@ -25,14 +25,14 @@ def _same(x, y) -> bool:
 
 def _check(x, acc, monkeypatch):
     """The scalar engine's sums and running sums (one and two columns) equal the general path's."""
-    assert sequential._scalar_kahan_applies(acc)
+    assert kahan_scalar._scalar_kahan_applies(acc)
     runs = [lambda: floatlab.sum(x, acc), lambda: floatlab.cumsum(x, acc),
             lambda: floatlab.cumsum(np.stack([x, -x], axis=1), acc, axis=0)]
     with np.errstate(all="ignore"):
         fast = [run() for run in runs]
-        monkeypatch.setattr(sequential, "_SCALAR_KAHAN", False)
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", False)
         slow = [run() for run in runs]
-        monkeypatch.setattr(sequential, "_SCALAR_KAHAN", True)
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", True)
     for f, s in zip(fast, slow, strict=True):
         assert _same(f, s), (acc, x[:4])
 
@@ -84,7 +84,7 @@ def test_scalar_kahan_compensates():
     Accumulator("float64", compensated=True),                # p = 53: native additions
 ])
 def test_scalar_kahan_refused_outside_its_claim(acc):
-    assert not sequential._scalar_kahan_applies(acc)
+    assert not kahan_scalar._scalar_kahan_applies(acc)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -109,7 +109,7 @@ def test_scalar_adder_equals_exact_add(fmt, mode):
                         -grid[:200], [top, -top, -top * 2**-30, -1.0, 1.0, 1.0, 1.0]])
     want = exact_add(a, b, fmt, mode)
     for in_format in (False, True):
-        add = sequential._scalar_adder(floatlab.get_format(fmt), mode, in_format)
+        add = kahan_scalar._scalar_adder(floatlab.get_format(fmt), mode, in_format)
         if in_format and add.__name__ != "add_in_format":
             continue
         if in_format:  # only values of the format, as Kahan's last three additions see
