@@ -170,9 +170,18 @@ for label, acc in cases:
 kahan = floatlab.Accumulator("fp16", compensated=True)
 row("float16 Kahan: 1000 sums of 1000", timed(
     lambda: floatlab.sum(values.reshape(1000, 1000), kahan, axis=0), 1), None, "target <= 2 s")
-for label, fmt in (("float16", "fp16"), ("bfloat16", "bf16")):
-    kahan = floatlab.Accumulator(fmt, compensated=True)
-    row(f"{label} Kahan: one sum of 1M (scalar engine)",
+for label, fmt, mode in (("float16", "fp16", "nearest_even"), ("bfloat16", "bf16", "nearest_even"),
+                         ("float8_e5m2", "e5m2", "nearest_even"), ("float32", "float32", "down"),
+                         ("bfloat16", "bf16", "toward_zero"), ("bfloat16", "bf16", "up"),
+                         ("bfloat16", "bf16", "nearest_away")):
+    kahan = floatlab.Accumulator(fmt, mode, compensated=True)
+    row(f"{label} Kahan {mode}: one sum of 1M (scalar engine)",
         timed(lambda kahan=kahan: floatlab.sum(values, kahan), 1), None, "target <= 2 s")
+for label, acc in (("bfloat16 Kahan stochastic", floatlab.Accumulator(
+        "bf16", "stochastic", compensated=True, rng=0)),
+                   ("float8_e4m3fn Kahan", floatlab.Accumulator("e4m3fn", compensated=True))):
+    # no scalar engine (per-step NumPy on one column): time 2000 terms, scale to 1M
+    row(f"{label}: one sum of 1M (estimated from 2000)",
+        timed(lambda acc=acc: floatlab.sum(values[:2000], acc), 1) * 500, None, "target <= 2 s")
 print()
 lab()

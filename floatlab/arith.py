@@ -61,6 +61,7 @@ in float64 and round once: not guaranteed correctly rounded.
 
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any
 
@@ -74,7 +75,7 @@ from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
-from floatlab.promotion import widest
+from floatlab.promotion import contains, widest
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 
@@ -221,6 +222,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
             exact = odd_sum(args[0], b)
+        elif ufunc in _MAKE_SPECIALS:
+            # x / 0 is inf or NaN by IEEE 754, which the rounding then maps into the format
+            # (as torch returns inf without a warning): nothing to warn the user about.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                exact = ufunc(*args)
         else:
             exact = ufunc(*args)
         if isinstance(exact, tuple):  # modf, frexp, divmod: each float output rounded
@@ -241,9 +247,10 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         order.
         """
         flat = np.asarray(exact, dtype=np.float64).reshape(-1)  # 0-d results come as scalars
-        if np.isfinite(flat).all():  # one cheap pass: the common case
+        finite = np.isfinite(flat)
+        if finite.all():  # one cheap pass: the common case
             return self._rounded(exact, fmt)
-        bad = np.flatnonzero(~np.isfinite(flat))
+        bad = np.flatnonzero(~finite)
         specials = flat[bad]
         flat[bad] = 0.0
         out = np.asarray(self._rounded(flat, fmt), dtype=np.float64)
@@ -459,9 +466,81 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                 raise ValueError(f"fma: {n} has more than 24 significant bits; the product "
                                  "is exact in float64 only for inputs of at most 26 bits "
                                  "(round them to float32 or to the format first)")
-    with np.errstate(invalid="ignore", over="ignore"):
-        product = va * vb
-    odd = odd_sum(product, vc)
+    if _FAST_FMA and arrays and all(contains(out_fmt, f.fmt) for f in arrays) \
+            and _sums_exact(out_fmt):
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = va * vb + vc  # exact (see _sums_exact): rounded once below, in any mode
+    elif _FAST_FMA and mode in _NEAREST and correctly_rounded(out_fmt):
+        exact = _nearest_fma(va, vb, vc, out_fmt)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            product = va * vb
+        exact = odd_sum(product, vc)
     if arrays:
-        return lead._new(odd, out_fmt)
-    return _round(odd, out_fmt, mode, rng=rng)
+        return lead._new(exact, out_fmt)
+    return _round(exact, out_fmt, mode, rng=rng)
+
+
+_FAST_FMA = True  # switch for the tests, which check the fast path equal to odd_sum's
+
+
+def _sums_exact(fmt: Format) -> bool:
+    """Whether ``a * b + c`` is exact in float64 for all values a, b, c of ``fmt``.
+
+    Every value is a multiple of the smallest subnormal q (or of the smallest normal's
+    quantum, the same number), so a*b + c is a multiple of q**2 (q <= 1) of magnitude at most
+    max**2 + max: an integer times q**2 below 2**53 is a float64 number. True for the 8-bit
+    formats with few exponent bits (e4m3fn: 37 bits), false for fp16 / bf16.
+    """
+    q = 2.0 ** (fmt.emin - fmt.man_bits)
+    return q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
+
+
+def _nearest_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
+    """A float64 value whose rounding to nearest (even or away) in ``fmt`` equals that of the
+    exact ``a * b + c`` (a * b exact: inputs of at most 26 bits): ``fl(a * b + c)``, with
+    round-to-odd (:func:`odd_sum`) only where needed, in cache-sized pieces.
+
+    Proof. Call the points of ``fmt``'s grid and the midpoints between neighbours (the overflow
+    threshold max + ulp/2 included) *breakpoints*: a rounding to nearest is constant strictly
+    between two consecutive breakpoints. They all have at most p + 1 significant bits and, for
+    a format where :func:`correctly_rounded` holds (p <= 25, exponents far inside float64's),
+    they are float64 numbers. float64's rounding of the exact sum X is monotone and fixes every
+    float64 number, so s = fl(X) lies in the closed interval between the breakpoints around X:
+    if s is strictly inside it, or is a grid point (then X is within half a float64 ulp of it,
+    closer than the nearest midpoint), s and X round alike. The one bad case is s a midpoint
+    and s != X. So only midpoints need the exact treatment: elements where s has exactly
+    p + 1 significant bits (the low 52 - p bits of its float64 fraction zero, bit 52 - p set),
+    or at most p + 1 and |s| below 2**emin (midpoints there have fewer bits); odd_sum on them
+    (round to odd, see floatlab.eft) gives the value the general path gives. inf / NaN sums
+    (only from inf / NaN inputs) are left as they are, as odd_sum leaves them.
+    Tests compare this path with ``odd_sum`` on random, tie, subnormal and overflow cases.
+    """
+    a, b, c = np.broadcast_arrays(a, b, c)
+    out = np.empty(a.shape)  # a fresh array (0-d too)
+    flat_a, flat_b, flat_c, flat = (v.reshape(-1) for v in (a, b, c, out))
+    size = builtins.min(flat.size, _PIECE)
+    product, low = np.empty(size), np.empty(size, dtype=np.uint64)
+    low_mask, mid_bit = np.uint64((1 << (52 - fmt.p)) - 1), np.uint64(1 << (52 - fmt.p))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for start in range(0, flat.size, _PIECE):
+            piece = slice(start, start + _PIECE)
+            s = flat[piece]
+            k = s.size
+            np.multiply(flat_a[piece], flat_b[piece], out=product[:k])
+            np.add(product[:k], flat_c[piece], out=s)
+            # breakpoints have at most p + 1 significant bits: low 52 - p fraction bits zero
+            np.bitwise_and(s.view(np.uint64), low_mask, out=low[:k])
+            if low[:k].all():
+                continue
+            candidates = np.flatnonzero(low[:k] == 0)
+            # grid points need nothing: keep the midpoints (bit 52 - p set: p + 1 significant
+            # bits) and everything below 2**emin (midpoints there have fewer bits)
+            found = s[candidates]
+            keep = ((found.view(np.uint64) & mid_bit) != 0) | (np.abs(found) < 2.0**fmt.emin)
+            candidates = candidates[keep]
+            s[candidates] = odd_sum(product[candidates], flat_c[piece][candidates])
+    return out
+
+
+_PIECE = 1 << 15

@@ -63,8 +63,8 @@ def _nudge_to_odd(s: np.ndarray, e: np.ndarray) -> None:
     """In place on 1-D s: where e != 0 and s is even, one float64 ulp toward e."""
     with np.errstate(invalid="ignore"):
         inexact = np.flatnonzero(e)  # usually few: only these need the parity test
-    if inexact.size:
-        inexact = inexact[(s[inexact].view(np.int64) & 1) == 0]
+    if inexact.size:  # inf + finite gives e = NaN: inf is exact, never nudged to max
+        inexact = inexact[((s[inexact].view(np.int64) & 1) == 0) & np.isfinite(s[inexact])]
         s[inexact] = np.nextafter(s[inexact], np.where(e[inexact] > 0, np.inf, -np.inf))
 
 

@@ -13,9 +13,13 @@ float32 / float64 round-to-nearest sequential sums of values already in the form
 and ml_dtypes' ``add.accumulate``: they add in float32 (or the type itself) and round once,
 which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
 (Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
-A single long Kahan (compensated) sum has a state no scan can split, so it runs step by step in
-Python floats (:func:`_scalar_kahan`, round to nearest even in IEEE formats), about a
-microsecond per operation instead of a floatlab.round call on 0-d arrays.
+An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds one rank-1
+term per inner index to all outputs and rounds with a magic constant built from each sum's
+exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
+bound rules out overflow, else with NumPy's float64 -> float16 cast.
+A single long Kahan (compensated) sum has a state no scan can split: it runs step by step in
+Python floats (:mod:`floatlab.kahan_scalar`, the deterministic modes but round-to-odd in IEEE
+formats), about a microsecond per step instead of floatlab.round calls on 0-d arrays.
 """
 
 from __future__ import annotations
@@ -32,36 +36,141 @@ if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fie
 
 
 def _bits(values: np.ndarray) -> int:
-    """An upper bound on the significant bits of the values: 11 if they are all float16 values,
-    24 if float32 values, else 53 (a value equal to its cast is representable, whatever the cast's
-    rounding; so the check is exact). NaN anywhere gives 53, the bound that always holds.
+    """An upper bound on the significant bits of the values: 11 if the low 42 bits of every
+    float64 fraction are zero (every float16 value), 24 if the low 29 are (every float32
+    value), else 53. NaN anywhere gives 53, the bound that always holds.
 
-    The float16 test casts the float32 copy: the values equal it, so it is the values' cast.
+    Two integer passes on the bit patterns (a view: any strides) instead of casts to float32
+    and float16 (NumPy's float16 casts cost several nanoseconds per value).
     """
-    with np.errstate(over="ignore", invalid="ignore"):
-        narrow = values.astype(np.float32)
-        if not np.equal(narrow, values).all():
-            return 53
-        if np.equal(narrow.astype(np.float16), narrow).all():
-            return 11
-    return 24
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 11
+    low = np.bitwise_and(values.view(np.uint64), np.uint64((1 << 42) - 1))
+    if not low.any():
+        bits = 11
+    elif not np.bitwise_and(low, np.uint64((1 << 29) - 1)).any():
+        bits = 24
+    else:
+        return 53
+    return 53 if np.isnan(values).any() else bits
 
 
 def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
 
-    Three in-place passes over the (M, N) outputs per inner index (outer product, float64 sum,
-    cast back to float16), in buffers that stay in cache; see :func:`_float16_cast_adds`.
+    Where :func:`_float16_magic_applies` says so, :func:`_float16_magic` (float64 passes, no
+    float16 cast); else three in-place passes over the (M, N) outputs per inner index (outer
+    product, float64 sum, cast back to float16), in buffers that stay in cache; see
+    :func:`_float16_cast_adds`.
     """
+    # seven passes per inner index against three: worth it where the passes, not the calls,
+    # cost (a few thousand outputs and more)
+    if _FAST_MAGIC and a.shape[0] * b.shape[1] >= 2048 and _float16_magic_applies(a, b):
+        return _float16_magic(a, b)
+    return _float16_cast_products(a, b)
+
+
+def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`_float16_products` by NumPy's float64 -> float16 cast (any values).
+
+    The products of a block of inner indices are made in one call; each addition is then one
+    ``np.add(total, product, out=total, casting="unsafe")``: NumPy's type resolution picks the
+    float64 loop for float16 + float64, and the float64 sum is cast to the float16 output once
+    (round to nearest even), exactly as ``total[...] = total + product`` would.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if m < n:  # same sums, longer inner loops (see _float16_magic)
+        return _float16_cast_products(b.T, a.T).T
     a_columns = np.ascontiguousarray(a.T)
-    total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float16)
-    work = np.empty(total.shape)
+    total = np.zeros((n, m), dtype=np.float16)
+    block = builtins.max(1, builtins.min(k, _PRODUCT_BLOCK // builtins.max(1, n * m)))
+    products = np.empty((block, n, m))
     with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(a.shape[1]):
-            np.multiply(a_columns[k][:, None], b[k], out=work)  # exact: <= 22 + 24 bits
-            np.add(total, work, out=work)
-            total[...] = work  # NumPy's float64 -> float16 cast: one rounding to nearest even
+        for start in range(0, k, block):
+            stop = builtins.min(k, start + block)
+            work = products[: stop - start]
+            # exact products of values of <= 40 bits in all (see _float16_cast_adds)
+            np.multiply(a_columns[start:stop, :, None], b[start:stop, None, :], out=work)
+            for product in work:
+                np.add(total, product, out=total, casting="unsafe")
     return total.astype(np.float64)
+
+
+_PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
+
+
+_FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
+_FP16_EXPONENT = np.uint64(0x7FF0000000000000)
+_FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
+_FP16_SUBNORMAL_MAGIC = np.float64(1.5 * 2.0**28).view(np.uint64)  # 1.5 * 2**52 * 2**-24
+
+
+def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether no running sum of ``a @ b`` in fp16 can reach the overflow threshold (then
+    :func:`_float16_magic` needs no overflow handling). Every entry of |a| @ |b| is at most
+    (largest row sum of |a|) * max |b| and max |a| * (largest column sum of |b|) (float64 sums,
+    relative error far below 2**-30 for these sizes); times the growth (1 + 2**-11)**K that K
+    roundings to nearest can add, that bounds every running sum. Two passes per operand, no
+    BLAS; refuses inf / NaN (the bound is then not finite)."""
+    if a.size == 0 or b.size == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        abs_a, abs_b = np.abs(a), np.abs(b)
+        peak = builtins.min(float(abs_a.sum(axis=1).max()) * float(abs_b.max()),
+                            float(abs_a.max()) * float(abs_b.sum(axis=0).max()))
+    growth = (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30)
+    return peak * growth < 65504.0  # (NaN compares false)
+
+
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 32768) -> np.ndarray:
+    """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
+
+    Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
+    :func:`_float16_cast_adds`), then fp16's rounding of v as ``(v + M) - M``: with E the
+    exponent of v (its float64 exponent field, read by a mask; at least -14, fp16's smallest
+    normal binade, whose quantum 2**-24 is also the subnormals'), fp16's quantum is
+    U = 2**(E - 10) and M = 1.5 * 2**52 * U (built from the field by one integer addition and
+    clamped by an integer maximum: positive float64 patterns order as their values).
+    |v| < 2**(E+1) <= 2**51 U, so v + M lies in [2**52 U, 2**53 U), where float64's ulp is
+    U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
+    multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
+    of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
+    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v; a
+    signed zero only survives to the end as a zero total, so rows with a zero total are redone
+    on the cast path. Outputs are computed transposed when that makes the last axis longer
+    (each output's sum has the same terms in the same order), in tiles that stay in cache.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if m < n:
+        return _float16_magic(b.T, a.T, tile).T
+    a_cols = np.ascontiguousarray(a.T)
+    out = np.empty((n, m))
+    rows = builtins.max(1, tile // m)
+    shape = (builtins.min(rows, n), m)
+    total, v, magic = np.empty(shape), np.empty(shape), np.empty(shape)
+    v_bits, magic_bits = v.view(np.uint64), magic.view(np.uint64)
+    for start in range(0, n, rows):
+        stop = builtins.min(n, start + rows)
+        size = stop - start
+        t, x, mg = total[:size], v[:size], magic[:size]
+        xb, mb = v_bits[:size], magic_bits[:size]
+        t[...] = 0.0
+        for col, row in zip(a_cols[:, start:stop], b, strict=True):
+            np.multiply(col[:, None], row, out=x)  # exact: <= 22 + 24 bits
+            np.add(t, x, out=x)
+            np.bitwise_and(xb, _FP16_EXPONENT, out=mb)
+            np.add(mb, _FP16_MAGIC, out=mb)
+            np.maximum(mb, _FP16_SUBNORMAL_MAGIC, out=mb)
+            np.add(x, mg, out=x)
+            np.subtract(x, mg, out=t)
+        out[start:stop] = t
+    zero_rows = np.flatnonzero((out == 0).any(axis=1))
+    if zero_rows.size:  # the sign of a zero total: from the cast path
+        out[zero_rows] = _float16_cast_products(a[zero_rows], b)
+    return out
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
@@ -322,80 +431,5 @@ def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) ->
     return total
 
 
-# --------------------------------------------------------------------------- scalar Kahan
-
-def _scalar_kahan_applies(acc: Accumulator) -> bool:
-    """Whether :func:`_scalar_kahan` is this Kahan adder: round to nearest even in a signed IEEE
-    format (inf on overflow, subnormals, p <= 51 so round-to-odd at 53 bits is innocuous)."""
-    fmt = acc.fmt
-    return (_SCALAR_KAHAN and acc.rounding == "nearest_even" and fmt.special == "ieee"
-            and fmt.signed and fmt.subnormals and fmt.has_zero and fmt.p <= 51)
-
-
-_SCALAR_KAHAN = True  # switch for the tests, which check this path equal to the general one
-
-
-def _scalar_adder(fmt: Format):
-    """A Python-float function ``add(a, b)``: the exact a + b rounded once to ``fmt`` (signed
-    IEEE, p <= 51), nearest even, as floatlab.accumulate's vectorised adder does (tests check
-    them equal). Written out in one function because this runs four times per Kahan step.
-
-    Exact sum: TwoSum gives s = fl(a + b) and its error e; where e != 0 and s is even, s steps
-    one float64 ulp toward e (round to odd, see floatlab.eft), which any later rounding to
-    p <= 51 bits cannot tell from the exact sum.
-    Rounding: s = m * 2**k with 0.5 <= |m| < 1 (frexp), so its binade is 2**(k-1) and its
-    quantum in fmt is q = 2**(max(k - 1, emin) - p + 1). s / q is exact (a power-of-two
-    scaling, |s / q| < 2**p), Python's ``round`` of a float is exact and breaks ties to even,
-    and the integer times q is exact. A result above fmt.max overflows to inf; a result of zero
-    takes s's sign. inf and NaN pass through (TwoSum's error is NaN there; the vectorised path
-    rounds them to the same inf / NaN).
-    """
-    from math import copysign, frexp, inf, nextafter
-
-    p, emin, top = fmt.p, fmt.emin, fmt.max
-    # the quantum of every float64 binade k - 1 (frexp's k runs from -1073 to 1024)
-    quanta = [2.0 ** (max(k - 1, emin) - p + 1) for k in range(-1073, 1025)]
-    bits = _DOUBLE.unpack
-    pack = _DOUBLE_PACK
-
-    def add(a: float, b: float) -> float:
-        s = a + b
-        if s - s != 0.0:  # inf or NaN
-            return s
-        bb = s - a
-        err = (a - (s - bb)) + (b - bb)
-        if err != 0.0 and not (bits(pack(s))[0] & 1):
-            s = nextafter(s, inf if err > 0.0 else -inf)
-        if s == 0.0:
-            return s
-        q = quanta[frexp(s)[1] + 1073]
-        r = round(s / q) * q
-        if r > top or r < -top:
-            return copysign(inf, s)
-        return r if r else copysign(0.0, s)
-
-    return add
-
-
-def _scalar_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
-    """One long Kahan sum in Python floats: each of y = x - c, t = s + y, c = (t - s) - y is
-    one rounding of the exact result (:func:`_scalar_adder`), s = t.
-    Returns the running sums (keep) or the total, as float64."""
-    add = _scalar_adder(acc.fmt)
-    values = x.tolist()
-    out = [0.0] * len(values) if keep else None
-    s = c = 0.0
-    for i, v in enumerate(values):
-        y = add(v, -c)
-        t = add(s, y)
-        c = add(add(t, -s), -y)
-        s = t
-        if keep:
-            out[i] = s
-    return np.array(out, dtype=np.float64) if keep else np.float64(s)
-
-
-import struct as _struct  # noqa: E402 - used only by the scalar Kahan engine
-
-_DOUBLE = _struct.Struct("<q")
-_DOUBLE_PACK = _struct.Struct("<d").pack
+# The scalar Kahan engine lives in floatlab.kahan_scalar (re-exported for floatlab.accumulate).
+from floatlab.kahan_scalar import _scalar_kahan, _scalar_kahan_applies  # noqa: E402, F401

@@ -144,8 +144,9 @@ def test_bits_bound():
     from floatlab.sequential import _bits
 
     assert _bits(np.array([1.5, -2.0**-24, 65504.0, np.inf, 0.0])) == 11
-    assert _bits(np.array([1.0, 2.0**-30])) == 24       # below fp16's smallest subnormal
-    assert _bits(np.array([65520.0])) == 24             # fp16's cast overflows to inf
+    assert _bits(np.array([1.0, 2.0**-30])) == 11       # significant bits, not range
+    assert _bits(np.array([65520.0])) == 24             # 12 significant bits
+    assert _bits(np.array([1.0 + 2.0**-23])) == 24
     assert _bits(np.array([1.0 + 2.0**-30])) == 53
     assert _bits(np.array([1.0, np.nan])) == 53         # NaN: the bound that always holds
     assert _bits(np.array([1e39])) == 53                # beyond float32's range

@@ -1,4 +1,4 @@
-"""The scalar Kahan engine of floatlab.sequential (one long compensated sum in Python floats):
+"""The scalar Kahan engine (floatlab.kahan_scalar) (one long compensated sum in Python floats):
 equal to the general per-step path (TwoSum, round to odd, floatlab.round per operation) in
 every format it claims, on random, cancellation-heavy, tie-making and overflowing / NaN inputs,
 and refused where it does not apply. The Fraction model of Kahan's four roundings in
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import sequential
+from floatlab import kahan_scalar
 from floatlab.accumulate import Accumulator, exact_add
 
 FORMATS = ["fp16", "bf16", "e5m2", "float32", "e8m13", "e5m6", "e11m40"]
@@ -25,14 +25,14 @@ def _same(x, y) -> bool:
 
 def _check(x, acc, monkeypatch):
     """The scalar engine's sums and running sums (one and two columns) equal the general path's."""
-    assert sequential._scalar_kahan_applies(acc)
+    assert kahan_scalar._scalar_kahan_applies(acc)
     runs = [lambda: floatlab.sum(x, acc), lambda: floatlab.cumsum(x, acc),
             lambda: floatlab.cumsum(np.stack([x, -x], axis=1), acc, axis=0)]
     with np.errstate(all="ignore"):
         fast = [run() for run in runs]
-        monkeypatch.setattr(sequential, "_SCALAR_KAHAN", False)
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", False)
         slow = [run() for run in runs]
-        monkeypatch.setattr(sequential, "_SCALAR_KAHAN", True)
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", True)
     for f, s in zip(fast, slow, strict=True):
         assert _same(f, s), (acc, x[:4])
 
@@ -56,11 +56,17 @@ def _inputs(fmt, rng):
     yield np.array([-0.0] * 8)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_scalar_kahan_equals_general_path(fmt, monkeypatch):
+MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down"]
+# every format in round to nearest even; the other modes on a few (the general path is slow)
+CASES = [(f, "nearest_even") for f in FORMATS] + [
+    (f, m) for f in ("bf16", "e5m2", "e11m40") for m in MODES[1:]]
+
+
+@pytest.mark.parametrize(("fmt", "mode"), CASES)
+def test_scalar_kahan_equals_general_path(fmt, mode, monkeypatch):
     rng = np.random.default_rng(FORMATS.index(fmt))
     for x in _inputs(fmt, rng):
-        _check(x, Accumulator(fmt, compensated=True), monkeypatch)
+        _check(x, Accumulator(fmt, mode, compensated=True), monkeypatch)
 
 
 def test_scalar_kahan_compensates():
@@ -73,16 +79,17 @@ def test_scalar_kahan_compensates():
 
 @pytest.mark.parametrize("acc", [
     Accumulator("e4m3fn", compensated=True),                 # no inf: overflow differs
-    Accumulator("fp16", "toward_zero", compensated=True),    # only nearest even is claimed
+    Accumulator("fp16", "odd", compensated=True),            # round to odd is not claimed
     Accumulator("bf16", "stochastic", compensated=True, rng=0),
     Accumulator("float64", compensated=True),                # p = 53: native additions
 ])
 def test_scalar_kahan_refused_outside_its_claim(acc):
-    assert not sequential._scalar_kahan_applies(acc)
+    assert not kahan_scalar._scalar_kahan_applies(acc)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_scalar_adder_equals_exact_add(fmt):
+def test_scalar_adder_equals_exact_add(fmt, mode):
     """One rounding of the exact a + b, including sums whose float64 rounding lands on a tie of
     the format (a midpoint plus a tiny b: round to odd must keep b's side)."""
     rng = np.random.default_rng(FORMATS.index(fmt))
@@ -93,6 +100,21 @@ def test_scalar_adder_equals_exact_add(fmt):
     b = np.concatenate([rng.choice([-1.0, 1.0], 400) * 2.0 ** rng.integers(-200, -60, 400),
                         rng.standard_normal(400) * 2.0 ** rng.integers(-30, 0, 400),
                         -a[800:] * (1 + rng.standard_normal(400) * 1e-6)])
-    add = sequential._scalar_adder(floatlab.get_format(fmt))
-    got = np.array([add(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)])
-    assert _same(got, exact_add(a, b, fmt))
+    top = info.max
+    # grid points plus a tiny term of either sign (directed modes step off the grid; at powers
+    # of two the binade below is twice as fine), overflow and exact cancellation
+    powers = np.ldexp(1.0, rng.integers(info.minexp, info.maxexp, 200)) * rng.choice([-1, 1], 200)
+    a = np.concatenate([a, powers, grid[:200], [top, -top, top, 1.0, -1.0, np.inf, -np.inf]])
+    b = np.concatenate([b, rng.choice([-1.0, 1.0], 200) * 2.0 ** rng.integers(-300, -60, 200),
+                        -grid[:200], [top, -top, -top * 2**-30, -1.0, 1.0, 1.0, 1.0]])
+    want = exact_add(a, b, fmt, mode)
+    for in_format in (False, True):
+        add = kahan_scalar._scalar_adder(floatlab.get_format(fmt), mode, in_format)
+        if in_format and add.__name__ != "add_in_format":
+            continue
+        if in_format:  # only values of the format, as Kahan's last three additions see
+            a, b = (np.asarray(floatlab.round(v, fmt), dtype=float) for v in (a, b))
+            want = exact_add(a, b, fmt, mode)
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = np.array([add(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)])
+        assert _same(got, want), (fmt, mode, in_format)

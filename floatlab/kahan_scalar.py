@@ -1,0 +1,242 @@
+"""One long Kahan (compensated) sum in Python floats: the scalar engine of floatlab.sequential.
+
+A Kahan sum's state (sum, compensation) is a recurrence no scan can split, and a single long
+sum has one output to vectorise over; so it runs step by step in Python floats, each operation
+one rounding of the exact result to the accumulator's format (about a microsecond per step
+instead of a floatlab.round call on 0-d arrays). Tests check it equal to the general per-step
+path (TwoSum, round to odd, floatlab.round) in every mode it claims.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from floatlab.formats import Format
+
+if TYPE_CHECKING:
+    from floatlab.accumulate import Accumulator
+
+_SCALAR_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
+
+
+def _scalar_kahan_applies(acc: Accumulator) -> bool:
+    """Whether :func:`_scalar_kahan` is this Kahan adder: a deterministic mode other than
+    round-to-odd in a signed IEEE format (inf on overflow, subnormals, p <= 51 so that every
+    grid point and midpoint is a float64 number)."""
+    fmt = acc.fmt
+    return (_SCALAR_KAHAN and acc.rounding in _SCALAR_MODES and fmt.special == "ieee"
+            and fmt.signed and fmt.subnormals and fmt.has_zero and fmt.p <= 51)
+
+
+_SCALAR_KAHAN = True  # switch for the tests, which check this path equal to the general one
+
+
+def _scalar_adder(fmt: Format, mode: str = "nearest_even", in_format: bool = False):
+    """A Python-float function ``add(a, b)``: the exact a + b rounded once to ``fmt`` (a signed
+    IEEE format, p <= 51) in ``mode`` (one of ``_SCALAR_MODES``), as floatlab.accumulate's
+    vectorised adder (TwoSum, round to odd, floatlab.round) does; tests check them equal.
+
+    s = fl(a + b) and, by TwoSum (only where s is a midpoint or a grid point, where it matters),
+    its exact error err (X = a + b = s + err). s = m * 2**k
+    (frexp, 0.5 <= |m| < 1): its binade is 2**(k-1), its quantum in fmt
+    q = 2**(max(k - 1, emin) - p + 1); r = (s + M) - M with M = 1.5 * 2**52 * q is s rounded
+    to nearest even on fmt's grid (see :func:`_scalar_kahan_nearest`), and r -+ q the other
+    neighbour where s is off the grid (where M would overflow float64: round(s / q) * q, exact).
+    fmt's grid points and midpoints are float64 numbers and float64's rounding is monotone, so:
+
+    * s off the grid (and not a midpoint, for the nearest modes): X lies strictly between the
+      same two grid points (and on the same side of their midpoint) as s: round s.
+    * s a grid point, err != 0: nearest modes give s (X is within half a
+      float64 ulp of s, nearer than any midpoint for p <= 51); a directed mode that moves away
+      from s in err's direction steps one quantum, or half a quantum where |s| is a power of
+      two above 2**emin and the step lowers the magnitude (the binade below is twice as fine).
+    * s a midpoint, err != 0: X is on err's side of the midpoint.
+
+    Overflow: a result above max is inf in the nearest modes and where the directed rounding
+    raises the magnitude, else max (IEEE 754). A zero result keeps s's sign; s == 0 only for
+    an exact cancellation (err == 0), whose sign float64's addition already gives as the
+    vectorised path does. inf and NaN pass through (inf is exact: never rounded to max).
+
+    ``in_format=True`` (nearest even, p <= 25, both operands values of fmt) skips TwoSum: the
+    float64 sum is then exact or rounds innocuously (Figueroa: 53 >= 2p + 2), so s and X round
+    alike (as in floatlab.arith's proof for + and -).
+    """
+    from math import copysign, frexp, inf
+
+    p, emin, top = fmt.p, fmt.emin, fmt.max
+    # the quantum of every float64 binade k - 1 (frexp's k runs from -1073 to 1024)
+    quanta = [2.0 ** (max(k - 1, emin) - p + 1) for k in range(-1073, 1025)]
+    lowest_halving = emin + 2  # frexp's k of the powers of two whose binade below is finer
+
+    if in_format and mode == "nearest_even" and p <= 25:
+        def add_in_format(a: float, b: float) -> float:
+            s = a + b
+            if s - s != 0.0 or s == 0.0:  # inf / NaN, or an exact zero
+                return s
+            q = quanta[frexp(s)[1] + 1073]
+            r = round(s / q) * q
+            if -top <= r <= top:
+                return r if r else copysign(0.0, s)
+            return copysign(inf, s)
+
+        return add_in_format
+
+    away = mode == "nearest_away"
+    down_if_positive = mode in ("down", "toward_zero")  # directed: which way for s > 0
+    down_if_negative = mode == "down"
+    # (M, q, q / 2) per frexp exponent: (s + M) - M is s rounded to a multiple of q, ties to
+    # even (see _scalar_kahan_nearest); M None where it would overflow (then round(s / q) * q)
+    magic = [(1.5 * 2.0**52 * q if q < 2.0**960 else None, q, 0.5 * q) for q in quanta]
+
+    def add_nearest(a: float, b: float) -> float:
+        s = a + b
+        if s - s != 0.0 or s == 0.0:  # inf / NaN, or an exact zero (then err == 0)
+            return s
+        big, q, half = magic[frexp(s)[1] + 1073]
+        r = (s + big) - big if big is not None else round(s / q) * q  # nearest, ties even
+        if r - s == half or s - r == half:  # s is a midpoint: which side is X?
+            bb = s - a
+            err = (a - (s - bb)) + (b - bb)
+            if err:
+                r = s + half if err > 0.0 else s - half
+            elif away:
+                r = s + half if s > 0.0 else s - half
+        if -top <= r <= top:
+            return r if r else copysign(0.0, s)
+        return copysign(inf, r)
+
+    def add_directed(a: float, b: float) -> float:
+        s = a + b
+        if s - s != 0.0 or s == 0.0:  # inf / NaN, or an exact zero (then err == 0)
+            return s
+        m, k = frexp(s)
+        big, q, half = magic[k + 1073]
+        r = (s + big) - big if big is not None else round(s / q) * q  # nearest, ties even
+        if s > 0.0:
+            if r != s:  # s strictly between two grid points: the one below / above
+                if down_if_positive:
+                    if r > s:
+                        r -= q
+                elif r < s:
+                    r += q
+            else:  # s on the grid: X just beyond it in the rounding's direction?
+                bb = s - a
+                err = (a - (s - bb)) + (b - bb)
+                if down_if_positive:
+                    if err < 0.0:  # a power of two: the binade below is twice as fine
+                        r -= half if m == 0.5 and k >= lowest_halving else q
+                elif err > 0.0:
+                    r += q
+        else:
+            if r != s:
+                if down_if_negative:
+                    if r > s:
+                        r -= q
+                elif r < s:
+                    r += q
+            else:
+                bb = s - a
+                err = (a - (s - bb)) + (b - bb)
+                if down_if_negative:
+                    if err < 0.0:
+                        r -= q
+                elif err > 0.0:
+                    r += half if m == -0.5 and k >= lowest_halving else q
+        if -top <= r <= top:
+            return r if r else copysign(0.0, s)
+        if not down_if_positive if r > 0.0 else down_if_negative:
+            return copysign(inf, r)  # the rounding raises the magnitude: overflow to inf
+        return copysign(top, r)
+
+    return add_nearest if mode in ("nearest_even", "nearest_away") else add_directed
+
+
+def _scalar_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
+    """One long Kahan sum in Python floats: each of y = x - c, t = s + y, c = (t - s) - y is
+    one rounding of the exact result (:func:`_scalar_adder`), s = t. The last three operations
+    add values of the format, which in round to nearest even with p <= 25 need no TwoSum.
+    Returns the running sums (keep) or the total, as float64."""
+    fmt = acc.fmt
+    if acc.rounding == "nearest_even" and fmt.p <= 25 and fmt.emax - fmt.p < 900:
+        return _scalar_kahan_nearest(x, fmt, keep)
+    add = _scalar_adder(fmt, acc.rounding)
+    add_fmt = _scalar_adder(fmt, acc.rounding, in_format=True)
+    values = x.tolist()
+    out = [0.0] * len(values) if keep else None
+    s = c = 0.0
+    for i, v in enumerate(values):
+        y = add(v, -c)
+        t = add_fmt(s, y)
+        c = add_fmt(add_fmt(t, -s), -y)
+        s = t
+        if keep:
+            out[i] = s
+    return np.array(out, dtype=np.float64) if keep else np.float64(s)
+
+
+def _scalar_kahan_nearest(x: np.ndarray, fmt: Format, keep: bool) -> np.ndarray:
+    """:func:`_scalar_kahan` in round to nearest even for p <= 25, written out in one loop.
+
+    Each rounding of a float64 value d to fmt is ``(d + M) - M`` with M = 1.5 * 2**52 * q for
+    d's quantum q (from frexp, as in :func:`_scalar_adder`): |d| < 2**51 q, so d + M lies in
+    [2**52 q, 2**53 q), where float64's ulp is q, and float64's own rounding to nearest even
+    rounds d to a multiple of q, ties to an even multiple (M / q is even); subtracting M is
+    exact. The first operation (y = v - c, v any float64 term) is one rounding of the exact
+    difference: where float64's result d is inexact (TwoSum's err != 0) and a midpoint of fmt
+    (|y - d| == q / 2), X = d + err lies on err's side of it, so y steps to that neighbour
+    (the correction :func:`_scalar_adder` proves, in other words). The other three add values
+    of fmt: their float64 sums round innocuously (Figueroa, 53 >= 2p + 2), no TwoSum needed;
+    their exact sums are never nonzero below the smallest subnormal, so a zero result is an
+    exact zero whose sign float64's addition gives. Overflow gives inf (|r| > max), inf and
+    NaN pass through.
+    """
+    from math import copysign, frexp, inf
+
+    p, emin, top = fmt.p, fmt.emin, fmt.max
+    magic = [(1.5 * 2.0**52 * 2.0 ** (max(k - 1, emin) - p + 1),
+              0.5 * 2.0 ** (max(k - 1, emin) - p + 1)) for k in range(-1073, 1025)]
+    values = x.tolist()
+    out = [0.0] * len(values) if keep else None
+    s = c = 0.0
+    for i, v in enumerate(values):
+        # y = round(v - c): the exact difference, with the midpoint correction
+        d = v - c
+        if d - d == 0.0 and d != 0.0:
+            bb = d - v
+            err = (v - (d - bb)) + (-c - bb)
+            big, half = magic[frexp(d)[1] + 1073]
+            y = (d + big) - big
+            if err and (y - d == half or d - y == half):
+                y = d + half if err > 0.0 else d - half
+            if y > top or y < -top:
+                y = copysign(inf, y)
+            elif not y:
+                y = copysign(0.0, d)
+        else:
+            y = d
+        # t = round(s + y)
+        t = s + y
+        if t - t == 0.0 and t != 0.0:
+            big = magic[frexp(t)[1] + 1073][0]
+            t = (t + big) - big
+            if t > top or t < -top:
+                t = copysign(inf, t)
+        # c = round(round(t - s) - y)
+        u = t - s
+        if u - u == 0.0 and u != 0.0:
+            big = magic[frexp(u)[1] + 1073][0]
+            u = (u + big) - big
+            if u > top or u < -top:
+                u = copysign(inf, u)
+        c = u - y
+        if c - c == 0.0 and c != 0.0:
+            big = magic[frexp(c)[1] + 1073][0]
+            c = (c + big) - big
+            if c > top or c < -top:
+                c = copysign(inf, c)
+        s = t
+        if keep:
+            out[i] = s
+    return np.array(out, dtype=np.float64) if keep else np.float64(s)

@@ -1,0 +1,96 @@
+"""The fp16 round-to-nearest matmul engines of floatlab.sequential against the emulated path.
+
+``floatlab.matmul(a, b, Accumulator("fp16"))`` on float16 operands runs the magic-constant
+engine (float64 passes, :func:`floatlab.sequential._float16_magic`) where no running sum can
+overflow and the output is large enough, else NumPy's float64 -> float16 cast per addition.
+Both must equal the general per-step path (TwoSum, round to odd, floatlab.round per addition)
+bit for bit, signed zeros included, on data with ties, subnormals, sign changes, exact
+cancellation, zero rows, tiny negative sums (which round to -0) and overflow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab import sequential
+from floatlab.accumulate import Accumulator, _ProductTerms, _sequential
+
+ACC = Accumulator("fp16")
+
+
+def _fp16(x):
+    return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def _emulated(a, b):
+    terms = _ProductTerms(a, b, None)
+    return _sequential(terms, ACC, keep=False, fast=False).reshape(a.shape[0], b.shape[1])
+
+
+def _same_bits(x, y):
+    np.testing.assert_array_equal(np.asarray(x).view(np.uint64), np.asarray(y).view(np.uint64))
+
+
+def _cases(rng):
+    n, k, m = 64, 24, 48  # 3072 outputs: the magic engine's size
+    yield "random", _fp16(rng.standard_normal((n, k))), _fp16(rng.standard_normal((k, m)))
+    # small integers times powers of two: many exact ties of fp16's grid in the running sums
+    a = rng.integers(-40, 41, (n, k)) * 2.0 ** rng.integers(-4, 1, (n, k))
+    b = rng.integers(-40, 41, (k, m)) * 2.0 ** rng.integers(-4, 1, (k, m))
+    yield "ties", _fp16(a), _fp16(b)
+    # subnormal products and sums (fp16's smallest normal is 2**-14)
+    yield "subnormal", _fp16(rng.standard_normal((n, k)) * 2.0**-8), \
+        _fp16(rng.standard_normal((k, m)) * 2.0**-9)
+    # cancellation: the second half of the inner dimension undoes the first, sign changes
+    a = _fp16(rng.standard_normal((n, k // 2)) * 30)
+    b = _fp16(rng.standard_normal((k // 2, m)))
+    yield "cancellation", np.concatenate([a, a], axis=1), np.concatenate([b, -b], axis=0)
+    # zero rows, relu zeros, and rows whose tiny negative products round to -0 in fp16
+    a = _fp16(np.maximum(rng.standard_normal((n, k)), 0))
+    a[3] = 0.0
+    a[5] = 2.0**-20
+    b = _fp16(rng.standard_normal((k, m)))
+    b[:, 7] = -(2.0**-10)
+    yield "zeros", a, b
+    # overflow: the bound refuses the magic engine, the cast path gives inf
+    yield "overflow", _fp16(rng.standard_normal((n, k)) * 200), \
+        _fp16(rng.standard_normal((k, m)) * 200)
+
+
+@pytest.mark.parametrize("case", ["random", "ties", "subnormal", "cancellation", "zeros",
+                                  "overflow"])
+def test_fp16_matmul_engines_equal_the_emulated_path(case, monkeypatch):
+    rng = np.random.default_rng(11)
+    _, a, b = next(c for c in _cases(rng) if c[0] == case)
+    applies = sequential._float16_magic_applies(a, b)
+    assert applies == (case != "overflow")
+    want = _emulated(a, b)
+    fast = floatlab.matmul(a, b, ACC)
+    _same_bits(fast, want)
+    _same_bits(sequential._float16_cast_products(a, b), want)
+    if applies:
+        _same_bits(sequential._float16_magic(a, b), want)
+        # the transposed problem (the engine transposes when the last axis is the shorter)
+        _same_bits(sequential._float16_magic(b.T, a.T), want.T)
+    if case == "zeros":
+        assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
+    if case == "overflow":
+        assert np.isinf(want).any()
+
+
+def test_bits_bounds_the_significant_bits():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((30, 40))
+    assert sequential._bits(_fp16(x)) == 11
+    assert sequential._bits(x.astype(np.float32).astype(np.float64)) == 24
+    assert sequential._bits(x) == 53
+    assert sequential._bits(_fp16(x).T) == 11  # any strides
+    y = _fp16(x)
+    y[3, 4] = np.nan
+    assert sequential._bits(y) == 53
+    y[3, 4] = np.inf
+    assert sequential._bits(y) == 11
+    # values beyond float16's range with few bits: still a valid bound
+    assert sequential._bits(np.array([2.0**100, 3 * 2.0**-60])) == 11
