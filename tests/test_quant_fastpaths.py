@@ -78,15 +78,16 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast == slow, (shape, name)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64 takes the column loop
 @pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
-                                   (16384, 16), (3000, 64)])
-def test_block_amax_paths_equal_the_row_reduction(shape):
+                                   (16384, 16), (3000, 64), (256, 16), (2048, 16)])
+def test_block_amax_paths_equal_the_row_reduction(shape, dtype):
     import importlib
 
     blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(2)
     view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
-    view = view.astype(np.float32)
+    view = view.astype(dtype)
     view[::7] = -0.0
     expected = np.abs(view).max(axis=1, keepdims=True)
     got = blocks_mod._amax(view)

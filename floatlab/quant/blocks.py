@@ -138,11 +138,14 @@ def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
 def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
     if view.ndim == 2 and view.shape[1] <= 32 and view.shape[0] >= 256 \
-            and view.size <= _AMAX_TRANSPOSE_MAX:
-        # Up to 128K values: |x| transposed once, then one vectorised maximum down its
-        # columns instead of a reduction per short row (same values: max is exact).
+            and view.size <= _AMAX_TRANSPOSE_MAX and view.dtype.itemsize == 4:
+        # Up to 128K float32 values: |x| transposed once, then one vectorised maximum down
+        # its columns instead of a reduction per short row (same values: max is exact).
+        # (NumPy's float64 transpose copy of such a tall, narrow array is ~6x slower than
+        # float32's: float64 takes the column loop below.)
         amax = np.ascontiguousarray(np.abs(view).T).max(axis=0)[:, None]
-    elif view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= _AMAX_CHUNK:
+    elif view.ndim == 2 and view.shape[1] <= 64 and view.shape[0] >= (
+            256 if view.dtype.itemsize == 8 else _AMAX_CHUNK):
         amax = _amax_short_rows(view)[:, None]
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
