@@ -264,14 +264,25 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     # float32 (W = 23 fraction bits, bias 127) or float64 (52, 1023): the proof holds for
     # either with 23 replaced by W (the conditions on the format imply float64's).
     dtype = x.dtype
-    uint, width, bias, exponent_mask, sign_mask = _IN_RANGE_LAYOUTS[dtype]
+    uint, floor_bits, offset, exponent_mask, sign_mask = _in_range_constants(fmt)[dtype]
     if out is None:
         out = np.empty(x.shape, dtype)  # C order whatever x's layout
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    floor_bits = uint((fmt.emin + bias) << width)
-    offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
+    if flat_x.size <= _IN_RANGE_SMALL:
+        # Small operands (weights, per-tensor scales): the same passes on fresh temporaries,
+        # which NumPy's small-allocation cache serves, instead of the scratch pool's lookup.
+        bits = flat_x.view(uint)
+        sign = np.bitwise_and(bits, sign_mask)  # before out (which may be x) is written
+        magic = np.bitwise_and(bits, exponent_mask)
+        np.maximum(magic, floor_bits, out=magic)
+        magic += offset
+        c = magic.view(dtype)
+        np.add(flat_x, c, out=flat_out)
+        flat_out -= c
+        flat_out.view(uint)[...] |= sign
+        return out
     # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
     # faults on every call (the training step's operands are quantised thousands of times).
     scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), np.dtype(uint), 2)
@@ -290,6 +301,19 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     return out
 
 
+@per_format
+def _in_range_constants(fmt: Format) -> dict:
+    """{dtype: (uint, floor bits, offset, exponent mask, sign mask)} of the nearest-even
+    kernel for ``fmt`` (cached: Format.emin is a computed property)."""
+    constants = {}
+    for dtype, (uint, width, bias, exponent_mask, sign_mask) in _IN_RANGE_LAYOUTS.items():
+        floor_bits = uint((fmt.emin + bias) << width)
+        offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
+        constants[dtype] = (uint, floor_bits, offset, exponent_mask, sign_mask)
+    return constants
+
+
+_IN_RANGE_SMALL = 4096  # up to here the kernel allocates its two temporaries
 _IN_RANGE_CHUNK = 1 << 16  # a chunk and its scratch stay in the L2 cache
 _IN_RANGE_LAYOUTS = {  # dtype: (uint, fraction bits W, bias, exponent mask, sign mask)
     np.dtype(np.float32): (np.uint32, 23, 127, _EXPONENT32, _SIGN32),

@@ -390,6 +390,16 @@ def test_in_range_kernel_equals_general_path(fmt, dtype, monkeypatch):
     for other in (general, fallback, in_place):
         assert np.array_equal(fast.view(uint), other.view(uint)), fmt.name
     assert np.array_equal(x.view(uint), keep.view(uint))  # input untouched
+    # operands of at most _IN_RANGE_SMALL values take the kernel's small path: same values
+    # (in place too), on the tail (float64 subnormals, +-0) and random picks of the inputs
+    small_size = floatlab._rounding_fast._IN_RANGE_SMALL
+    picks = np.random.default_rng(3).choice(x.size, small_size)
+    for index in (picks, np.arange(x.size - 3001, x.size), np.arange(7, 8)):
+        small = x[index]
+        assert np.array_equal(core.round_finite_in_range(small, fmt).view(uint),
+                              fast[index].view(uint)), fmt.name
+        assert core.round_finite_in_range(small, fmt, in_place=True) is small
+        assert np.array_equal(small.view(uint), fast[index].view(uint)), fmt.name
 
 
 def test_in_range_kernel_covers_the_element_formats():
