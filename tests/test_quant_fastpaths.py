@@ -146,3 +146,30 @@ def test_rowwise_float32_scales_put_amax_above_max():
     scale = block_scales(amax, get_scheme("fp8_rowwise"))[3].astype(np.float32)
     peaks = amax / scale
     assert 50 < np.count_nonzero(peaks > 448) and np.all(peaks < 464)
+
+
+def test_per_tensor_scaling_of_float32_equals_its_float64_widening():
+    """Current and delayed scaling take a float32 input's amax before widening it to float64
+    (exact and increasing, so the same amax): scales, values, saturation counts and the amax
+    history equal those of the widened input, and NaN still raises."""
+    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+
+    rng = np.random.default_rng(4)
+    steps = [(rng.standard_normal((64, 48)) * 10.0 ** rng.integers(-6, 3)).astype(np.float32)
+             for _ in range(6)]
+    steps[3][5, 7] = steps[3].max() * 300  # a spike: the delayed scale saturates it
+    for make in (lambda: CurrentScaling("e4m3fn"), lambda: DelayedScaling("e5m2", 3, 1)):
+        narrow, wide = make(), make()
+        saturated = 0
+        for x in steps:
+            a, b = narrow.quantize(x), wide.quantize(x.astype(np.float64))
+            assert a.scale == b.scale and a.n_saturated == b.n_saturated
+            saturated += a.n_saturated
+            assert a.values.dtype == b.values.dtype == np.float64
+            assert np.array_equal(a.values, b.values)
+        if isinstance(narrow, DelayedScaling):
+            assert narrow.history == wide.history and saturated > 0
+        bad = steps[0].copy()
+        bad[0, 0] = np.nan
+        with pytest.raises(ValueError, match="1 NaN"):
+            narrow.quantize(bad)
