@@ -130,7 +130,9 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         b = (amax.astype(f32) / f32(emax_value)).astype(f32)
         if scheme.margin:
             b = b * f32(2.0**scheme.margin)
-        ratio = np.clip(b / g, fmt.smallest_normal, fmt.max).astype(f32)
+        ratio = b / g  # float32, finite: clamped (minimum / maximum: np.clip's result, cheaper)
+        ratio = np.maximum(np.minimum(ratio, fmt.max, out=ratio), fmt.smallest_normal,
+                           out=ratio)
         if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
             scales = round_finite_in_range(ratio, fmt).astype(np.float64)
         else:
