@@ -173,3 +173,45 @@ def test_per_tensor_scaling_of_float32_equals_its_float64_widening():
         bad[0, 0] = np.nan
         with pytest.raises(ValueError, match="1 NaN"):
             narrow.quantize(bad)
+
+
+@pytest.mark.parametrize("name", ["nvfp4 SR", "nvfp4 SR RHT", "mxfp4 SR", "nf4", "int8 SR"])
+@pytest.mark.parametrize("shape", [(512, 64), (64, 512), (20, 37), (3, 5, 48)])
+def test_float32_input_amaxes_before_widening(name, shape, monkeypatch):
+    """Schemes that work in float64 (stochastic rounding, elements float32 cannot hold) take
+    a float32 input's block amaxes before widening it: same codes, scales, values, stats and
+    random draws as with the amaxes of the widened array; NaN raises the same message."""
+    import importlib
+
+    from floatlab.mixed.recipe import get_recipe
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    nvfp4 = get_recipe("nvfp4")
+    schemes = {"nvfp4 SR": nvfp4.dgrad.a, "nvfp4 SR RHT": nvfp4.wgrad.a,
+               "mxfp4 SR": floatlab.get_scheme("mxfp4").replace(rounding="stochastic"),
+               "nf4": floatlab.get_scheme("nf4"),
+               "int8 SR": floatlab.Scheme("int8", 32, "float32", rounding="stochastic")}
+    scheme = schemes[name]
+    if scheme.hadamard and shape[-1] % scheme.hadamard:
+        pytest.skip("the Hadamard transform needs whole blocks")
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 3, shape)).astype(np.float32)
+    x.reshape(-1)[::9] = 0.0
+    bad = x.copy()
+    bad.reshape(-1)[4] = np.nan
+    seed = 11 if scheme.rounding == "stochastic" else None
+    results = []
+    for narrow in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(quantize_mod, "_NARROW_AMAX", narrow)
+            q = floatlab.quantize(x, scheme, rng=seed)
+            fake = floatlab.fake_quantize(x, scheme, rng=seed)
+            with pytest.raises(ValueError, match="1 NaN") as info:
+                floatlab.fake_quantize(bad, scheme, rng=seed)
+        results.append((q.codes, q.scales, q.scale_codes, q.global_scale, q.stats, fake,
+                        str(info.value)))
+    for fast, slow in zip(*results, strict=True):
+        if isinstance(fast, np.ndarray):
+            assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+        else:
+            assert fast == slow
