@@ -417,7 +417,7 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     return out
 
 
-_STOCHASTIC_SUB = 1 << 13  # the stochastic kernel's arithmetic runs on pieces this long
+_STOCHASTIC_SUB = 1 << 15  # the stochastic kernel's arithmetic runs on pieces this long
 _EXPONENT64 = np.uint64(0x7FF0000000000000)
 _BOOL = np.dtype(np.bool_)
 _sub_scratch = threading.local()
