@@ -18,6 +18,7 @@ round-to-nearest for float arithmetic and no flush-to-zero / denormals-are-zero.
 from __future__ import annotations
 
 import math
+import threading
 from functools import lru_cache, wraps
 from typing import Any
 
@@ -263,14 +264,25 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     # float32 (W = 23 fraction bits, bias 127) or float64 (52, 1023): the proof holds for
     # either with 23 replaced by W (the conditions on the format imply float64's).
     dtype = x.dtype
-    uint, width, bias, exponent_mask, sign_mask = _IN_RANGE_LAYOUTS[dtype]
+    uint, floor_bits, offset, exponent_mask, sign_mask = _in_range_constants(fmt)[dtype]
     if out is None:
         out = np.empty(x.shape, dtype)  # C order whatever x's layout
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    floor_bits = uint((fmt.emin + bias) << width)
-    offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
+    if flat_x.size <= _IN_RANGE_SMALL:
+        # Small operands (weights, per-tensor scales): the same passes on fresh temporaries,
+        # which NumPy's small-allocation cache serves, instead of the scratch pool's lookup.
+        bits = flat_x.view(uint)
+        sign = np.bitwise_and(bits, sign_mask)  # before out (which may be x) is written
+        magic = np.bitwise_and(bits, exponent_mask)
+        np.maximum(magic, floor_bits, out=magic)
+        magic += offset
+        c = magic.view(dtype)
+        np.add(flat_x, c, out=flat_out)
+        flat_out -= c
+        flat_out.view(uint)[...] |= sign
+        return out
     # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
     # faults on every call (the training step's operands are quantised thousands of times).
     scratch_magic, scratch_sign = _buffers(min(flat_x.size, _IN_RANGE_CHUNK), np.dtype(uint), 2)
@@ -289,6 +301,19 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     return out
 
 
+@per_format
+def _in_range_constants(fmt: Format) -> dict:
+    """{dtype: (uint, floor bits, offset, exponent mask, sign mask)} of the nearest-even
+    kernel for ``fmt`` (cached: Format.emin is a computed property)."""
+    constants = {}
+    for dtype, (uint, width, bias, exponent_mask, sign_mask) in _IN_RANGE_LAYOUTS.items():
+        floor_bits = uint((fmt.emin + bias) << width)
+        offset = uint(((width - fmt.man_bits) << width) | (1 << (width - 1)))  # + W - M, 1.5
+        constants[dtype] = (uint, floor_bits, offset, exponent_mask, sign_mask)
+    return constants
+
+
+_IN_RANGE_SMALL = 4096  # up to here the kernel allocates its two temporaries
 _IN_RANGE_CHUNK = 1 << 16  # a chunk and its scratch stay in the L2 cache
 _IN_RANGE_LAYOUTS = {  # dtype: (uint, fraction bits W, bias, exponent mask, sign mask)
     np.dtype(np.float32): (np.uint32, 23, 127, _EXPONENT32, _SIGN32),
@@ -323,8 +348,10 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     max(binade, emin)); the result is (floor(|x| / q) + up) * q with x's sign. Here the draws
     are laid out the same way (the tiny inputs' entries replaced by the fresh draws), and:
 
-    1. 1 / q = 2**(M - E) is a normal float64 built from its exponent bits (its biased
-       exponent 1023 + M - E lies in [1, 2046] for these small formats), and y = |x| / q =
+    1. E is the binade of max(|x|, 2**emin) (a float64 maximum, exact; binades are monotone),
+       read from its exponent field; 1 / q = 2**(M - E) is the normal float64 whose field is
+       2046 + M - (E + 1023) (its biased exponent 1023 + M - E lies in [1, 2046] for these
+       small formats: one integer subtraction from the field of 2**E), and y = |x| / q =
        |x| * 2**(M - E) is exact: a scaling by a power of two that neither overflows
        (y < 2**(M + 1)) nor loses bits (below 2**emin, E = emin <= M scales up; above, y >=
        2**M is normal).
@@ -334,6 +361,10 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     3. (floor(y) + up) / 2**(M - E) is exact (a division by a power of two with a result at
        most max); ORing x's sign bit gives the signed result, -0 included.
 
+    The draws of a chunk are all taken first; the arithmetic then runs on pieces of
+    ``_STOCHASTIC_SUB`` elements, whose scratch is reused across calls (element-wise: the same
+    values). The sign is ORed back from x's bits, -0 included.
+
     Tested equal to the general path (tests/test_rounding_fast_paths.py).
     """
     if out is None:
@@ -341,39 +372,67 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    floor_field = np.uint64(fmt.emin + 1023)
     tiny_below = np.uint64(((fmt.emin + 1023) << 52) - 1)  # bits of 2**emin, minus 1
-    top = np.uint64(2046 + fmt.man_bits)
+    smallest_normal = math.ldexp(1.0, fmt.emin)
+    top = np.uint64((2046 + fmt.man_bits) << 52)
     n = min(flat_x.size, chunk)
-    mag_buf, field_buf, sign_buf = _buffers(n, _UINT64, 3)  # scratch (see above)
-    draws_buf, kept_buf = _buffers(n, _FLOAT64, 2)
+    (field_all,) = _buffers(n, _UINT64, 1)  # scratch (see round_in_range_nearest_even)
+    (draws_all,) = _buffers(n, _FLOAT64, 1)
+    m = min(n, _STOCHASTIC_SUB)
+    inv_buf, sign_buf = _buffers_sub(m, _UINT64, 2)
+    kept_buf, up_buf = _buffers_sub(m, _FLOAT64, 1)[0], _buffers_sub(m, _BOOL, 1)[0]
     for start in range(0, flat_x.size, chunk):
         xs = flat_x[start:start + chunk]
         dest = flat_out[start:start + chunk]
         size = xs.size
-        mag, field, sign = mag_buf[:size], field_buf[:size], sign_buf[:size]
-        draws, kept = draws_buf[:size], kept_buf[:size]
-        bits = xs.view(np.uint64)
-        np.bitwise_and(bits, _ABS64, out=mag)
-        np.bitwise_and(bits, _SIGN64, out=sign)
-        np.subtract(mag, np.uint64(1), out=field)
+        draws, field = draws_all[:size], field_all[:size]
+        rng.random(out=draws)
+        np.bitwise_and(xs.view(np.uint64), _ABS64, out=field)
+        field -= np.uint64(1)
         tiny = field < tiny_below  # 0 < |x| < 2**emin (0 wraps around)
         count = int(np.count_nonzero(tiny))
-        rng.random(out=draws)
         if 0 < count <= size // 4:  # few tiny inputs: they take fresh draws, in order
-            draws[tiny] = rng.random(count)
-        np.right_shift(mag, np.uint64(52), out=field)
-        np.maximum(field, floor_field, out=field)  # E + 1023
-        np.subtract(top, field, out=field)  # 1023 + M - E
-        field <<= np.uint64(52)
-        inv_q = field.view(np.float64)
-        y = np.multiply(mag.view(np.float64), inv_q, out=dest)
-        np.floor(y, out=kept)
-        y -= kept
-        kept += draws < y
-        np.divide(kept, inv_q, out=dest)
-        dest.view(np.uint64)[...] |= sign
+            draws[np.flatnonzero(tiny)] = rng.random(count)  # (an index array scatters
+            #                                                    faster than the mask)
+        # The arithmetic per cache-sized piece of the chunk (the draws are all taken above).
+        for sub in range(0, size, _STOCHASTIC_SUB):
+            xb = xs[sub:sub + _STOCHASTIC_SUB]
+            db = dest[sub:sub + _STOCHASTIC_SUB]
+            k = xb.size
+            inv, sign, kept, up = inv_buf[:k], sign_buf[:k], kept_buf[:k], up_buf[:k]
+            np.bitwise_and(xb.view(np.uint64), _SIGN64, out=sign)
+            mag = np.abs(xb, out=db)
+            # bits of 2**E, E = max(binade, emin): the binade of max(|x|, 2**emin) (monotone)
+            np.maximum(mag, smallest_normal, out=kept)
+            np.bitwise_and(kept.view(np.uint64), _EXPONENT64, out=inv)
+            np.subtract(top, inv, out=inv)  # bits of 2**(M - E): (2046 + M - (E + 1023)) << 52
+            inv_q = inv.view(np.float64)
+            y = np.multiply(mag, inv_q, out=db)
+            np.floor(y, out=kept)
+            y -= kept
+            np.less(draws[sub:sub + _STOCHASTIC_SUB], y, out=up)
+            np.add(kept, up, out=kept)
+            np.divide(kept, inv_q, out=db)
+            db.view(np.uint64)[...] |= sign
     return out
+
+
+_STOCHASTIC_SUB = 1 << 15  # pieces of the stochastic kernel's arithmetic (8K measured slower)
+_EXPONENT64 = np.uint64(0x7FF0000000000000)
+_BOOL = np.dtype(np.bool_)
+_sub_scratch = threading.local()
+
+
+def _buffers_sub(n: int, dtype: np.dtype, count: int) -> list[np.ndarray]:
+    """Small per-thread scratch of the stochastic kernel's pieces (apart from the chunk-sized
+    pool of :func:`floatlab._rounding_kernels._buffers`, which the same call also holds)."""
+    pool = getattr(_sub_scratch, "pool", None)
+    if pool is None:
+        pool = _sub_scratch.pool = {}
+    bufs = pool.get(dtype)
+    if bufs is None or len(bufs) < count or bufs[0].size < n:
+        bufs = pool[dtype] = [np.empty(max(n, _STOCHASTIC_SUB), dtype) for _ in range(count)]
+    return [b[:n] for b in bufs[:count]]
 
 
 _UINT32, _UINT64, _FLOAT64 = np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(np.float64)

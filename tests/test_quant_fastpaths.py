@@ -78,15 +78,16 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast == slow, (shape, name)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64 takes the column loop
 @pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
-                                   (16384, 16), (3000, 64)])
-def test_block_amax_paths_equal_the_row_reduction(shape):
+                                   (16384, 16), (3000, 64), (256, 16), (2048, 16)])
+def test_block_amax_paths_equal_the_row_reduction(shape, dtype):
     import importlib
 
     blocks_mod = importlib.import_module("floatlab.quant.blocks")
     rng = np.random.default_rng(2)
     view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
-    view = view.astype(np.float32)
+    view = view.astype(dtype)
     view[::7] = -0.0
     expected = np.abs(view).max(axis=1, keepdims=True)
     got = blocks_mod._amax(view)
@@ -145,3 +146,72 @@ def test_rowwise_float32_scales_put_amax_above_max():
     scale = block_scales(amax, get_scheme("fp8_rowwise"))[3].astype(np.float32)
     peaks = amax / scale
     assert 50 < np.count_nonzero(peaks > 448) and np.all(peaks < 464)
+
+
+def test_per_tensor_scaling_of_float32_equals_its_float64_widening():
+    """Current and delayed scaling take a float32 input's amax before widening it to float64
+    (exact and increasing, so the same amax): scales, values, saturation counts and the amax
+    history equal those of the widened input, and NaN still raises."""
+    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+
+    rng = np.random.default_rng(4)
+    steps = [(rng.standard_normal((64, 48)) * 10.0 ** rng.integers(-6, 3)).astype(np.float32)
+             for _ in range(6)]
+    steps[3][5, 7] = steps[3].max() * 300  # a spike: the delayed scale saturates it
+    for make in (lambda: CurrentScaling("e4m3fn"), lambda: DelayedScaling("e5m2", 3, 1)):
+        narrow, wide = make(), make()
+        saturated = 0
+        for x in steps:
+            a, b = narrow.quantize(x), wide.quantize(x.astype(np.float64))
+            assert a.scale == b.scale and a.n_saturated == b.n_saturated
+            saturated += a.n_saturated
+            assert a.values.dtype == b.values.dtype == np.float64
+            assert np.array_equal(a.values, b.values)
+        if isinstance(narrow, DelayedScaling):
+            assert narrow.history == wide.history and saturated > 0
+        bad = steps[0].copy()
+        bad[0, 0] = np.nan
+        with pytest.raises(ValueError, match="1 NaN"):
+            narrow.quantize(bad)
+
+
+@pytest.mark.parametrize("name", ["nvfp4 SR", "nvfp4 SR RHT", "mxfp4 SR", "nf4", "int8 SR"])
+@pytest.mark.parametrize("shape", [(512, 64), (64, 512), (20, 37), (3, 5, 48)])
+def test_float32_input_amaxes_before_widening(name, shape, monkeypatch):
+    """Schemes that work in float64 (stochastic rounding, elements float32 cannot hold) take
+    a float32 input's block amaxes before widening it: same codes, scales, values, stats and
+    random draws as with the amaxes of the widened array; NaN raises the same message."""
+    import importlib
+
+    from floatlab.mixed.recipe import get_recipe
+
+    quantize_mod = importlib.import_module("floatlab.quant.quantize")
+    nvfp4 = get_recipe("nvfp4")
+    schemes = {"nvfp4 SR": nvfp4.dgrad.a, "nvfp4 SR RHT": nvfp4.wgrad.a,
+               "mxfp4 SR": floatlab.get_scheme("mxfp4").replace(rounding="stochastic"),
+               "nf4": floatlab.get_scheme("nf4"),
+               "int8 SR": floatlab.Scheme("int8", 32, "float32", rounding="stochastic")}
+    scheme = schemes[name]
+    if scheme.hadamard and shape[-1] % scheme.hadamard:
+        pytest.skip("the Hadamard transform needs whole blocks")
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 3, shape)).astype(np.float32)
+    x.reshape(-1)[::9] = 0.0
+    bad = x.copy()
+    bad.reshape(-1)[4] = np.nan
+    seed = 11 if scheme.rounding == "stochastic" else None
+    results = []
+    for narrow in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(quantize_mod, "_NARROW_AMAX", narrow)
+            q = floatlab.quantize(x, scheme, rng=seed)
+            fake = floatlab.fake_quantize(x, scheme, rng=seed)
+            with pytest.raises(ValueError, match="1 NaN") as info:
+                floatlab.fake_quantize(bad, scheme, rng=seed)
+        results.append((q.codes, q.scales, q.scale_codes, q.global_scale, q.stats, fake,
+                        str(info.value)))
+    for fast, slow in zip(*results, strict=True):
+        if isinstance(fast, np.ndarray):
+            assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+        else:
+            assert fast == slow

@@ -390,6 +390,16 @@ def test_in_range_kernel_equals_general_path(fmt, dtype, monkeypatch):
     for other in (general, fallback, in_place):
         assert np.array_equal(fast.view(uint), other.view(uint)), fmt.name
     assert np.array_equal(x.view(uint), keep.view(uint))  # input untouched
+    # operands of at most _IN_RANGE_SMALL values take the kernel's small path: same values
+    # (in place too), on the tail (float64 subnormals, +-0) and random picks of the inputs
+    small_size = floatlab._rounding_fast._IN_RANGE_SMALL
+    picks = np.random.default_rng(3).choice(x.size, small_size)
+    for index in (picks, np.arange(x.size - 3001, x.size), np.arange(7, 8)):
+        small = x[index]
+        assert np.array_equal(core.round_finite_in_range(small, fmt).view(uint),
+                              fast[index].view(uint)), fmt.name
+        assert core.round_finite_in_range(small, fmt, in_place=True) is small
+        assert np.array_equal(small.view(uint), fast[index].view(uint)), fmt.name
 
 
 def test_in_range_kernel_covers_the_element_formats():
@@ -423,9 +433,11 @@ def test_in_range_stochastic_kernel_equals_general_path(fmt, fraction, monkeypat
     x = np.concatenate([rng.choice(tiny, n_tiny), rng.choice(big, n - n_tiny),
                         np.zeros(40)]) * rng.choice([-1.0, 1.0], n + 40)
     x = x[rng.permutation(x.size)]
-    for chunk in (x.size, 700):
+    for chunk, piece in ((x.size, 1 << 15), (700, 1 << 15), (x.size, 256), (700, 300)):
         with monkeypatch.context() as m:
             m.setattr(core, "_CHUNK", chunk)
+            # the kernel's arithmetic runs on pieces of a chunk, after all its draws
+            m.setattr(floatlab._rounding_fast, "_STOCHASTIC_SUB", piece)
             fast_rng, general_rng = np.random.default_rng(5), np.random.default_rng(5)
             fast = core.round_finite_in_range(x, fmt, rounding="stochastic", rng=fast_rng)
             in_place = x.copy()

@@ -256,8 +256,12 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     def backward(g: np.ndarray) -> None:
         gq = quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a")
         if x.requires_grad:
-            wt = wq.T if _same(fwd.b, dgr.b) else quantize_operand(
-                w_rows.T, dgr.b, run, f"{layer}.dgrad.b")
+            if _same(fwd.b, dgr.b):
+                wt = wq.T
+            elif not run.telemetry and recipe.weights is None and _tiles_transpose(fwd.b, dgr.b):
+                wt = np.ascontiguousarray(wq.T)  # the same values, laid out as before
+            else:
+                wt = quantize_operand(w_rows.T, dgr.b, run, f"{layer}.dgrad.b")
             _send(x, gemm(gq, wt, dgr.accumulate), fmt)
         if w.requires_grad:
             gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
@@ -272,6 +276,28 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(bias, g.sum(axis=0), grad_fmt)
 
     return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
+
+
+def _tiles_transpose(first: Operand, second: Operand) -> bool:
+    """Whether quantising Wᵀ with ``second`` gives exactly the transpose of W quantised with
+    ``first`` (a shortcut only: the recipe still quantises both, e.g. NVFP4's and DeepSeek's
+    square weight tiles, but without telemetry the second is the first transposed).
+
+    Proof, for one Scheme with square 2-D tiles (t, t), deterministic rounding and no Hadamard
+    transform, on a 2-D W: the tiles of Wᵀ are the transposes of the tiles of W (both grids
+    start at index 0 on each axis; a tile clamped to a short axis, min(t, n) on each axis, and
+    zero padding of a ragged edge transpose alike), so each tile holds the same values, with
+    the same amax; the tensor amax is the same; the scales are functions of those amaxes; and
+    the element rounding is element-wise and deterministic. Tests check it
+    (tests/test_mixed_recipe_fastpaths.py).
+    """
+    if not isinstance(first, Scheme):
+        return False
+    block = first.block
+    # (DQ8's nested blocks run over the scales in row-major order, which transposing changes.)
+    return (isinstance(block, tuple) and len(block) == 2 and block[0] == block[1]
+            and first.rounding != "stochastic" and not first.hadamard and first.scale != "dq8"
+            and (first is second or first == second))
 
 
 def _same(first: Operand, second: Operand) -> bool:

@@ -108,6 +108,17 @@ def _amax(arr: np.ndarray, what: str = "x") -> float:
     return amax
 
 
+def _as_float64_with_amax(x: Any) -> tuple[np.ndarray, float]:
+    """(x as float64, max|x|): the amax of a float32 array is taken before the widening (half
+    the memory to read). Same value: float32 -> float64 is exact and increasing, so the
+    maximum of the widened magnitudes is the widened maximum (NaN / inf propagate alike)."""
+    src = as_float_array(x, name="x")
+    if src.dtype == np.float32:
+        return src.astype(np.float64), _amax(src)
+    arr = src.astype(np.float64, copy=False)
+    return arr, _amax(arr)
+
+
 def _nonfinite_amax(arr: np.ndarray, what: str) -> None:
     """floatlab.quant.blocks.raise_nonfinite, worded for a per-tensor scale."""
     raise_nonfinite(arr, what, "its amax is undefined and no scale can be computed",
@@ -373,8 +384,7 @@ class CurrentScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
-        arr = _as_float64(x)
-        amax = _amax(arr)
+        arr, amax = _as_float64_with_amax(x)
         return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
 
     def __repr__(self) -> str:
@@ -449,8 +459,7 @@ class DelayedScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
-        arr = _as_float64(x)
-        amax = _amax(arr)
+        arr, amax = _as_float64_with_amax(x)
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)

@@ -127,15 +127,20 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         if not np.isfinite(g) or g == 0:
             raise ValueError(f"the tensor amax {tensor_amax:g} gives a global scale outside "
                              "float32's normal range; scale the tensor first")
-        b = (amax.astype(f32) / f32(emax_value)).astype(f32)
+        b = amax.astype(f32, copy=False) / f32(emax_value)  # float32 / float32: float32
         if scheme.margin:
             b = b * f32(2.0**scheme.margin)
-        ratio = np.clip(b / g, fmt.smallest_normal, fmt.max).astype(f32)
+        ratio = b / g  # float32, finite: clamped (minimum / maximum: np.clip's result, cheaper)
+        ratio = np.maximum(np.minimum(ratio, fmt.max, out=ratio), fmt.smallest_normal,
+                           out=ratio)
         if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
-            scales = round_finite_in_range(ratio, fmt).astype(np.float64)
+            rounded = round_finite_in_range(ratio, fmt)  # float32 values of fmt
+            scales = rounded.astype(np.float64)
+            scales32 = rounded.astype(f32, copy=False)  # = scales.astype(f32): widening exact
         else:
             scales = round_to_format(ratio, fmt, rounding=mode)
-        effective = (f32(g) * scales.astype(f32)).astype(np.float64)
+            scales32 = scales.astype(f32)
+        effective = (f32(g) * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin

@@ -1,0 +1,69 @@
+"""Shortcuts of the recipe GEMMs, each equal to the path it replaces."""
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab.mixed import Trainer, recipe_gemm, teacher_gaussians
+from floatlab.mixed.recipe import get_recipe
+
+SQUARE_TILES = [
+    get_recipe("nvfp4").forward.b,                                   # NVFP4 16x16 weights
+    get_recipe("deepseek-fp8").forward.b,                            # DeepSeek 128x128
+    floatlab.Scheme("e4m3fn", (16, 16), "float32", "even"),
+    floatlab.Scheme("e2m1", (8, 8), "e4m3fn", "ceil", global_scale=True, margin=1),
+    floatlab.Scheme("e5m2", (32, 32), "e8m0", "floor"),
+]
+
+
+@pytest.mark.parametrize("scheme", SQUARE_TILES, ids=lambda s: s.name or s.describe())
+@pytest.mark.parametrize("shape", [(64, 64), (4, 64), (64, 16), (20, 37), (130, 260), (1, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_square_tiles_of_the_transpose_are_the_transposed_tiles(scheme, shape, dtype):
+    """The proof in recipe_gemm._tiles_transpose, checked: quantising Wᵀ gives Wᵀ of the
+    quantised W, bit for bit (ragged edges, clamped tiles, outliers in one tile)."""
+    assert recipe_gemm._tiles_transpose(scheme, scheme)
+    rng = np.random.default_rng(shape[0] * 1000 + shape[1])
+    w = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)).astype(dtype)
+    w[0, -1] *= 1e4
+    direct = floatlab.fake_quantize(np.ascontiguousarray(w.T), scheme)
+    transposed = floatlab.fake_quantize(w, scheme).T
+    assert direct.dtype == transposed.dtype
+    assert np.array_equal(direct.view(np.uint8), np.ascontiguousarray(transposed).view(np.uint8))
+
+
+def test_tiles_transpose_only_where_proved():
+    nvfp4 = get_recipe("nvfp4")
+    weights = nvfp4.forward.b
+    assert not recipe_gemm._tiles_transpose(weights, weights.replace(rounding="stochastic"))
+    assert not recipe_gemm._tiles_transpose(weights.replace(rounding="stochastic"),
+                                            weights.replace(rounding="stochastic"))
+    assert not recipe_gemm._tiles_transpose(nvfp4.forward.a, nvfp4.forward.a)   # 1x16 blocks
+    assert not recipe_gemm._tiles_transpose(weights, weights.replace(block=(16, 32)))
+    assert not recipe_gemm._tiles_transpose(weights, weights.replace(scale_rounding="ceil"))
+    dq8 = floatlab.Scheme("e4m3fn", (16, 16), "dq8")
+    assert not recipe_gemm._tiles_transpose(dq8, dq8)
+    assert not recipe_gemm._tiles_transpose(floatlab.get_format("e4m3fn"),
+                                            floatlab.get_format("e4m3fn"))
+
+
+def test_training_without_telemetry_equals_quantising_the_transpose(monkeypatch):
+    """NVFP4 training without telemetry (dgrad reads the forward's 16x16 weight tiles
+    transposed) ends with the same parameters as quantising Wᵀ anew."""
+    data = teacher_gaussians(n=512)
+
+    taken = []
+    proved = recipe_gemm._tiles_transpose
+
+    def params(shortcut: bool) -> list:
+        with monkeypatch.context() as m:
+            m.setattr(recipe_gemm, "_tiles_transpose",
+                      lambda first, second: taken.append(proved(first, second)) or taken[-1]
+                      if shortcut else False)
+            t = Trainer("nvfp4", seed=0, telemetry=False, progress=False, batch_size=128)
+            t.fit(data, steps=6)
+        return [np.array(p.data) for p in t.model.parameters()]
+
+    for fast, slow in zip(params(True), params(False), strict=True):
+        assert np.array_equal(fast, slow)
+    assert taken and all(taken)  # the shortcut ran (dgrad of the two upper layers, per step)
