@@ -240,3 +240,174 @@ def _scalar_kahan_nearest(x: np.ndarray, fmt: Format, keep: bool) -> np.ndarray:
         if keep:
             out[i] = s
     return np.array(out, dtype=np.float64) if keep else np.float64(s)
+
+
+# --------------------------------------------------------------------------- every other case
+
+_GENERAL_MODES = _SCALAR_MODES + ("odd", "stochastic")
+_DRAW_BLOCK = 1 << 14  # uniform draws made at once for stochastic rounding (4 per term)
+
+
+def _general_kahan_applies(acc: Accumulator, columns: int) -> bool:
+    """Whether :func:`_general_kahan` is this Kahan adder: any floatlab mode in a signed format
+    with a zero and 2 <= p <= 51 (IEEE, FN, FNUZ, saturating MX formats, FTZ formats).
+    Stochastic rounding only for one sum (``columns == 1``): with several, the per-step path
+    draws per vectorised call, and how many depends on how many of the columns' values lie
+    below the smallest normal (floatlab.rounding._round_bits), which a column-by-column loop
+    cannot reproduce."""
+    fmt = acc.fmt
+    return (_SCALAR_KAHAN and acc.rounding in _GENERAL_MODES and fmt.signed and fmt.has_zero
+            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns == 1))
+
+
+def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
+    """A Python-float function ``add(a, b, u)``: ``floatlab.round(odd_sum(a, b), fmt, mode)``
+    (what floatlab.accumulate's per-step path computes; tests check them equal), with u the
+    uniform draw the per-step path's stochastic rounding compares with (ignored otherwise).
+
+    o = odd_sum(a, b) as floatlab.eft computes it: s = a + b, TwoSum's exact error err, and
+    where err != 0 and s is finite with an even last bit, one float64 ulp toward err
+    (math.nextafter). Then o is rounded as floatlab.round does it, on its magnitude a = |o|:
+
+    * the quantum q of a's binade (frexp's k: 2**(k-1) <= a < 2**k): 2**(max(k-1, emin) - p
+      + 1), or without the clamp at emin for FTZ formats (which round on the input's own
+      binade, then flush); the truncation lo = (a // q) * q and the fraction f = (a - lo) / q
+      are exact (q a power of two, a - lo exact: both lie in a's binade on float64's grid,
+      and no division underflows since q < 1 wherever a is that small);
+    * one step up (lo + q) by the mode's decision on f, exactly as
+      floatlab._rounding_kernels._round_up_decision reads the discarded remainder: nearest
+      even f > 1/2 or f == 1/2 with lo / q odd, nearest away f >= 1/2, up / down f > 0 for a
+      positive / negative o, odd f > 0 with lo / q even, stochastic u < f (f truncated to a
+      multiple of 2**-k first for ``random_bits=k``, as _LimitedRandomBits does);
+    * overflow (a result above max), as floatlab._rounding_fast.overflow_by_bits: +-max for
+      formats without NaN, toward_zero and odd; ``up`` gives -max for negative o and ``down``
+      +max for positive o; otherwise inf, or NaN where the format has no inf;
+    * FTZ: a result below 2**emin becomes a zero of o's sign (binades below emin - 1 cannot
+      round up to 2**emin and flush at once); FNUZ formats have no -0: every zero is +0;
+    * non-finite o: NaN stays NaN, inf stays inf, or becomes NaN in formats without inf;
+      formats with neither raise floatlab.round's own error (it is called on that value).
+    """
+    from math import copysign, floor, frexp, inf, nan, nextafter
+
+    p, emin, top = fmt.p, fmt.emin, fmt.max
+    ftz = not fmt.subnormals
+    # the quantum of every float64 binade k - 1 (frexp's k from -1073 to 1024); None: flush
+    quanta = []
+    for k in range(-1073, 1025):
+        e = k - 1 if ftz else max(k - 1, emin)
+        quanta.append(None if ftz and k - 1 < emin - 1 else 2.0 ** (e - p + 1))
+    threshold = 2.0**emin if ftz else 0.0
+    zero = 0.0 if not fmt.has_negative_zero else None
+    overflow_value = inf if fmt.has_inf else nan
+    if not fmt.has_nan or mode in ("toward_zero", "odd"):
+        over_pos = over_neg = top
+    else:
+        over_pos = top if mode == "down" else overflow_value
+        over_neg = top if mode == "up" else overflow_value
+    scale = 2.0**random_bits if random_bits is not None else None
+
+    def special(o: float) -> float:
+        if o != o and fmt.has_nan:
+            return o
+        if fmt.has_inf:
+            return o
+        if fmt.has_nan:
+            return copysign(nan, o)
+        from floatlab.rounding import round as _round  # raises its own clear error
+
+        return float(_round(o, fmt, "nearest_even"))
+
+    def add(a: float, b: float, u: float) -> float:
+        o = a + b
+        if o - o != 0.0:
+            return special(o)
+        if o == 0.0:  # an exact zero, with the sign float64's addition gives
+            return o if zero is None else zero
+        bb = o - a
+        err = (a - (o - bb)) + (b - bb)
+        m, k = frexp(o)
+        if err and not int(m * 9007199254740992.0) & 1:  # even: one ulp toward err
+            o = nextafter(o, inf if err > 0.0 else -inf)
+            m, k = frexp(o)
+        q = quanta[k + 1073]
+        if q is None:  # FTZ, far below the normal range
+            return copysign(0.0, o) if zero is None else zero
+        mag = o if o > 0.0 else -o
+        kept = mag // q
+        lo = kept * q
+        f = (mag - lo) / q
+        if f:
+            if mode == "nearest_even":
+                up = f > 0.5 or (f == 0.5 and kept % 2.0 == 1.0)
+            elif mode == "nearest_away":
+                up = f >= 0.5
+            elif mode == "toward_zero":
+                up = False
+            elif mode == "up":
+                up = o > 0.0
+            elif mode == "down":
+                up = o < 0.0
+            elif mode == "odd":
+                up = kept % 2.0 == 0.0
+            else:  # stochastic
+                up = u < (floor(f * scale) / scale if scale is not None else f)
+            r = lo + q if up else lo
+        else:
+            r = lo
+        if r > top:
+            return over_pos if o > 0.0 else -over_neg
+        if r < threshold or r == 0.0:
+            return copysign(0.0, o) if zero is None else zero
+        return r if o > 0.0 else -r
+
+    return add
+
+
+def _kahan_engine(acc: Accumulator, columns: int):
+    """The scalar function that runs one of ``columns`` long Kahan sums of ``acc``, or None
+    where only the per-step path applies."""
+    if _scalar_kahan_applies(acc):
+        return _scalar_kahan
+    if _general_kahan_applies(acc, columns):
+        return _general_kahan
+    return None
+
+
+def _general_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
+    """One long Kahan sum through :func:`_general_rounder`, each of its four operations one
+    ``floatlab.round(odd_sum(a, b))`` as the per-step path computes it.
+
+    Stochastic rounding draws the numbers the per-step path draws, in its order: that path
+    calls floatlab.round on one element per operation, and round() draws exactly one uniform
+    double per element and call whatever the value (floatlab.rounding._round_bits: the
+    pattern kernel, the significand kernel and the shared draws of the tiny-input kernel each
+    take ``rng.random(1)``; ``random_bits`` draws from the same generator), so the stream is
+    4 draws per term, in the order y, t, t - s, c. They are drawn here in blocks: a PCG64
+    Generator's ``random(n)`` yields the same doubles as n calls of ``random(1)`` (one 64-bit
+    output per double, nothing buffered; a test checks it), and exactly 4 n are drawn in all,
+    so the generator ends in the same state. (Where a format without NaN meets a NaN or inf,
+    both paths raise, and the generator may then have run ahead here.)
+    """
+    fmt = acc.fmt
+    add = _general_rounder(fmt, acc.rounding, acc.random_bits)
+    values = x.tolist()
+    n = len(values)
+    out = [0.0] * n if keep else None
+    stochastic = acc.rounding == "stochastic"
+    generator = acc.rng
+    s = c = 0.0
+    draws: list[float] = [0.0] * 4 * min(n, _DRAW_BLOCK)
+    for start in range(0, n, _DRAW_BLOCK):
+        stop = min(n, start + _DRAW_BLOCK)
+        if stochastic:
+            draws = generator.random(4 * (stop - start)).tolist()
+        j = 0
+        for i in range(start, stop):
+            y = add(values[i], -c, draws[j])
+            t = add(s, y, draws[j + 1])
+            c = add(add(t, -s, draws[j + 2]), -y, draws[j + 3])
+            j += 4
+            s = t
+            if keep:
+                out[i] = s
+    return np.array(out, dtype=np.float64) if keep else np.float64(s)

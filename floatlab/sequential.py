@@ -432,4 +432,8 @@ def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) ->
 
 
 # The scalar Kahan engine lives in floatlab.kahan_scalar (re-exported for floatlab.accumulate).
-from floatlab.kahan_scalar import _scalar_kahan, _scalar_kahan_applies  # noqa: E402, F401
+from floatlab.kahan_scalar import (  # noqa: E402, F401
+    _kahan_engine,
+    _scalar_kahan,
+    _scalar_kahan_applies,
+)
