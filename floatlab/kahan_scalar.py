@@ -271,13 +271,13 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
 
     * the quantum q of a's binade (frexp's k: 2**(k-1) <= a < 2**k): 2**(max(k-1, emin) - p
       + 1), or without the clamp at emin for FTZ formats (which round on the input's own
-      binade, then flush); the truncation lo = (a // q) * q and the fraction f = (a - lo) / q
-      are exact (q a power of two, a - lo exact: both lie in a's binade on float64's grid,
-      and no division underflows since q < 1 wherever a is that small);
-    * one step up (lo + q) by the mode's decision on f, exactly as
+      binade, then flush); a / q (exact: q is a power of two, and q < 1 wherever a is small
+      enough for the quotient to underflow), its fraction f = (a / q) mod 1 and kept part
+      a / q - f (both exact) give the truncation lo = kept * q;
+    * one step up ((kept + 1) * q, exact: kept + 1 <= 2**p) by the mode's decision on f, exactly as
       floatlab._rounding_kernels._round_up_decision reads the discarded remainder: nearest
-      even f > 1/2 or f == 1/2 with lo / q odd, nearest away f >= 1/2, up / down f > 0 for a
-      positive / negative o, odd f > 0 with lo / q even, stochastic u < f (f truncated to a
+      even f > 1/2 or f == 1/2 with kept odd, nearest away f >= 1/2, up / down f > 0 for a
+      positive / negative o, odd f > 0 with kept even, stochastic u < f (f truncated to a
       multiple of 2**-k first for ``random_bits=k``, as _LimitedRandomBits does);
     * overflow (a result above max), as floatlab._rounding_fast.overflow_by_bits: +-max for
       formats without NaN, toward_zero and odd; ``up`` gives -max for negative o and ``down``
@@ -292,11 +292,12 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
     p, emin, top = fmt.p, fmt.emin, fmt.max
     ftz = not fmt.subnormals
     # the quantum of every float64 binade k - 1 (frexp's k from -1073 to 1024); None: flush
-    quanta = []
+    # (indexed by k itself: negative k count from the end of the list)
+    quanta: list[float | None] = [None] * 2098
     for k in range(-1073, 1025):
         e = k - 1 if ftz else max(k - 1, emin)
-        quanta.append(None if ftz and k - 1 < emin - 1 else 2.0 ** (e - p + 1))
-    threshold = 2.0**emin if ftz else 0.0
+        quanta[k] = None if ftz and k - 1 < emin - 1 else 2.0 ** (e - p + 1)
+    smallest = 2.0**emin if ftz else 2.0 ** (emin - p + 1)  # the least positive result
     zero = 0.0 if not fmt.has_negative_zero else None
     overflow_value = inf if fmt.has_inf else nan
     if not fmt.has_nan or mode in ("toward_zero", "odd"):
@@ -304,7 +305,10 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
     else:
         over_pos = top if mode == "down" else overflow_value
         over_neg = top if mode == "up" else overflow_value
-    scale = 2.0**random_bits if random_bits is not None else None
+    scale = 2.0**random_bits if random_bits is not None else 0.0
+    stochastic, nearest_even = mode == "stochastic", mode == "nearest_even"
+    nearest_away, odd, up_if_positive = mode == "nearest_away", mode == "odd", mode == "up"
+    toward_zero = mode == "toward_zero"
 
     def special(o: float) -> float:
         if o != o and fmt.has_nan:
@@ -321,44 +325,43 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
         o = a + b
         if o - o != 0.0:
             return special(o)
-        if o == 0.0:  # an exact zero, with the sign float64's addition gives
-            return o if zero is None else zero
+        # (an exact zero o, with the sign float64's addition gives, runs through as 0 * q)
         bb = o - a
         err = (a - (o - bb)) + (b - bb)
         m, k = frexp(o)
-        if err and not int(m * 9007199254740992.0) & 1:  # even: one ulp toward err
+        if err and (m * 9007199254740992.0) % 2.0 == 0.0:  # even: one ulp toward err
             o = nextafter(o, inf if err > 0.0 else -inf)
-            m, k = frexp(o)
-        q = quanta[k + 1073]
+            if (m == 0.5 or m == -0.5) and (err > 0.0) != (m > 0.0):
+                k -= 1  # a power of two nudged toward zero: into the binade below
+        q = quanta[k]
         if q is None:  # FTZ, far below the normal range
             return copysign(0.0, o) if zero is None else zero
-        mag = o if o > 0.0 else -o
-        kept = mag // q
-        lo = kept * q
-        f = (mag - lo) / q
-        if f:
-            if mode == "nearest_even":
-                up = f > 0.5 or (f == 0.5 and kept % 2.0 == 1.0)
-            elif mode == "nearest_away":
-                up = f >= 0.5
-            elif mode == "toward_zero":
-                up = False
-            elif mode == "up":
-                up = o > 0.0
-            elif mode == "down":
-                up = o < 0.0
-            elif mode == "odd":
-                up = kept % 2.0 == 0.0
-            else:  # stochastic
-                up = u < (floor(f * scale) / scale if scale is not None else f)
-            r = lo + q if up else lo
-        else:
-            r = lo
+        positive = o > 0.0
+        scaled = (o if positive else -o) / q  # |o| in quanta
+        f = scaled % 1.0
+        kept = scaled - f
+        if not f:
+            pass
+        elif stochastic:
+            if u < (floor(f * scale) / scale if scale else f):
+                kept += 1.0
+        elif nearest_even:
+            if f > 0.5 or (f == 0.5 and kept % 2.0 == 1.0):
+                kept += 1.0
+        elif nearest_away:
+            if f >= 0.5:
+                kept += 1.0
+        elif odd:
+            if kept % 2.0 == 0.0:
+                kept += 1.0
+        elif positive == up_if_positive and not toward_zero:  # up / down: o's sign decides
+            kept += 1.0
+        r = kept * q
         if r > top:
-            return over_pos if o > 0.0 else -over_neg
-        if r < threshold or r == 0.0:
+            return over_pos if positive else -over_neg
+        if r < smallest:  # zero, or flushed
             return copysign(0.0, o) if zero is None else zero
-        return r if o > 0.0 else -r
+        return r if positive else -r
 
     return add
 
