@@ -2,9 +2,16 @@
 
 A Kahan sum's state (sum, compensation) is a recurrence no scan can split, and a single long
 sum has one output to vectorise over; so it runs step by step in Python floats, each operation
-one rounding of the exact result to the accumulator's format (about a microsecond per step
-instead of a floatlab.round call on 0-d arrays). Tests check it equal to the general per-step
+one rounding of the exact result to the accumulator's format (one to two microseconds per step
+instead of floatlab.round calls on 0-d arrays). Tests check it equal to the general per-step
 path (TwoSum, round to odd, floatlab.round) in every mode it claims.
+
+Two engines: :func:`_scalar_kahan` (signed IEEE formats with subnormals, the deterministic
+modes but round to odd; the faster one) and :func:`_general_kahan`, which computes exactly
+what the per-step path does, ``floatlab.round(odd_sum(a, b))``, for every mode and every
+signed format with a zero and 2 <= p <= 51: FN (NaN on overflow), FNUZ (no -0), FTZ, the
+saturating MX formats, round to odd, and stochastic rounding with the per-step path's random
+stream (one sum only). :func:`_kahan_engine` picks one, or None for the per-step path.
 """
 
 from __future__ import annotations
@@ -286,6 +293,13 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
       round up to 2**emin and flush at once); FNUZ formats have no -0: every zero is +0;
     * non-finite o: NaN stays NaN, inf stays inf, or becomes NaN in formats without inf;
       formats with neither raise floatlab.round's own error (it is called on that value).
+
+    >>> from floatlab.formats import get_format
+    >>> add = _general_rounder(get_format("e4m3fn"), "nearest_even")
+    >>> add(448.0, 16.0, 0.0), add(448.0, 17.0, 0.0)  # 464 ties to 448 (even); 465: NaN
+    (448.0, nan)
+    >>> _general_rounder(get_format("e4m3fn"), "stochastic")(1.0, 0.0625, 0.49)  # f = 1/2
+    1.125
     """
     from math import copysign, floor, frexp, inf, nan, nextafter
 
