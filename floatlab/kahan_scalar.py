@@ -31,10 +31,19 @@ _SCALAR_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
 def _scalar_kahan_applies(acc: Accumulator) -> bool:
     """Whether :func:`_scalar_kahan` is this Kahan adder: a deterministic mode other than
     round-to-odd in a signed IEEE format (inf on overflow, subnormals, p <= 51 so that every
-    grid point and midpoint is a float64 number)."""
+    grid point and midpoint is a float64 number), or round to nearest even in an FN format
+    (NaN where IEEE has inf, as :func:`_scalar_kahan_nearest` handles)."""
     fmt = acc.fmt
-    return (_SCALAR_KAHAN and acc.rounding in _SCALAR_MODES and fmt.special == "ieee"
+    ieee = fmt.special == "ieee" or (
+        fmt.special == "fn" and not fmt.has_inf and fmt.has_nan and fmt.has_negative_zero
+        and _nearest_engine_applies(acc))
+    return (_SCALAR_KAHAN and acc.rounding in _SCALAR_MODES and ieee
             and fmt.signed and fmt.subnormals and fmt.has_zero and fmt.p <= 51)
+
+
+def _nearest_engine_applies(acc: Accumulator) -> bool:
+    fmt = acc.fmt
+    return acc.rounding == "nearest_even" and fmt.p <= 25 and fmt.emax - fmt.p < 900
 
 
 _SCALAR_KAHAN = True  # switch for the tests, which check this path equal to the general one
@@ -166,7 +175,7 @@ def _scalar_kahan(x: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
     add values of the format, which in round to nearest even with p <= 25 need no TwoSum.
     Returns the running sums (keep) or the total, as float64."""
     fmt = acc.fmt
-    if acc.rounding == "nearest_even" and fmt.p <= 25 and fmt.emax - fmt.p < 900:
+    if _nearest_engine_applies(acc):
         return _scalar_kahan_nearest(x, fmt, keep)
     add = _scalar_adder(fmt, acc.rounding)
     add_fmt = _scalar_adder(fmt, acc.rounding, in_format=True)
@@ -197,11 +206,14 @@ def _scalar_kahan_nearest(x: np.ndarray, fmt: Format, keep: bool) -> np.ndarray:
     of fmt: their float64 sums round innocuously (Figueroa, 53 >= 2p + 2), no TwoSum needed;
     their exact sums are never nonzero below the smallest subnormal, so a zero result is an
     exact zero whose sign float64's addition gives. Overflow gives inf (|r| > max), inf and
-    NaN pass through.
+    NaN pass through; in an FN format (no inf, NaN) both overflow and an inf term give NaN,
+    as floatlab.round does (an inf can only come from a term: the sums of two values of the
+    format stay far below float64's overflow).
     """
-    from math import copysign, frexp, inf
+    from math import copysign, frexp, inf, nan
 
     p, emin, top = fmt.p, fmt.emin, fmt.max
+    big_value = inf if fmt.has_inf else nan  # overflow: inf, or NaN in FN formats
     magic = [(1.5 * 2.0**52 * 2.0 ** (max(k - 1, emin) - p + 1),
               0.5 * 2.0 ** (max(k - 1, emin) - p + 1)) for k in range(-1073, 1025)]
     values = x.tolist()
@@ -218,31 +230,31 @@ def _scalar_kahan_nearest(x: np.ndarray, fmt: Format, keep: bool) -> np.ndarray:
             if err and (y - d == half or d - y == half):
                 y = d + half if err > 0.0 else d - half
             if y > top or y < -top:
-                y = copysign(inf, y)
+                y = copysign(big_value, y)
             elif not y:
                 y = copysign(0.0, d)
         else:
-            y = d
+            y = d if d == 0.0 or big_value == inf else d * 0.0  # FN: inf (and NaN) -> NaN
         # t = round(s + y)
         t = s + y
         if t - t == 0.0 and t != 0.0:
             big = magic[frexp(t)[1] + 1073][0]
             t = (t + big) - big
             if t > top or t < -top:
-                t = copysign(inf, t)
+                t = copysign(big_value, t)
         # c = round(round(t - s) - y)
         u = t - s
         if u - u == 0.0 and u != 0.0:
             big = magic[frexp(u)[1] + 1073][0]
             u = (u + big) - big
             if u > top or u < -top:
-                u = copysign(inf, u)
+                u = copysign(big_value, u)
         c = u - y
         if c - c == 0.0 and c != 0.0:
             big = magic[frexp(c)[1] + 1073][0]
             c = (c + big) - big
             if c > top or c < -top:
-                c = copysign(inf, c)
+                c = copysign(big_value, c)
         s = t
         if keep:
             out[i] = s
