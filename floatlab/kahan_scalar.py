@@ -273,10 +273,12 @@ def _general_kahan_applies(acc: Accumulator, columns: int) -> bool:
     Stochastic rounding only for one sum (``columns == 1``): with several, the per-step path
     draws per vectorised call, and how many depends on how many of the columns' values lie
     below the smallest normal (floatlab.rounding._round_bits), which a column-by-column loop
-    cannot reproduce."""
+    cannot reproduce. FTZ formats need emin > -1022 (floatlab.round refuses the others); with
+    at most 11 exponent bits every quantum and max are float64 numbers."""
     fmt = acc.fmt
     return (_SCALAR_KAHAN and acc.rounding in _GENERAL_MODES and fmt.signed and fmt.has_zero
-            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns == 1))
+            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns == 1)
+            and (fmt.subnormals or fmt.emin > -1022))
 
 
 def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):

@@ -83,6 +83,7 @@ def test_scalar_kahan_compensates():
     Accumulator("float64", compensated=True),                # p = 53: native additions
     Accumulator("e5m2_nozero", compensated=True),            # no zero
     Accumulator("e8m0", compensated=True),                   # no sign, no zero, p = 1
+    Accumulator("e11m40_ftz", compensated=True),             # FTZ at emin -1022: refused
 ])
 def test_no_scalar_engine_outside_its_claim(acc):
     assert kahan_scalar._kahan_engine(acc, 2) is None
