@@ -186,7 +186,7 @@ for label, acc in (
         ("float8_e4m3fn Kahan stochastic", floatlab.Accumulator(
             "e4m3fn", "stochastic", compensated=True, rng=0)),
         ("float8_e4m3fn Kahan nearest_even", floatlab.Accumulator("e4m3fn", compensated=True)),
-        ("float8_e4m3fnuz Kahan down", floatlab.Accumulator("e4m3fnuz", "down",
+        ("float8_e5m2fnuz Kahan down", floatlab.Accumulator("e5m2fnuz", "down",
                                                             compensated=True)),
         ("e5m2_ftz Kahan nearest_even", floatlab.Accumulator("e5m2_ftz", compensated=True)),
         ("float16 Kahan odd", floatlab.Accumulator("fp16", "odd", compensated=True))):
