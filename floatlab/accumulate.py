@@ -47,10 +47,9 @@ from floatlab.sequential import (
     _bits,
     _float16_cast_adds,
     _float16_products,
+    _kahan_engine,
     _native_accumulate,
     _native_dtype,
-    _scalar_kahan,
-    _scalar_kahan_applies,
     _speculative_column,
     _truncating_products,
     _truncating_products_apply,
@@ -261,9 +260,10 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
-        if isinstance(terms, _ArrayTerms) and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m \
-                and _scalar_kahan_applies(self):  # a few long sums: Python floats per column
-            columns = [_scalar_kahan(terms.values[:, j], self, keep) for j in range(m)]
+        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) \
+            and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m else None
+        if engine is not None:  # a few long sums: Python floats per column
+            columns = [engine(terms.values[:, j], self, keep) for j in range(m)]
             if keep:
                 return np.stack(columns, axis=1) if columns else np.zeros((n, 0))
             return np.array(columns, dtype=np.float64).reshape(m)

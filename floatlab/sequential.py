@@ -18,8 +18,9 @@ term per inner index to all outputs and rounds with a magic constant built from 
 exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
 bound rules out overflow, else with NumPy's float64 -> float16 cast.
 A single long Kahan (compensated) sum has a state no scan can split: it runs step by step in
-Python floats (:mod:`floatlab.kahan_scalar`, the deterministic modes but round-to-odd in IEEE
-formats), about a microsecond per step instead of floatlab.round calls on 0-d arrays.
+Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for one sum only, in every
+signed format with a zero), one to two microseconds per step instead of floatlab.round calls
+on 0-d arrays.
 """
 
 from __future__ import annotations
@@ -432,4 +433,8 @@ def _truncating_tile(a_cols: np.ndarray, b_rows: np.ndarray, keep: np.uint64) ->
 
 
 # The scalar Kahan engine lives in floatlab.kahan_scalar (re-exported for floatlab.accumulate).
-from floatlab.kahan_scalar import _scalar_kahan, _scalar_kahan_applies  # noqa: E402, F401
+from floatlab.kahan_scalar import (  # noqa: E402, F401
+    _kahan_engine,
+    _scalar_kahan,
+    _scalar_kahan_applies,
+)

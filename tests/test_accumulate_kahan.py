@@ -37,9 +37,8 @@ def _check(x, acc, monkeypatch):
         assert _same(f, s), (acc, x[:4])
 
 
-def _inputs(fmt, rng):
+def _inputs(fmt, rng, n=200):
     top = floatlab.get_format(fmt).max
-    n = 200
     yield rng.standard_normal(n) * 10.0 ** rng.integers(-6, 4)          # random
     yield rng.random(n) * 2.0 ** rng.integers(-40, 5, n)                  # wide exponent spread
     big = np.concatenate([[1.0], rng.random(n) * 2.0**-9, [-1.0]])        # cancellation
@@ -50,7 +49,8 @@ def _inputs(fmt, rng):
     with np.errstate(over="ignore"):
         yield np.where(rng.random(n) < 0.5, top, -top) * (rng.random(n) + 0.5)  # overflow
     special = rng.standard_normal(n)
-    special[[7, 50]] = [np.nan, np.inf]
+    if floatlab.get_format(fmt).has_nan:  # (formats without NaN refuse them: tested below)
+        special[[7, 50]] = [np.nan, np.inf]
     special[:4] = [-0.0, -0.0, -1e-300, 1e-300]                          # signed zeros, underflow
     yield special
     yield np.array([-0.0] * 8)
@@ -58,13 +58,14 @@ def _inputs(fmt, rng):
 
 MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down"]
 # every format in round to nearest even; the other modes on a few (the general path is slow)
-CASES = [(f, "nearest_even") for f in FORMATS] + [
+# (and e4m3fn in round to nearest even: NaN where IEEE formats have inf)
+CASES = [(f, "nearest_even") for f in FORMATS + ["e4m3fn"]] + [
     (f, m) for f in ("bf16", "e5m2", "e11m40") for m in MODES[1:]]
 
 
 @pytest.mark.parametrize(("fmt", "mode"), CASES)
 def test_scalar_kahan_equals_general_path(fmt, mode, monkeypatch):
-    rng = np.random.default_rng(FORMATS.index(fmt))
+    rng = np.random.default_rng(len(fmt))
     for x in _inputs(fmt, rng):
         _check(x, Accumulator(fmt, mode, compensated=True), monkeypatch)
 
@@ -78,13 +79,84 @@ def test_scalar_kahan_compensates():
 
 
 @pytest.mark.parametrize("acc", [
-    Accumulator("e4m3fn", compensated=True),                 # no inf: overflow differs
-    Accumulator("fp16", "odd", compensated=True),            # round to odd is not claimed
-    Accumulator("bf16", "stochastic", compensated=True, rng=0),
+    Accumulator("bf16", "stochastic", compensated=True, rng=0),  # needs one column (below)
     Accumulator("float64", compensated=True),                # p = 53: native additions
+    Accumulator("e5m2_nozero", compensated=True),            # no zero
+    Accumulator("e8m0", compensated=True),                   # no sign, no zero, p = 1
+    Accumulator("e11m40_ftz", compensated=True),             # FTZ at emin -1022: refused
 ])
-def test_scalar_kahan_refused_outside_its_claim(acc):
-    assert not kahan_scalar._scalar_kahan_applies(acc)
+def test_no_scalar_engine_outside_its_claim(acc):
+    assert kahan_scalar._kahan_engine(acc, 2) is None
+
+
+def test_pcg64_block_draws_equal_single_draws():
+    """The general engine draws its uniform numbers in blocks; the per-step path draws one per
+    rounding call. A PCG64 Generator gives the same doubles either way, and ends in the same
+    state (each double is one 64-bit output; nothing is buffered between calls)."""
+    block, single = np.random.default_rng(5), np.random.default_rng(5)
+    drawn = block.random(1000)
+    assert np.array_equal(drawn, np.concatenate([single.random(1) for _ in range(1000)]))
+    assert block.random() == single.random()
+
+
+def _check_general(x, acc_args, monkeypatch):
+    """The general scalar engine's sum and running sums equal the per-step path's; stochastic
+    rounding with the same seed gives the same values and leaves the generator in the same
+    state."""
+    results, generators = [], []
+    for engine in (True, False):
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", engine)
+        acc = Accumulator(*acc_args[:2], compensated=True, **acc_args[2])
+        assert (kahan_scalar._kahan_engine(acc, 1) is kahan_scalar._general_kahan) == engine
+        with np.errstate(all="ignore"):
+            results.append([floatlab.sum(x, acc), floatlab.cumsum(x, acc)])
+        generators.append(acc.rng)
+    for fast, slow in zip(*results, strict=True):
+        assert _same(fast, slow), (acc_args, x[:4])
+    if acc_args[1] == "stochastic":
+        assert generators[0].random() == generators[1].random()
+
+
+GENERAL_CASES = (
+    [("e4m3fn", m, {}) for m in MODES[1:] + ["odd"]]                   # no inf: NaN on overflow
+    + [("e4m3fn_ftz", "nearest_even", {})]
+    + [("e5m2fnuz", m, {}) for m in ("nearest_even", "up", "odd")]     # no -0
+    + [("e5m2_ftz", m, {}) for m in ("down", "nearest_away")]          # flush to zero
+    + [("e2m1", "nearest_even", {}), ("e3m2", "up", {})]               # no NaN: saturate
+    + [("fp16", "odd", {})]
+    + [(f, "stochastic", {"rng": 7}) for f in
+       ("bf16", "e4m3fn", "e5m2fnuz", "e4m3fn_ftz", "e2m1", "fp16")]
+    + [(f, "stochastic", {"rng": 8, "random_bits": k}) for f, k in (("bf16", 3), ("e4m3fn", 5))]
+)
+
+
+@pytest.mark.parametrize("args", GENERAL_CASES, ids=str)
+def test_general_scalar_kahan_equals_per_step_path(args, monkeypatch):
+    """Random data, wide exponent spreads (subnormals), cancellation, ties, overflow, signed
+    zeros, NaN and inf: the Python-float engine equals the per-step floatlab.round path."""
+    rng = np.random.default_rng(len(args[0]) + len(args[1]))
+    for x in _inputs(args[0], rng, n=60):
+        _check_general(x, args, monkeypatch)
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "stochastic"])
+def test_general_scalar_kahan_raises_as_per_step_path(mode, monkeypatch):
+    """A format without NaN or inf refuses a NaN / inf term on both paths, with round()'s
+    message."""
+    x = np.array([1.0, 2.0, np.inf, 3.0])
+    for engine in (True, False):
+        monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", engine)
+        acc = Accumulator("e2m1", mode, compensated=True, rng=0 if mode == "stochastic" else None)
+        with pytest.raises(ValueError, match="has no inf and no NaN"):
+            floatlab.sum(x, acc)
+
+
+def test_stochastic_several_columns_take_the_per_step_path():
+    """With two sums the per-step path's draws per call depend on both columns' values, so the
+    stochastic engine is refused there (and the results still come from floatlab.round)."""
+    acc = Accumulator("bf16", "stochastic", compensated=True, rng=1)
+    assert kahan_scalar._kahan_engine(acc, 1) is kahan_scalar._general_kahan
+    assert kahan_scalar._kahan_engine(acc, 2) is None
 
 
 @pytest.mark.parametrize("mode", MODES)
