@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from gradcheck import assert_gradients_match_finite_differences
 
 import floatlab
 import floatlab.mixed as fm
@@ -77,31 +78,9 @@ CASES = [
 ]
 
 
-def _objective(fn, arrays, weights, requires_grad):
-    tensors = [Tensor(a, "fp64", requires_grad=requires_grad) for a in arrays]
-    out = fn(*tensors)
-    return (out * Tensor(weights, "fp64")).sum(), tensors
-
-
 @pytest.mark.parametrize("name, fn, arrays", CASES, ids=[c[0] for c in CASES])
 def test_gradients_match_float64_finite_differences(name, fn, arrays):
-    with use_precision("64-true"):
-        out_shape = fn(*[Tensor(a, "fp64") for a in arrays]).shape
-        weights = RNG.standard_normal(out_shape)
-        loss, tensors = _objective(fn, arrays, weights, requires_grad=True)
-        loss.backward()
-        h = 1e-6
-        for i, (arr, t) in enumerate(zip(arrays, tensors, strict=True)):
-            numeric = np.zeros_like(arr)
-            for idx in np.ndindex(arr.shape):  # element loop: building an exact reference
-                plus, minus = [a.copy() for a in arrays], [a.copy() for a in arrays]
-                plus[i][idx] += h
-                minus[i][idx] -= h
-                numeric[idx] = (_objective(fn, plus, weights, False)[0].item()
-                                - _objective(fn, minus, weights, False)[0].item()) / (2 * h)
-            assert t.grad is not None and t.grad.dtype == np.float64
-            np.testing.assert_allclose(t.grad, numeric, rtol=1e-6, atol=1e-8,
-                                       err_msg=f"{name}: input {i}")
+    assert_gradients_match_finite_differences(name, fn, arrays, RNG)
 
 
 # --------------------------------------------------------------------------- rounding oracles
