@@ -48,6 +48,18 @@ def _hard_operands(fmt_name: str, rng: np.random.Generator, n: int = 20000):
     return a, b, c
 
 
+def _assert_fast_fma_equals_slow(a, b, c, fmt, mode):
+    """floatlab.fma with its fast paths on and off gives the same bits."""
+    fa, fb, fc = (floatlab.array(v, fmt, rounding=mode) for v in (a, b, c))
+    quick = floatlab.fma(fa, fb, fc).values
+    arith._FAST_FMA = False
+    try:
+        slow = floatlab.fma(fa, fb, fc).values
+    finally:
+        arith._FAST_FMA = True
+    np.testing.assert_array_equal(quick.view(np.uint64), slow.view(np.uint64))
+
+
 @pytest.mark.parametrize("name", FORMATS)
 @pytest.mark.parametrize("mode", ["nearest_even", "nearest_away"])
 def test_nearest_fma_fast_path_equals_round_to_odd(name, mode):
@@ -62,14 +74,7 @@ def test_nearest_fma_fast_path_equals_round_to_odd(name, mode):
     got = floatlab.round(fast, fmt, mode)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
     # and through the public function, against the switched-off fast path
-    fa, fb, fc = (floatlab.array(v, fmt, rounding=mode) for v in (a, b, c))
-    quick = floatlab.fma(fa, fb, fc).values
-    arith._FAST_FMA = False
-    try:
-        slow = floatlab.fma(fa, fb, fc).values
-    finally:
-        arith._FAST_FMA = True
-    np.testing.assert_array_equal(quick.view(np.uint64), slow.view(np.uint64))
+    _assert_fast_fma_equals_slow(a, b, c, fmt, mode)
 
 
 def test_the_fast_path_fixes_a_midpoint_that_float64_would_round_wrongly():
@@ -126,14 +131,7 @@ def test_fma_of_narrow_formats_adds_exactly(name, mode):
     pool = np.asarray(values(fmt), dtype=float)
     pool = pool[np.isfinite(pool)]
     a, b, c = (rng.choice(pool, 30000) for _ in range(3))
-    fa, fb, fc = (floatlab.array(v, fmt, rounding=mode) for v in (a, b, c))
-    quick = floatlab.fma(fa, fb, fc).values
-    arith._FAST_FMA = False
-    try:
-        slow = floatlab.fma(fa, fb, fc).values
-    finally:
-        arith._FAST_FMA = True
-    np.testing.assert_array_equal(quick.view(np.uint64), slow.view(np.uint64))
+    _assert_fast_fma_equals_slow(a, b, c, fmt, mode)
 
 
 def test_a_midpoint_below_the_smallest_normal_is_fixed_too():
