@@ -172,13 +172,21 @@ def emulated(precision: str, X: np.ndarray, y: np.ndarray, full: bool, telemetry
               else StaticScaler(policy.scaler) if policy.scaler else None)
 
     state = RecipeRun(telemetry=telemetry) if policy.recipe else None
+    return _step(policy, opt, scaler, lambda: cross_entropy(model(Tensor(X)), y), full,
+                 telemetry, state)
+
+
+def _step(policy, opt, scaler, loss_of, full: bool, telemetry: bool, state=None):
+    """The step a user's loop runs: zero the gradients, ``loss_of()``, backward (scaled when
+    the policy has a scaler) and, with ``full``, the optimizer step; ``telemetry`` counts it
+    in a StepStats as the Trainer does, ``state`` is the recipe's RecipeRun."""
 
     def step() -> None:
         stats = StepStats(count_flushed=False) if telemetry else None
         run = recipe_run(run=state) if state is not None else _Null()
         with use_precision(policy), (recording(stats) if stats else _Null()), run:
             opt.zero_grad()
-            loss = cross_entropy(model(Tensor(X)), y)
+            loss = loss_of()
             if scaler is not None:
                 scaler.scale(loss).backward()
                 if full:
@@ -331,23 +339,8 @@ def emulated_transformer(precision: str, data, ids, targets, full: bool, telemet
         model = Transformer(data.vocab, seed=0, **T_SHAPE)
         opt = Adam(model.parameters(), lr=1e-3)
     scaler = GradScaler() if policy.scaler == "dynamic" else None
-
-    def step() -> None:
-        stats = StepStats(count_flushed=False) if telemetry else None
-        with use_precision(policy), (recording(stats) if stats else _Null()):
-            opt.zero_grad()
-            loss = sequence_loss(model(ids), targets)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                if full:
-                    scaler.step(opt)
-                    scaler.update()
-            else:
-                loss.backward()
-                if full:
-                    opt.step()
-
-    return step
+    return _step(policy, opt, scaler, lambda: sequence_loss(model(ids), targets), full,
+                 telemetry)
 
 
 def transformer_section(repeats: int) -> None:
