@@ -29,9 +29,9 @@ Two parts:
    fixed term its bias cancels, as massive activations act as biases -- a trainable weight on a
    4096 input would get a 4096x effective Adam step) feeds a trained linear head. The outlier's
    product is 4096 * 0.25 = 1024 = 2**10 in every hidden unit; an e8m13 accumulator holding it
-   has an ulp (its truncation quantum) of 2**(10 - 13) = 0.125, while the other products are
-   |x w| ~ 0.03: without promotion nearly all of them are truncated away (swamped) for the rest
-   of the sum. Promoted every 128, only the first chunk (the outlier's own) is swamped, and it
+   has an ulp (its truncation quantum) of 2**(10 - 13) = 0.125, while the other products
+   |x w| have a median of 0.017: without promotion 97% of them are truncated away (swamped)
+   for the rest of the sum. Promoted every 128, only the first chunk (the outlier's own) is swamped, and it
    holds no information. The same task without the outlier is the control.
 
     python benchmarks/exp_deepseek_promotion.py               # 150 steps, seeds 0-2 (~5 min)
