@@ -31,8 +31,8 @@ Two parts:
    product is 4096 * 0.25 = 1024 = 2**10 in every hidden unit; an e8m13 accumulator holding it
    has an ulp (its truncation quantum) of 2**(10 - 13) = 0.125, while the other products
    |x w| have a median of 0.017: without promotion 97% of them are truncated away (swamped)
-   for the rest of the sum. Promoted every 128, only the first chunk (the outlier's own) is swamped, and it
-   holds no information. The same task without the outlier is the control.
+   for the rest of the sum. Promoted every 128, only the first chunk (the outlier's own) is
+   swamped, and it holds no information. The same task without the outlier is the control.
 
     python benchmarks/exp_deepseek_promotion.py               # 150 steps, seeds 0-2 (~5 min)
     python benchmarks/exp_deepseek_promotion.py --steps 50 --seeds 1 --no-training
