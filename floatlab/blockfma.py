@@ -103,18 +103,17 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
 
     n, m = terms.n, terms.m
     products = _FAST_PRODUCTS and isinstance(terms, _ProductTerms) and terms.round_to is None
-    if acc.chunk is None:
-        if products:
-            return _product_blocks(terms.a, terms.b, 0, n, acc).reshape(m)
-        return _blocks(terms, 0, n, m, acc)
-    c = acc.chunk
-    if products:  # products made in cache-sized tiles, block by block, chunk by chunk
-        partial = [_product_blocks(terms.a, terms.b, first, builtins.min(n, first + c), acc)
-                   .reshape(m) for first in range(0, n, c)]
+    if products:  # products made in cache-sized tiles, block by block, all chunks side by side
+        partial = _product_chunks(terms.a, terms.b, acc.chunk or builtins.max(n, 1), acc)
+        partial = partial.reshape(-1, m)
+        if acc.chunk is None:
+            return partial[0] if len(partial) else np.zeros(m)
         if len(partial) == 1:  # one chunk: +0 + v in the promote format, which holds v, is v
             return partial[0] + 0.0  # (and -0 becomes +0, as that addition makes it)
-        partial = np.stack(partial) if partial else np.zeros((0, m))
         return acc._outer().reduce(_ArrayTerms(partial))
+    if acc.chunk is None:
+        return _blocks(terms, 0, n, m, acc)
+    c = acc.chunk
     chunks = -(-n // c)
     values = terms.block(0, n)
     if chunks * c != n:  # zeros after the real terms: they change no block's exponent or sum
@@ -127,20 +126,23 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
 
 
 # Switches for the tests, which check each fast path bit-equal to the general one.
-_FAST_PRODUCTS = True     # matrix products through _product_blocks (else _blocks of the terms)
+_FAST_PRODUCTS = True     # matrix products through _product_chunks (else _blocks of the terms)
 _FAST_TRUNCATION = True   # "toward_zero" block sums by bit mask (else floatlab.round)
 
 _TILE = 65536  # products per work buffer (512 KiB; measured faster than 32K and 128K here)
 
 
-def _product_blocks(a: np.ndarray, b: np.ndarray, start: int, stop: int, acc: Accumulator
-                    ) -> np.ndarray:
-    """The (M, N) running values after the fused blocks of the products ``a[:, k] * b[k, :]``
-    for k in [start, stop), from zero: the same values as :func:`_blocks` of those products
+def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) -> np.ndarray:
+    """(chunks, M, N): the running value of every output at the end of each chunk of ``chunk``
+    inner indices (the last may be shorter), each chunk from zero, after the fused blocks of
+    the products ``a[:, k] * b[k, :]``: the same values as :func:`_blocks` of those products
     (the general path; the tests check the two bit for bit), in fewer NumPy passes.
 
-    Products are made in tiles of rows, a block at a time, and the whole (M, N) is rounded
-    once per block. Why each shortcut gives the general path's bits:
+    Chunks restart from zero, so the full chunks are independent sums run side by side (one
+    NumPy call covers the same block of every chunk: fewer, longer calls when M x N is small,
+    as in a weight gradient); a shorter last chunk runs on its own. Products are made in tiles,
+    a block at a time, and all outputs are rounded once per block. Why each shortcut gives the
+    general path's bits:
 
     - ``einsum("kr,kn->krn")`` makes each product with one multiplication, correctly rounded
       (exact for inputs of <= 26 bits), as ``a * b`` does, in about 60% of the time of the
@@ -157,31 +159,55 @@ def _product_blocks(a: np.ndarray, b: np.ndarray, start: int, stop: int, acc: Ac
     """
     if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
         #                         order; a long last axis keeps the broadcasting loops long
-        return _product_blocks(b.T, a.T, start, stop, acc).T
+        return _product_chunks(b.T, a.T, chunk, acc).transpose(0, 2, 1)
+    n, m_rows, n_cols = a.shape[1], a.shape[0], b.shape[1]
+    full = n // chunk
+    parts = []
+    if full:  # (chunk, chunks, M) and (chunk, chunks, N): index k of every chunk together
+        parts.append(_chunk_blocks(
+            np.ascontiguousarray(a[:, : full * chunk].T.reshape(full, chunk, m_rows)
+                                 .transpose(1, 0, 2)),
+            np.ascontiguousarray(b[: full * chunk].reshape(full, chunk, n_cols)
+                                 .transpose(1, 0, 2)), acc))
+    if full * chunk < n:
+        parts.append(_chunk_blocks(np.ascontiguousarray(a[:, full * chunk:].T)[:, None],
+                                   np.ascontiguousarray(b[full * chunk:])[:, None], acc))
+    if not parts:
+        return np.zeros((0, m_rows, n_cols))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _chunk_blocks(a_cols: np.ndarray, b_rows: np.ndarray, acc: Accumulator) -> np.ndarray:
+    """The (G, M, N) running values after the fused blocks of the G sums of products
+    ``a_cols[k, g, :, None] * b_rows[k, g, None, :]`` over k, each from zero."""
     fmt, block = acc.fmt, acc.block_fma
     low = fmt.man_bits + acc.align_bits
-    a_cols = np.ascontiguousarray(a[:, start:stop].T)  # (k, M)
-    b_rows = np.ascontiguousarray(b[start:stop])       # (k, N)
-    m_rows, n_cols = a.shape[0], b.shape[1]
-    depth = builtins.min(block, stop - start)
+    length, groups, m_rows = a_cols.shape
+    n_cols = b_rows.shape[2]
+    depth = builtins.min(block, length)
     rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
-    buffer = np.empty((depth, builtins.min(rows, m_rows), n_cols))
-    c = np.zeros((m_rows, n_cols))
+    per_tile = builtins.max(1, rows // m_rows)   # whole groups per tile when M is small
+    rows = builtins.min(rows, m_rows)
+    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols))
+    c = np.zeros((groups, m_rows, n_cols))
     total, inverse = np.empty_like(c), np.empty_like(c)
     first_block = True
     with np.errstate(over="ignore", invalid="ignore"):
-        for first in range(0, stop - start, block):
-            last = builtins.min(stop - start, first + block)
-            for r0 in range(0, m_rows, rows):
-                r1 = builtins.min(m_rows, r0 + rows)
-                x = buffer[: last - first, : r1 - r0]
-                np.einsum("kr,kn->krn", a_cols[first:last, r0:r1], b_rows[first:last], out=x)
-                running = None if first_block else c[r0:r1]
-                inv = _truncate_block(x, running, fmt.emin, low)
-                part = np.sum(x, axis=0, out=total[r0:r1])
-                if running is not None:
-                    part += np.trunc(running * inv)
-                inverse[r0:r1] = inv
+        for first in range(0, length, block):
+            last = builtins.min(length, first + block)
+            for g0 in range(0, groups, per_tile):
+                g1 = builtins.min(groups, g0 + per_tile)
+                for r0 in range(0, m_rows, rows):
+                    r1 = builtins.min(m_rows, r0 + rows)
+                    x = buffer[: last - first, : g1 - g0, : r1 - r0]
+                    np.einsum("kgr,kgn->kgrn", a_cols[first:last, g0:g1, r0:r1],
+                              b_rows[first:last, g0:g1], out=x)
+                    running = None if first_block else c[g0:g1, r0:r1]
+                    inv = _truncate_block(x, running, fmt.emin, low)
+                    part = np.sum(x, axis=0, out=total[g0:g1, r0:r1])
+                    if running is not None:
+                        part += np.trunc(running * inv)
+                    inverse[g0:g1, r0:r1] = inv
             np.divide(total, inverse, out=total)
             c = _round_sums(total, acc, in_place=True)
             total = np.empty_like(c) if c is total else total

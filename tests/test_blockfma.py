@@ -180,13 +180,14 @@ def _adversarial_operands(rng, m, k, n):
     Accumulator("e8m7", "down", block_fma=7, chunk=9, promote="float32"),
 ], ids=repr)
 @pytest.mark.parametrize("shape", [(7, 150, 5), (5, 150, 7), (1, 33, 1), (40, 64, 3),
-                                   (3, 4, 70)])
-def test_product_blocks_equal_the_general_path(acc, shape, monkeypatch):
+                                   (3, 4, 70), (4, 256, 6), (3, 0, 2)])
+def test_product_chunks_equal_the_general_path(acc, shape, monkeypatch):
     from floatlab import blockfma
 
     rng = np.random.default_rng(sum(shape))
     a, b = _adversarial_operands(rng, *shape)
-    a[0, :3] = [np.inf, np.nan, -np.inf] if shape[1] > 3 else a[0, :3]
+    if shape[1] > 3:
+        a[0, :3] = [np.inf, np.nan, -np.inf]
     before = a.copy(), b.copy()
     fast = floatlab.matmul(a, b, acc)
     monkeypatch.setattr(blockfma, "_FAST_PRODUCTS", False)
@@ -198,7 +199,7 @@ def test_product_blocks_equal_the_general_path(acc, shape, monkeypatch):
     assert np.array_equal(a, before[0], equal_nan=True) and np.array_equal(b, before[1])
 
 
-def test_product_blocks_with_a_negative_zero_running_value(monkeypatch):
+def test_product_chunks_with_a_negative_zero_running_value(monkeypatch):
     """A tiny negative block sum rounded toward zero leaves c = -0; a following block of -0
     products sums to +0 on both paths (NumPy's sum starts from +0), which is why the fast
     path's einsum products (+0 for every zero product) are safe."""
