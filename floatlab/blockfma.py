@@ -204,7 +204,7 @@ def _chunk_blocks(a_cols: np.ndarray, b_rows: np.ndarray, acc: Accumulator) -> n
                               b_rows[first:last, g0:g1], out=x)
                     running = None if first_block else c[g0:g1, r0:r1]
                     inv = _truncate_block(x, running, fmt.emin, low)
-                    part = np.sum(x, axis=0, out=total[g0:g1, r0:r1])
+                    part = np.add.reduce(x, axis=0, out=total[g0:g1, r0:r1])
                     if running is not None:
                         part += np.trunc(running * inv)
                     inverse[g0:g1, r0:r1] = inv
