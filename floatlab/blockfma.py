@@ -45,8 +45,19 @@ about half an ulp per product that grows like K; in the block model the alignmen
 are toward zero *per addend*, so they carry the products' signs and mostly cancel, and the biased
 final truncation happens once per block of n, not once per product.
 
-All outputs of a matrix product are computed at once: one vectorised pass per block of products
-(``n`` times fewer passes than a per-addition model).
+Cost. All outputs of a matrix product are computed at once, a block of products at a time (``n``
+times fewer rounding steps than a per-addition model), but every product still takes six NumPy
+passes: it is made, scanned twice for its block's largest magnitude (max and min), scaled to its
+output's quantum, truncated and summed -- about 1.5 ns per product in float64 on the machine the
+benchmarks ran on, plus each block's per-output work (exponent, quantum, rounding). The
+deepseek-fp8 step of the reference MLP makes about 7.7M products, so its GEMMs cannot cost less
+than about 12 ms, some 25x the 0.46 ms float32 step by themselves; a 6x step would leave about
+0.35 ns per product, less than one pass. Float32 passes would cost about half, but the lab sums
+products of *dequantised* operands (E4M3 codes times float32 scales: up to 24 significant bits,
+so products of up to 48 bits, exact only in float64). DeepSeek's kernel instead sums the products
+of the unscaled codes (at most 8 bits, exact in float32) and applies the scales at promotion; its
+truncations then fall on a grid of the unscaled sum, a different rounding that the lab does not
+model (:func:`floatlab.mixed.recipe_gemm.gemm`).
 """
 
 from __future__ import annotations
@@ -102,19 +113,18 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
     from floatlab.accumulate import _ArrayTerms, _ProductTerms
 
     n, m = terms.n, terms.m
-    products = isinstance(terms, _ProductTerms) and terms.round_to is None
-    if acc.chunk is None:
-        if products:
-            return _product_blocks(terms.a, terms.b, 0, n, acc).reshape(m)
-        return _blocks(terms, 0, n, m, acc)
-    c = acc.chunk
-    if products:  # products made in cache-sized tiles, block by block, chunk by chunk
-        partial = [_product_blocks(terms.a, terms.b, first, builtins.min(n, first + c), acc)
-                   .reshape(m) for first in range(0, n, c)]
+    products = _FAST_PRODUCTS and isinstance(terms, _ProductTerms) and terms.round_to is None
+    if products:  # products made in cache-sized tiles, block by block, all chunks side by side
+        partial = _product_chunks(terms.a, terms.b, acc.chunk or builtins.max(n, 1), acc)
+        partial = partial.reshape(-1, m)
+        if acc.chunk is None:
+            return partial[0] if len(partial) else np.zeros(m)
         if len(partial) == 1:  # one chunk: +0 + v in the promote format, which holds v, is v
             return partial[0] + 0.0  # (and -0 becomes +0, as that addition makes it)
-        partial = np.stack(partial) if partial else np.zeros((0, m))
         return acc._outer().reduce(_ArrayTerms(partial))
+    if acc.chunk is None:
+        return _blocks(terms, 0, n, m, acc)
+    c = acc.chunk
     chunks = -(-n // c)
     values = terms.block(0, n)
     if chunks * c != n:  # zeros after the real terms: they change no block's exponent or sum
@@ -126,49 +136,107 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
     return acc._outer().reduce(_ArrayTerms(partial))
 
 
-_TILE = 32768  # products per work buffer (256 KiB: stays in a core's L2 cache)
+# Switches for the tests, which check each fast path bit-equal to the general one.
+_FAST_PRODUCTS = True     # matrix products through _product_chunks (else _blocks of the terms)
+_FAST_TRUNCATION = True   # "toward_zero" block sums by bit mask (else floatlab.round)
+
+_TILE = 65536  # products per work buffer (512 KiB; measured faster than 32K and 128K here)
 
 
-def _product_blocks(a: np.ndarray, b: np.ndarray, start: int, stop: int, acc: Accumulator
-                    ) -> np.ndarray:
-    """The (M, N) running values after the fused blocks of the products ``a[:, k] * b[k, :]``
-    for k in [start, stop), from zero. Each block's products are made in tiles of rows, the
-    same float64 products as ``_ProductTerms.block`` (exact for inputs of <= 26 bits), and the
-    whole (M, N) is rounded once per block."""
+def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) -> np.ndarray:
+    """(chunks, M, N): the running value of every output at the end of each chunk of ``chunk``
+    inner indices (the last may be shorter), each chunk from zero, after the fused blocks of
+    the products ``a[:, k] * b[k, :]``: the same values as :func:`_blocks` of those products
+    (the general path; the tests check the two bit for bit), in fewer NumPy passes.
+
+    Chunks restart from zero, so the full chunks are independent sums run side by side (one
+    NumPy call covers the same block of every chunk: fewer, longer calls when M x N is small,
+    as in a weight gradient); a shorter last chunk runs on its own. Products are made in tiles,
+    a block at a time, and all outputs are rounded once per block. Why each shortcut gives the
+    general path's bits:
+
+    - ``einsum("kr,kn->krn")`` makes each product with one multiplication, correctly rounded
+      (exact for inputs of <= 26 bits), as ``a * b`` does, in about 60% of the time of the
+      broadcast multiply; but it adds the product to a zeroed output, so an exact zero product
+      comes out +0 where ``a * b`` gives -0. Signs of zero products never reach a result: they
+      do not change the peak (|-0| = |+0|), and NumPy's sum starts from add's identity +0, so a
+      block's sum of truncated products is +0 when every one is a zero, whatever their signs
+      (and an exact cancellation of nonzero ones is +0 too). A test pins this on a running
+      value of -0 followed by -0 products.
+    - The first block starts from c = +0: |c| does not change the peak (max(p, 0) = p for the
+      peak p >= 0, NaN stays NaN) and adding trunc(+0 * inv) = +0 to a sum that is never -0
+      (above) changes nothing, so its terms are skipped.
+    - The rounding of the block sums: :func:`_round_sums`, in place on the fresh quotient.
+    """
     if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
         #                         order; a long last axis keeps the broadcasting loops long
-        return _product_blocks(b.T, a.T, start, stop, acc).T
+        return _product_chunks(b.T, a.T, chunk, acc).transpose(0, 2, 1)
+    n, m_rows, n_cols = a.shape[1], a.shape[0], b.shape[1]
+    full = n // chunk
+    parts = []
+    if full:  # (chunk, chunks, M) and (chunk, chunks, N): index k of every chunk together
+        parts.append(_chunk_blocks(
+            np.ascontiguousarray(a[:, : full * chunk].T.reshape(full, chunk, m_rows)
+                                 .transpose(1, 0, 2)),
+            np.ascontiguousarray(b[: full * chunk].reshape(full, chunk, n_cols)
+                                 .transpose(1, 0, 2)), acc))
+    if full * chunk < n:
+        parts.append(_chunk_blocks(np.ascontiguousarray(a[:, full * chunk:].T)[:, None],
+                                   np.ascontiguousarray(b[full * chunk:])[:, None], acc))
+    if not parts:
+        return np.zeros((0, m_rows, n_cols))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _chunk_blocks(a_cols: np.ndarray, b_rows: np.ndarray, acc: Accumulator) -> np.ndarray:
+    """The (G, M, N) running values after the fused blocks of the G sums of products
+    ``a_cols[k, g, :, None] * b_rows[k, g, None, :]`` over k, each from zero."""
     fmt, block = acc.fmt, acc.block_fma
     low = fmt.man_bits + acc.align_bits
-    a_cols = np.ascontiguousarray(a[:, start:stop].T)  # (k, M)
-    b_rows = np.ascontiguousarray(b[start:stop])       # (k, N)
-    m_rows, n_cols = a.shape[0], b.shape[1]
-    depth = builtins.min(block, stop - start)
+    length, groups, m_rows = a_cols.shape
+    n_cols = b_rows.shape[2]
+    depth = builtins.min(block, length)
     rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
-    buffer = np.empty((depth, builtins.min(rows, m_rows), n_cols))
-    c = np.zeros((m_rows, n_cols))
+    per_tile = builtins.max(1, rows // m_rows)   # whole groups per tile when M is small
+    rows = builtins.min(rows, m_rows)
+    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols))
+    c = np.zeros((groups, m_rows, n_cols))
     total, inverse = np.empty_like(c), np.empty_like(c)
+    first_block = True
     with np.errstate(over="ignore", invalid="ignore"):
-        for first in range(0, stop - start, block):
-            last = builtins.min(stop - start, first + block)
-            for r0 in range(0, m_rows, rows):
-                r1 = builtins.min(m_rows, r0 + rows)
-                x = buffer[: last - first, : r1 - r0]
-                np.multiply(a_cols[first:last, r0:r1, None], b_rows[first:last, None, :], out=x)
-                inv = _truncate_block(x, c[r0:r1], fmt.emin, low)
-                np.add(x.sum(axis=0), np.trunc(c[r0:r1] * inv), out=total[r0:r1])
-                inverse[r0:r1] = inv
-            c = _round_sums(total / inverse, acc)
+        for first in range(0, length, block):
+            last = builtins.min(length, first + block)
+            for g0 in range(0, groups, per_tile):
+                g1 = builtins.min(groups, g0 + per_tile)
+                for r0 in range(0, m_rows, rows):
+                    r1 = builtins.min(m_rows, r0 + rows)
+                    x = buffer[: last - first, : g1 - g0, : r1 - r0]
+                    np.einsum("kgr,kgn->kgrn", a_cols[first:last, g0:g1, r0:r1],
+                              b_rows[first:last, g0:g1], out=x)
+                    running = None if first_block else c[g0:g1, r0:r1]
+                    inv = _truncate_block(x, running, fmt.emin, low)
+                    part = np.add.reduce(x, axis=0, out=total[g0:g1, r0:r1])
+                    if running is not None:
+                        part += np.trunc(running * inv)
+                    inverse[g0:g1, r0:r1] = inv
+            np.divide(total, inverse, out=total)
+            c = _round_sums(total, acc, in_place=True)
+            total = np.empty_like(c) if c is total else total
+            first_block = False
     return c
 
 
-def _truncate_block(x: np.ndarray, c: np.ndarray, emin: int, low: int) -> np.ndarray:
+def _truncate_block(x: np.ndarray, c: np.ndarray | None, emin: int, low: int) -> np.ndarray:
     """Scale the block ``x`` (b, ...) in place to units of its alignment quantum q and drop the
-    shifted-out bits; return 1 / q (a power of two per sum). ``c`` is the running value."""
-    peak = np.maximum(x.max(axis=0, initial=0.0), -x.min(axis=0, initial=0.0))
-    np.maximum(peak, np.abs(c), out=peak)
-    # frexp: peak in [2**(E'-1), 2**E'), so floor(log2 peak) = E' - 1 (zeros give E' = 0,
-    # clipped to emin); NaN / inf peaks give a finite q and propagate through the sum.
+    shifted-out bits; return 1 / q (a power of two per sum). ``c`` is the running value (None:
+    +0, which does not change the peak)."""
+    peak = x.max(axis=0, initial=0.0)
+    np.maximum(peak, np.negative(x.min(axis=0, initial=0.0)), out=peak)
+    if c is not None:
+        np.maximum(peak, np.abs(c), out=peak)
+    # frexp: peak in [2**(E'-1), 2**E'), so floor(log2 peak) = E' - 1 (a zero peak gives
+    # E = -1: every addend is then zero, and any q leaves them so); NaN / inf peaks give a
+    # finite q and propagate through the sum.
     exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
     inverse = np.ldexp(1.0, low - exponent)
     # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
@@ -191,11 +259,7 @@ def _blocks(terms: _Terms, start: int, stop: int, m: int, acc: Accumulator) -> n
     return c
 
 
-# Switch for the tests, which check the masked truncation equal to floatlab.round.
-_FAST_TRUNCATION = True
-
-
-def _round_sums(values: np.ndarray, acc: Accumulator) -> np.ndarray:
+def _round_sums(values: np.ndarray, acc: Accumulator, in_place: bool = False) -> np.ndarray:
     """``floatlab.round(values, acc.fmt, acc.rounding)`` of the exact block sums (float64).
 
     Fast path for "toward_zero" (the hardware's mode), where one floatlab.round call per block
@@ -206,15 +270,27 @@ def _round_sums(values: np.ndarray, acc: Accumulator) -> np.ndarray:
     grid (and keeps the sign, -0 included). Zeros are already values; every other element
     (below 2**emin, beyond max, inf, NaN) goes through floatlab.round. A test checks the two
     paths bit for bit.
+
+    Whether any element is "other" is read from two reductions: the largest magnitude (NaN
+    fails the comparison) and the smallest of ``bits(|v|) - 1`` as unsigned integers, where
+    a zero wraps around to the largest value and every other magnitude keeps its order, so it
+    is below ``bits(2**emin) - 1`` exactly when some nonzero |v| is below 2**emin.
+    ``in_place``: ``values`` is a scratch array the caller gives up (the result may be it).
     """
     fmt = acc.fmt
     if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
         return _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
-    out = values.copy()
+    magnitude = np.abs(values)
+    shifted = magnitude.view(np.uint64) - np.uint64(1)
+    smallest_normal = np.float64(2.0**fmt.emin).view(np.uint64) - np.uint64(1)
+    inside = magnitude.size == 0 or (magnitude.max() <= fmt.max
+                                     and shifted.min() >= smallest_normal)
+    other = None if inside else (~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max))
+                                 & (magnitude != 0))
+    rest = None if other is None else _round(values[other], fmt, "toward_zero")
+    out = values if in_place else values.copy()
     bits = out.view(np.uint64)
     np.bitwise_and(bits, np.uint64(~((1 << (52 - fmt.man_bits)) - 1) & (2**64 - 1)), out=bits)
-    magnitude = np.abs(values)
-    other = ~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max)) & (magnitude != 0)
-    if other.any():
-        out[other] = _round(values[other], fmt, "toward_zero")
+    if other is not None:
+        out[other] = rest
     return out

@@ -156,3 +156,79 @@ def test_masked_truncation_is_floatlab_round(fmt, monkeypatch):
     fast_sum = floatlab.matmul(a, b, acc)
     monkeypatch.setattr(blockfma, "_FAST_TRUNCATION", False)
     np.testing.assert_array_equal(floatlab.matmul(a, b, acc), fast_sum)
+
+
+def _adversarial_operands(rng, m, k, n):
+    """E4M3-like values over a wide spread of binades (products with many bits below the
+    quantum, products that swamp the rest, tiny products below e8m13's emin), both zeros."""
+    def operand(shape):
+        v = floatlab.round(rng.standard_normal(shape), "e4m3fn") * np.ldexp(
+            1.0, rng.integers(-70, 20, shape))
+        v[rng.random(shape) < 0.05] = 0.0
+        v[rng.random(shape) < 0.05] = -0.0
+        return v
+    return operand((m, k)), operand((k, n))
+
+
+@pytest.mark.parametrize("acc", [
+    Accumulator("e8m13", "toward_zero", block_fma=32),
+    Accumulator("e8m13", "toward_zero", block_fma=32, chunk=128, promote="float32"),
+    Accumulator("e8m14", "toward_zero", block_fma=16, chunk=40, promote="float32",
+                align_bits=2),
+    Accumulator("e8m3", "toward_zero", block_fma=3, align_bits=3),
+    Accumulator("e5m6", "nearest_even", block_fma=5),
+    Accumulator("e8m7", "down", block_fma=7, chunk=9, promote="float32"),
+], ids=repr)
+@pytest.mark.parametrize("shape", [(7, 150, 5), (5, 150, 7), (1, 33, 1), (40, 64, 3),
+                                   (3, 4, 70), (4, 256, 6), (3, 0, 2)])
+def test_product_chunks_equal_the_general_path(acc, shape, monkeypatch):
+    from floatlab import blockfma
+
+    rng = np.random.default_rng(sum(shape))
+    a, b = _adversarial_operands(rng, *shape)
+    if shape[1] > 3:
+        a[0, :3] = [np.inf, np.nan, -np.inf]
+    before = a.copy(), b.copy()
+    fast = floatlab.matmul(a, b, acc)
+    monkeypatch.setattr(blockfma, "_FAST_PRODUCTS", False)
+    with np.errstate(invalid="ignore"):   # inf * 0 in the general path's products
+        general = floatlab.matmul(a, b, acc)
+    np.testing.assert_array_equal(fast.view(np.int64)[~np.isnan(general)],
+                                  general.view(np.int64)[~np.isnan(general)])
+    assert np.array_equal(np.isnan(fast), np.isnan(general))
+    assert np.array_equal(a, before[0], equal_nan=True) and np.array_equal(b, before[1])
+
+
+def test_product_chunks_with_a_negative_zero_running_value(monkeypatch):
+    """A tiny negative block sum rounded toward zero leaves c = -0; a following block of -0
+    products sums to +0 on both paths (NumPy's sum starts from +0), which is why the fast
+    path's einsum products (+0 for every zero product) are safe."""
+    from floatlab import blockfma
+
+    acc = Accumulator("e8m3", "toward_zero", block_fma=2, align_bits=3)
+    a = np.array([[-(2.0**-131), 1.0, -1.0, -1.0]] * 3)
+    b = np.array([[1.0, 0.0, 0.0, 0.0]]).T.repeat(2, axis=1)
+    fast = floatlab.matmul(a, b, acc)
+    monkeypatch.setattr(blockfma, "_FAST_PRODUCTS", False)
+    general = floatlab.matmul(a, b, acc)
+    assert float(floatlab.sum(a[0, :2] * b[:2, 0], acc)) == 0.0             # c = -0 ...
+    assert np.signbit(floatlab.sum(a[0, :2] * b[:2, 0], acc))
+    assert np.all(general == 0) and not np.any(np.signbit(general))      # ... then +0
+    np.testing.assert_array_equal(fast.view(np.int64), general.view(np.int64))
+
+
+@pytest.mark.parametrize("fmt", ["e8m13", "e5m6"])
+def test_round_sums_range_check_in_place(fmt):
+    """The two-reduction range check and the in-place rounding give the masked result."""
+    from floatlab import blockfma
+
+    f = floatlab.get_format(fmt)
+    acc = Accumulator(fmt, "toward_zero", block_fma=4)
+    for v in (np.array([0.0, -0.0, 1.5, -3.0]), np.array([2.0**f.emin, -f.max]),
+              np.array([0.0, 2.0**(f.emin - 1)]), np.array([np.nextafter(f.max, np.inf)]),
+              np.array([np.nan, 1.0]), np.array([-np.inf]), np.zeros(0)):
+        expected = floatlab.round(v, fmt, "toward_zero")
+        got = blockfma._round_sums(v.copy(), acc, in_place=True)
+        np.testing.assert_array_equal(got.view(np.int64)[~np.isnan(expected)],
+                                      expected.view(np.int64)[~np.isnan(expected)])
+        assert np.array_equal(np.isnan(got), np.isnan(expected))
