@@ -161,19 +161,20 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     # loop is faster with two arrays than with an array and a scalar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
     floor = np.full(shape, _FP16_SUBNORMAL_MAGIC)
+    add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
         size = stop - start
         t, mg, mb, low = out[start:stop], magic[:size], magic_bits[:size], floor[:size]
         tb = t.view(np.uint64)
         for block in _product_blocks(a[start:stop], b):
-            for product in block:
-                np.add(t, product, out=t)  # v
-                np.bitwise_and(tb, exponent, out=mb)
-                np.add(mb, offset, out=mb)
-                np.maximum(mg, low, out=mg)
-                np.add(t, mg, out=t)
-                np.subtract(t, mg, out=t)  # fp16's rounding of v
+            for product in block:  # (local names, positional out: a few % on narrow outputs)
+                add(t, product, t)  # v
+                bitwise_and(tb, exponent, mb)
+                add(mb, offset, mb)
+                maximum(mg, low, out=mg)  # (positional out is deprecated here)
+                add(t, mg, t)
+                subtract(t, mg, t)  # fp16's rounding of v
     zero_rows = np.flatnonzero((out == 0).any(axis=1))
     if zero_rows.size:  # the sign of a zero total: from the cast path
         out[zero_rows] = _float16_cast_products(a[zero_rows], b)
