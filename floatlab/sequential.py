@@ -140,13 +140,13 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
     multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
     of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
-    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v; a
-    signed zero only survives to the end as a zero total, so rows with a zero total are redone
-    on the cast path. The running sum t is therefore never -0, so t + x never reads the sign
-    of a zero product x (t + 0 = t for t != 0, +0 + (+-0) = +0). Outputs are computed
-    transposed when that makes the last axis longer (each output's sum has the same terms in
-    the same order), in tiles that stay in cache; the products come from
-    :func:`_product_blocks`.
+    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v, so the
+    running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
+    for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
+    zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
+    path (:func:`_float16_cast_dots`). Outputs are computed transposed when that makes the
+    last axis longer (each output's sum has the same terms in the same order), in tiles that
+    stay in cache; the products come from :func:`_product_blocks`.
     """
     n, k = a.shape
     m = b.shape[1]
@@ -175,10 +175,24 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
                 maximum(mg, low, out=mg)  # (positional out is deprecated here)
                 add(t, mg, t)
                 subtract(t, mg, t)  # fp16's rounding of v
-    zero_rows = np.flatnonzero((out == 0).any(axis=1))
-    if zero_rows.size:  # the sign of a zero total: from the cast path
-        out[zero_rows] = _float16_cast_products(a[zero_rows], b)
+    rows, cols = np.nonzero(out == 0)
+    if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
+        out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
     return out
+
+
+def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
+    """The sums ``sum_k a_rows[i, k] * b_cols[k, i]`` (one per i), each in an fp16
+    round-to-nearest accumulator by NumPy's float64 -> float16 cast: the additions of
+    :func:`_float16_cast_products` for a few chosen outputs (the magic engine's zero totals,
+    whose sign only a per-step replay knows: ReLU's dead units make whole columns of them).
+    """
+    products = a_rows.T * b_cols  # exact, as in _float16_cast_products
+    total = np.zeros(products.shape[1], dtype=np.float16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for product in products:
+            np.add(total, product, out=total, casting="unsafe")
+    return total.astype(np.float64)
 
 
 _FAST_BLAS_PRODUCTS = True  # switch for the tests (products by BLAS, else by broadcasting)

@@ -54,6 +54,15 @@ def _cases(rng):
     b = _fp16(rng.standard_normal((k, m)))
     b[:, 7] = -(2.0**-10)
     yield "zeros", a, b
+    # dead units: zero columns and rows of both signs (products +0 and -0), next to a column
+    # whose tiny negative products round to -0: zero totals scattered over many rows
+    a = _fp16(np.maximum(rng.standard_normal((n, k)), 0))
+    a[:, 2] = -0.0
+    a[9] = -a[9]
+    b = _fp16(rng.standard_normal((k, m)))
+    b[:, 4] = np.where(rng.random(k) < 0.5, -0.0, 0.0)
+    b[:, 6] = -(2.0**-40)
+    yield "dead", a, b
     # the lab's operands: ReLU zeros times GradScaler-scaled gradients (2**16 * dL/dz, up to
     # ~100), a ragged inner dimension (not a multiple of the BLAS product blocks) and float16
     # values from several binades
@@ -65,7 +74,7 @@ def _cases(rng):
         _fp16(rng.standard_normal((k, m)) * 200)
 
 
-CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "lab", "overflow"]
+CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", "overflow"]
 
 
 @pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
@@ -88,6 +97,8 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, monkeypatch):
         _same_bits(sequential._float16_magic(a, b, tile=5 * b.shape[1]), want)
     if case == "zeros":
         assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
+    if case == "dead":  # +0 and -0 totals in every row
+        assert (want == 0).any(axis=1).all() and (np.signbit(want) & (want == 0)).any()
     if case == "overflow":
         assert np.isinf(want).any()
 
