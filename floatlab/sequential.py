@@ -188,11 +188,18 @@ def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
     whose sign only a per-step replay knows: ReLU's dead units make whole columns of them).
     """
     products = a_rows.T * b_cols  # exact, as in _float16_cast_products
-    total = np.zeros(products.shape[1], dtype=np.float16)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for product in products:
-            np.add(total, product, out=total, casting="unsafe")
-    return total.astype(np.float64)
+    out = np.zeros(products.shape[1])
+    # A sum whose products are all zeros (a dead unit's) is +0: it starts at +0, and
+    # +0 + (+-0) = +0. Only the others are replayed, one addition per inner index.
+    live = np.flatnonzero(products.any(axis=0))
+    if live.size:
+        products = products[:, live]
+        total = np.zeros(live.size, dtype=np.float16)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for product in products:
+                np.add(total, product, out=total, casting="unsafe")
+        out[live] = total
+    return out
 
 
 _FAST_BLAS_PRODUCTS = True  # switch for the tests (products by BLAS, else by broadcasting)
