@@ -54,7 +54,7 @@ def _cases(rng):
     b = _fp16(rng.standard_normal((k, m)))
     b[:, 7] = -(2.0**-10)
     yield "zeros", a, b
-    # dead units: zero columns and rows of both signs (products +0 and -0), next to a column
+    # dead units: zero columns of both signs (products +0 and -0, all-zero sums), next to a column
     # whose tiny negative products round to -0: zero totals scattered over many rows
     a = _fp16(np.maximum(rng.standard_normal((n, k)), 0))
     a[:, 2] = -0.0
@@ -123,16 +123,17 @@ def test_bits_bounds_the_significant_bits():
 def test_blas_products_are_the_float64_products(block, monkeypatch):
     # _product_blocks by BLAS against NumPy's float64 multiply, value for value (zero signs
     # aside, which the magic engine never reads): every block size, a ragged last block,
-    # subnormal float64 products, zeros of both signs and products of 40 significant bits.
+    # subnormal float64 products, zeros of both signs and 35-bit products (float32 times
+    # float16 values, the widest the fp16 engines see).
     monkeypatch.setattr(sequential, "_PRODUCT_BLOCK_INDICES", block)
     rng = np.random.default_rng(block)
     a = rng.standard_normal((9, 11)) * 2.0 ** rng.integers(-30, 30, (9, 11))
     b = rng.standard_normal((11, 13)) * 2.0 ** rng.integers(-20, 10, (11, 13))
-    a = a.astype(np.float32).astype(np.float64)  # 24 bits: 48-bit products, exact in float64
+    a = a.astype(np.float32).astype(np.float64)
     b = _fp16(b)
     a[0, 0], a[1, 2], b[3, 4] = -0.0, 2.0**-1000, -0.0
     b[2, :] = 2.0**-60  # with a[1, 2]: products below float64's normal range
-    got = np.concatenate([block.copy() for block in sequential._product_blocks(a, b)])
+    got = np.concatenate([part.copy() for part in sequential._product_blocks(a, b)])
     want = a.T[:, :, None] * b[:, None, :]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
