@@ -66,11 +66,16 @@ def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     product, float64 sum, cast back to float16), in buffers that stay in cache; see
     :func:`_float16_cast_adds`.
     """
-    # six calls per inner index against one: worth it where the passes, not the calls, cost
-    # (about a thousand outputs and more, measured on the lab's shapes)
-    if _FAST_MAGIC and a.shape[0] * b.shape[1] >= 1024 and _float16_magic_applies(a, b):
+    if _float16_magic_takes(a, b):
         return _float16_magic(a, b)
     return _float16_cast_products(a, b)
+
+
+def _float16_magic_takes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`_float16_products` runs :func:`_float16_magic` on these operands."""
+    # six calls per inner index against one: worth it where the passes, not the calls, cost
+    # (about a thousand outputs and more, measured on the lab's shapes)
+    return _FAST_MAGIC and a.shape[0] * b.shape[1] >= 1024 and _float16_magic_applies(a, b)
 
 
 def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
