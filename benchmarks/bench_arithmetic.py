@@ -14,9 +14,12 @@ Three tables (targets from the issue):
 4. The lab: one training step of the reference MLP (16-64-64-4, batch 512, Adam) under
    16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
    DeepSeek's truncating e8m13 accumulator promoted to float32 every 128: target at most 10x.
-   BLAS is pinned to one thread (tiny matrices; see bench_training.py).
+   BLAS is pinned to one thread (tiny matrices; see bench_training.py). ``--lab-gemms`` adds
+   the fp16 step's eight matrix products one by one: shape, accumulator updates (M * K * N),
+   the engine that runs it, time (best of the repeats: the machine may be shared) and
+   nanoseconds per update.
 
-    python benchmarks/bench_arithmetic.py [--repeats 5] [--lab-only]
+    python benchmarks/bench_arithmetic.py [--repeats 5] [--lab-only] [--lab-gemms]
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from floatlab.mixed import (  # noqa: E402
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--repeats", type=int, default=5)
 parser.add_argument("--lab-only", action="store_true", help="only table 4")
+parser.add_argument("--lab-gemms", action="store_true",
+                    help="table 4 with the fp16 step's matrix products one by one")
 ARGS = parser.parse_args()
 
 
@@ -133,8 +138,42 @@ def lab() -> None:
         row(label, t, base, "target <= 10x" if "fp16" in label else "")
 
 
-if ARGS.lab_only:
+def lab_gemms() -> None:
+    """Each matrix product of one fp16-accumulated step, timed on its own operands."""
+    from floatlab import sequential
+    from floatlab.mixed import gemm
+
+    step, products = lab_step(floatlab.Accumulator("fp16")), []
+    for _ in range(3):
+        step()  # a few steps in: GradScaler's scale and the weights as in training
+    real = gemm.accumulate_matmul
+    gemm.accumulate_matmul = lambda a, b, acc: products.append((a, b, acc)) or real(a, b, acc)
+    try:
+        step()
+    finally:
+        gemm.accumulate_matmul = real
+    names = ["fwd 1", "fwd 2", "fwd 3", "dgrad 3", "wgrad 3", "dgrad 2", "wgrad 2", "wgrad 1"]
+    print("\n   the fp16 step's matrix products (best of the repeats)")
+    total = 0.0
+    for name, (a, b, acc) in zip(names, products, strict=False):
+        updates = a.shape[0] * a.shape[1] * b.shape[1]
+        magic = sequential._float16_magic_takes(a, b)
+        times = []
+        for _ in range(max(ARGS.repeats, 10)):
+            start = time.perf_counter()
+            floatlab.matmul(a, b, acc)
+            times.append(time.perf_counter() - start)
+        total += min(times)
+        print(f"  {name:<8} {str(a.shape):>10} @ {str(b.shape):<10} {updates / 1e6:5.2f}M updates "
+              f"{'magic' if magic else 'cast ':<6} {min(times) * 1e3:6.2f} ms "
+              f"{min(times) / updates * 1e9:5.2f} ns/update")
+    print(f"  {'all':<8} {'':>24} {'':>14} {total * 1e3:13.2f} ms")
+
+
+if ARGS.lab_only or ARGS.lab_gemms:
     lab()
+    if ARGS.lab_gemms:
+        lab_gemms()
     raise SystemExit(0)
 
 print("1. element-wise, 4M values (floor: floatlab.round of 4M float64 values)")

@@ -15,8 +15,9 @@ which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <
 (Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
 An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds one rank-1
 term per inner index to all outputs and rounds with a magic constant built from each sum's
-exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
-bound rules out overflow, else with NumPy's float64 -> float16 cast.
+exponent bits (:func:`_float16_magic`: six in-place float64 passes, no float16 cast, the
+products made by BLAS a few inner indices at a time) where a cheap bound rules out overflow,
+else with NumPy's float64 -> float16 cast.
 A single long Kahan (compensated) sum has a state no scan can split: it runs step by step in
 Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for one sum only, in every
 signed format with a zero), one to two microseconds per step instead of floatlab.round calls
@@ -65,11 +66,16 @@ def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     product, float64 sum, cast back to float16), in buffers that stay in cache; see
     :func:`_float16_cast_adds`.
     """
-    # seven passes per inner index against three: worth it where the passes, not the calls,
-    # cost (a few thousand outputs and more)
-    if _FAST_MAGIC and a.shape[0] * b.shape[1] >= 2048 and _float16_magic_applies(a, b):
+    if _float16_magic_takes(a, b):
         return _float16_magic(a, b)
     return _float16_cast_products(a, b)
+
+
+def _float16_magic_takes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`_float16_products` runs :func:`_float16_magic` on these operands."""
+    # six calls per inner index against one: worth it where the passes, not the calls, cost
+    # (about a thousand outputs and more, measured on the lab's shapes)
+    return _FAST_MAGIC and a.shape[0] * b.shape[1] >= 1024 and _float16_magic_applies(a, b)
 
 
 def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -105,7 +111,7 @@ _PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
 _FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
 _FP16_EXPONENT = np.uint64(0x7FF0000000000000)
 _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
-_FP16_SUBNORMAL_MAGIC = np.float64(1.5 * 2.0**28).view(np.uint64)  # 1.5 * 2**52 * 2**-24
+_FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
 
 
 def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
@@ -125,7 +131,7 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
     return peak * growth < 65504.0  # (NaN compares false)
 
 
-def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 32768) -> np.ndarray:
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 
     Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
@@ -133,45 +139,118 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 32768) -> np.ndarra
     exponent of v (its float64 exponent field, read by a mask; at least -14, fp16's smallest
     normal binade, whose quantum 2**-24 is also the subnormals'), fp16's quantum is
     U = 2**(E - 10) and M = 1.5 * 2**52 * U (built from the field by one integer addition and
-    clamped by an integer maximum: positive float64 patterns order as their values).
+    clamped by a maximum: M is a positive normal float64, so the float maximum of the patterns
+    read as floats is their integer maximum; the float one is the faster loop).
     |v| < 2**(E+1) <= 2**51 U, so v + M lies in [2**52 U, 2**53 U), where float64's ulp is
     U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
     multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
     of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
-    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v; a
-    signed zero only survives to the end as a zero total, so rows with a zero total are redone
-    on the cast path. Outputs are computed transposed when that makes the last axis longer
-    (each output's sum has the same terms in the same order), in tiles that stay in cache.
+    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v, so the
+    running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
+    for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
+    zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
+    path (:func:`_float16_cast_dots`). Outputs are computed transposed when that makes the
+    last axis longer (each output's sum has the same terms in the same order), in tiles that
+    stay in cache; the products come from :func:`_product_blocks`.
     """
     n, k = a.shape
     m = b.shape[1]
     if m < n:
         return _float16_magic(b.T, a.T, tile).T
-    a_cols = np.ascontiguousarray(a.T)
-    out = np.empty((n, m))
+    out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
-    total, v, magic = np.empty(shape), np.empty(shape), np.empty(shape)
-    v_bits, magic_bits = v.view(np.uint64), magic.view(np.uint64)
+    magic = np.empty(shape)
+    magic_bits = magic.view(np.uint64)
+    # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
+    # loop is faster with two arrays than with an array and a scalar
+    exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
+    floor = np.full(shape, _FP16_SUBNORMAL_MAGIC)
+    add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
         size = stop - start
-        t, x, mg = total[:size], v[:size], magic[:size]
-        xb, mb = v_bits[:size], magic_bits[:size]
-        t[...] = 0.0
-        for col, row in zip(a_cols[:, start:stop], b, strict=True):
-            np.multiply(col[:, None], row, out=x)  # exact: <= 22 + 24 bits
-            np.add(t, x, out=x)
-            np.bitwise_and(xb, _FP16_EXPONENT, out=mb)
-            np.add(mb, _FP16_MAGIC, out=mb)
-            np.maximum(mb, _FP16_SUBNORMAL_MAGIC, out=mb)
-            np.add(x, mg, out=x)
-            np.subtract(x, mg, out=t)
-        out[start:stop] = t
-    zero_rows = np.flatnonzero((out == 0).any(axis=1))
-    if zero_rows.size:  # the sign of a zero total: from the cast path
-        out[zero_rows] = _float16_cast_products(a[zero_rows], b)
+        t, mg, mb, low = out[start:stop], magic[:size], magic_bits[:size], floor[:size]
+        tb = t.view(np.uint64)
+        for block in _product_blocks(a[start:stop], b):
+            for product in block:  # (local names, positional out: a few % on narrow outputs)
+                add(t, product, t)  # v
+                bitwise_and(tb, exponent, mb)
+                add(mb, offset, mb)
+                maximum(mg, low, out=mg)  # (positional out is deprecated here)
+                add(t, mg, t)
+                subtract(t, mg, t)  # fp16's rounding of v
+    rows, cols = np.nonzero(out == 0)
+    if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
+        out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
     return out
+
+
+def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
+    """The sums ``sum_k a_rows[i, k] * b_cols[k, i]`` (one per i), each in an fp16
+    round-to-nearest accumulator by NumPy's float64 -> float16 cast: the additions of
+    :func:`_float16_cast_products` for a few chosen outputs (the magic engine's zero totals,
+    whose sign only a per-step replay knows: ReLU's dead units make whole columns of them).
+    """
+    products = a_rows.T * b_cols  # exact, as in _float16_cast_products
+    out = np.zeros(products.shape[1])
+    # A sum whose products are all zeros (a dead unit's) is +0: it starts at +0, and
+    # +0 + (+-0) = +0. Only the others are replayed, one addition per inner index.
+    live = np.flatnonzero(products.any(axis=0))
+    if live.size:
+        products = products[:, live]
+        total = np.zeros(live.size, dtype=np.float16)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for product in products:
+                np.add(total, product, out=total, casting="unsafe")
+        out[live] = total
+    return out
+
+
+_FAST_BLAS_PRODUCTS = True  # switch for the tests (products by BLAS, else by broadcasting)
+_PRODUCT_BLOCK_INDICES = 4  # inner indices per BLAS call (wastes 3/4 of its flops, and is
+#                             still the fastest way NumPy has to make outer products)
+
+
+def _product_blocks(a: np.ndarray, b: np.ndarray):
+    """The rank-1 terms ``a[:, k, None] * b[k]`` in order, as (g, n, m) blocks of g inner
+    indices (valid until the next block is asked for).
+
+    NumPy's broadcast multiply of a column by a row runs one short inner loop per row (about
+    0.8 ns a product on the lab's shapes); a matrix product makes g of them at once in about
+    0.4 ns: ``D @ b[k:k+g]`` with D the (g * n, g) block diagonal matrix whose block r is the
+    column ``a[:, k + r]``. Each entry of D @ B is a sum of g terms D[i, r] * B[r, j], of which
+    at most one is not an exact zero (0 * finite = +-0; the caller's bound has refused
+    infinities and NaN): whatever the order of the additions and whether they are fused, the
+    sum is the float64 product ``a[i, k] * b[k, j]`` (adding a zero is exact) but for the sign
+    of a zero product, which :func:`_float16_magic` never reads. This holds for every BLAS that
+    computes the classical sum of products (OpenBLAS, MKL, BLIS, Accelerate); the switch
+    ``_FAST_BLAS_PRODUCTS`` turns it off and the tests check both ways equal.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if not _FAST_BLAS_PRODUCTS:
+        a_cols = np.ascontiguousarray(a.T)
+        work = np.empty((1, n, m))
+        for col, row in zip(a_cols, b, strict=True):
+            np.multiply(col[:, None], row, out=work[0])
+            yield work
+        return
+    g = _PRODUCT_BLOCK_INDICES
+    blocks = -(-k // g)
+    diagonal = np.zeros((blocks, g, n, g))  # [block, r, i, r] = a[i, block * g + r]
+    a_cols = np.zeros((blocks * g, n))
+    a_cols[:k] = a.T
+    a_cols = a_cols.reshape(blocks, g, n)
+    for r in range(g):
+        diagonal[:, r, :, r] = a_cols[:, r]
+    diagonal = diagonal.reshape(blocks, g * n, g)
+    b_rows = np.zeros((blocks * g, m))
+    b_rows[:k] = b
+    work = np.empty((g * n, m))
+    for block in range(blocks):
+        np.matmul(diagonal[block], b_rows[block * g : (block + 1) * g], out=work)
+        yield work.reshape(g, n, m)[: builtins.min(g, k - block * g)]
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:

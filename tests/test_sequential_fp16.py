@@ -54,14 +54,33 @@ def _cases(rng):
     b = _fp16(rng.standard_normal((k, m)))
     b[:, 7] = -(2.0**-10)
     yield "zeros", a, b
+    # dead units: zero columns of both signs (products +0 and -0, all-zero sums), next to a column
+    # whose tiny negative products round to -0: zero totals scattered over many rows
+    a = _fp16(np.maximum(rng.standard_normal((n, k)), 0))
+    a[:, 2] = -0.0
+    a[9] = -a[9]
+    b = _fp16(rng.standard_normal((k, m)))
+    b[:, 4] = np.where(rng.random(k) < 0.5, -0.0, 0.0)
+    b[:, 6] = -(2.0**-40)
+    yield "dead", a, b
+    # the lab's operands: ReLU zeros times GradScaler-scaled gradients (2**16 * dL/dz, up to
+    # ~100), a ragged inner dimension (not a multiple of the BLAS product blocks) and float16
+    # values from several binades
+    x = _fp16(np.maximum(rng.standard_normal((n, k - 1)) * 3, 0))
+    g = _fp16(rng.standard_normal((k - 1, m)) * rng.choice([2.0**-10, 1.0, 40.0], (k - 1, m)))
+    yield "lab", x, g
     # overflow: the bound refuses the magic engine, the cast path gives inf
     yield "overflow", _fp16(rng.standard_normal((n, k)) * 200), \
         _fp16(rng.standard_normal((k, m)) * 200)
 
 
-@pytest.mark.parametrize("case", ["random", "ties", "subnormal", "cancellation", "zeros",
-                                  "overflow"])
-def test_fp16_matmul_engines_equal_the_emulated_path(case, monkeypatch):
+CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", "overflow"]
+
+
+@pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
+@pytest.mark.parametrize("case", CASES)
+def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, monkeypatch):
+    monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     applies = sequential._float16_magic_applies(a, b)
@@ -74,8 +93,12 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, monkeypatch):
         _same_bits(sequential._float16_magic(a, b), want)
         # the transposed problem (the engine transposes when the last axis is the shorter)
         _same_bits(sequential._float16_magic(b.T, a.T), want.T)
+        # several tiles of rows, the last one short
+        _same_bits(sequential._float16_magic(a, b, tile=5 * b.shape[1]), want)
     if case == "zeros":
         assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
+    if case == "dead":  # +0 and -0 totals in every row
+        assert (want == 0).any(axis=1).all() and (np.signbit(want) & (want == 0)).any()
     if case == "overflow":
         assert np.isinf(want).any()
 
@@ -94,3 +117,23 @@ def test_bits_bounds_the_significant_bits():
     assert sequential._bits(y) == 11
     # values beyond float16's range with few bits: still a valid bound
     assert sequential._bits(np.array([2.0**100, 3 * 2.0**-60])) == 11
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 7])
+def test_blas_products_are_the_float64_products(block, monkeypatch):
+    # _product_blocks by BLAS against NumPy's float64 multiply, value for value (zero signs
+    # aside, which the magic engine never reads): every block size, a ragged last block,
+    # subnormal float64 products, zeros of both signs and 35-bit products (float32 times
+    # float16 values, the widest the fp16 engines see).
+    monkeypatch.setattr(sequential, "_PRODUCT_BLOCK_INDICES", block)
+    rng = np.random.default_rng(block)
+    a = rng.standard_normal((9, 11)) * 2.0 ** rng.integers(-30, 30, (9, 11))
+    b = rng.standard_normal((11, 13)) * 2.0 ** rng.integers(-20, 10, (11, 13))
+    a = a.astype(np.float32).astype(np.float64)
+    b = _fp16(b)
+    a[0, 0], a[1, 2], b[3, 4] = -0.0, 2.0**-1000, -0.0
+    b[2, :] = 2.0**-60  # with a[1, 2]: products below float64's normal range
+    got = np.concatenate([part.copy() for part in sequential._product_blocks(a, b)])
+    want = a.T[:, :, None] * b[:, None, :]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
