@@ -67,3 +67,43 @@ def test_training_without_telemetry_equals_quantising_the_transpose(monkeypatch)
     for fast, slow in zip(params(True), params(False), strict=True):
         assert np.array_equal(fast, slow)
     assert taken and all(taken)  # the shortcut ran (dgrad of the two upper layers, per step)
+
+
+def _adversarial32(rng) -> np.ndarray:
+    """float32 operands for per-tensor FP8 scaling: random values over many binades, float32
+    subnormals, signed zeros, and values whose scaled copies sit on E4M3 / E5M2 midpoints (and
+    a float32 ulp either side of them): the amax 0.875 makes E4M3's scale 448 / 0.875 = 512."""
+    grid = np.unique(floatlab.round(np.linspace(0, 448, 20001), "e4m3fn"))
+    mids = (grid[:-1] + grid[1:]) / 2                            # E4M3 midpoints (E5M2's too)
+    x = np.concatenate([
+        rng.uniform(-0.875, 0.875, 3000) * 10.0 ** rng.integers(-7, 1, 3000),
+        np.array([0.0, -0.0, 1e-45, -3e-42, 2.0**-126]),
+        mids[:400] / 512, -mids[-400:] / 512, [0.875]])
+    x = x.astype(np.float32)
+    near = np.concatenate([np.nextafter(x[-801:-1], np.float32(np.inf)),
+                           np.nextafter(x[-801:-1], np.float32(-np.inf))])
+    return np.concatenate([x, near]).reshape(-1, 1).repeat(2, axis=1)
+
+
+@pytest.mark.parametrize("delayed", [False, True])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
+    """quantize_operand(blas=True) of a float32 operand (the product x * scale formed from the
+    float32 values, the quotient rounded to float32 while dequantising) equals the float64
+    path's dequantised values cast to float32, step after step of a delayed-scaling history
+    (the third step's scale is too small for its amax: saturation), ties included."""
+    from floatlab.mixed.recipe import TensorScaling
+
+    spec = TensorScaling(fmt, delayed=delayed, history_len=2)
+    rng = np.random.default_rng(3)
+    fast_run, slow_run = recipe_gemm.RecipeRun(telemetry=False), recipe_gemm.RecipeRun(
+        telemetry=False)
+    for factor in (1.0, 0.5, 8.0, 1.0):
+        x = _adversarial32(rng) * np.float32(factor)
+        fast = recipe_gemm.quantize_operand(x, spec, fast_run, "k", blas=True)
+        slow = recipe_gemm.quantize_operand(x.astype(np.float64), spec, slow_run, "k")
+        assert fast.dtype == np.float32
+        assert fast.tobytes() == slow.astype(np.float32).tobytes()
+    assert fast_run.scalers["k"].__dict__.keys() == slow_run.scalers["k"].__dict__.keys()
+    if delayed:
+        assert fast_run.scalers["k"].history == slow_run.scalers["k"].history

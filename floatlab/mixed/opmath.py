@@ -94,16 +94,21 @@ def fma32(a: np.ndarray | float, b: np.ndarray | float, c: np.ndarray) -> np.nda
     """
     product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
     addend = np.asarray(c, np.float64)
-    if _FAST_FMA32:
-        fast = _fma32_cast(addend, product)
-        if fast is not None:
-            return fast
-    return _nearest(round_to_odd_sum(addend, product), FP32)
+    if not _FAST_FMA32:
+        return _nearest(round_to_odd_sum(addend, product), FP32)
+    out, risky = _fma32_cast(addend, product)
+    if risky.any():  # the flagged elements (often a few percent: short values) take the
+        #              round-to-odd path
+        idx = np.flatnonzero(risky)
+        c_all, p_all = np.broadcast_arrays(addend, product)
+        out.reshape(-1)[idx] = _nearest(round_to_odd_sum(c_all.reshape(-1)[idx],
+                                                         p_all.reshape(-1)[idx]), FP32)
+    return out
 
 
-def _fma32_cast(c: np.ndarray, product: np.ndarray) -> np.ndarray | None:
-    """fma32's result as the float32 cast of the float64 sum ``s = c + product``, or None
-    when some element needs the round-to-odd path (Adam's moment updates, every step).
+def _fma32_cast(c: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the float32 cast of the float64 sum ``s = c + product``, the flags of the elements
+    where that cast may differ from fma32's round-to-odd path), for Adam's moment updates.
 
     Proof that the cast equals ``_nearest(round_to_odd_sum(c, product), FP32)`` unless an
     element is flagged: let x = c + product (exact) and s = RN64(x). Every float32 rounding
@@ -127,9 +132,7 @@ def _fma32_cast(c: np.ndarray, product: np.ndarray) -> np.ndarray | None:
     risky = (bits & _LOW29) == _HALF29
     risky |= mag > _F32_MAX_BITS
     risky |= (mag - np.uint64(1)) < _F32_TINY_BITS_MINUS_1  # 0 < |s| < 2**-126 (0 wraps)
-    if risky.any():
-        return None
-    return s.astype(np.float32)
+    return np.asarray(s.astype(np.float32)), risky
 
 
 _FAST_FMA32 = True  # switch for the tests, which check the cast against round-to-odd

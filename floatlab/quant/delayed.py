@@ -108,14 +108,12 @@ def _amax(arr: np.ndarray, what: str = "x") -> float:
     return amax
 
 
-def _as_float64_with_amax(x: Any) -> tuple[np.ndarray, float]:
-    """(x as float64, max|x|): the amax of a float32 array is taken before the widening (half
-    the memory to read). Same value: float32 -> float64 is exact and increasing, so the
-    maximum of the widened magnitudes is the widened maximum (NaN / inf propagate alike)."""
-    src = as_float_array(x, name="x")
-    if src.dtype == np.float32:
-        return src.astype(np.float64), _amax(src)
-    arr = src.astype(np.float64, copy=False)
+def _as_float_with_amax(x: Any) -> tuple[np.ndarray, float]:
+    """(x as a float32 or float64 array, max|x|), not widened: :func:`_scaled` forms the
+    float64 product ``x * scale`` straight from float32 values (float32 -> float64 is exact,
+    so it is the product of the widened array), and the amax of a float32 array is the
+    widened amax (the widening is exact and increasing; NaN / inf propagate alike)."""
+    arr = as_float_array(x, name="x")
     return arr, _amax(arr)
 
 
@@ -210,9 +208,18 @@ class ScaledTensor:
     fmt: Format
     n_saturated: int = 0
 
-    def dequantize(self) -> np.ndarray:
-        """``values / scale`` as float64 (exact when the scale is a power of two)."""
-        return self.values / self.scale
+    def dequantize(self, dtype: Any = np.float64) -> np.ndarray:
+        """``values / scale`` computed in float64 (exact when the scale is a power of two),
+        returned as ``dtype``: float32 rounds each float64 quotient once to float32, in the
+        same pass (NumPy runs the float64 loop and casts on store), as ``.astype`` would.
+
+        >>> quantize_scaled([1.0], "e4m3fn", scale=3.0).dequantize(np.float32)
+        array([1.], dtype=float32)
+        """
+        if np.dtype(dtype) == np.float64:
+            return self.values / self.scale
+        out = np.empty(self.values.shape, dtype)
+        return np.divide(self.values, np.float64(self.scale), out=out, casting="unsafe")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -280,21 +287,24 @@ def quantize_scaled(
 
 def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate: Any, rng: Any,
             amax: float | None = None) -> ScaledTensor:
-    """quantize_scaled's work on a float64 array and a checked scale (``amax``: max|arr| when
-    the caller has it, e.g. the scaling classes, which computed the scale from it)."""
+    """quantize_scaled's work on a float64 (or float32) array and a checked scale (``amax``:
+    max|arr| when the caller has it, e.g. the scaling classes, which computed the scale from
+    it). The product ``x * scale`` is float64 either way: the scale is a float64 scalar, so
+    NumPy widens float32 values (exactly) inside the multiplication."""
     saturate = check_flag(saturate, "saturate")
     mode = _resolve_mode(rounding)
     rng = resolve_rng(rng, mode == "stochastic", mode)
     peak = amax if amax is not None else float(np.max(np.abs(arr))) if arr.size else math.nan
     finite = math.isfinite(peak)
+    scale64 = np.float64(scale)  # a float64 scalar: float32 values * scale64 is float64
     # The quantisation core's step with Transformer Engine's multiply convention.
-    values, _, _, scaled = _round_scaled(arr, scale, np.float64(peak), fmt, mode, rng,
+    values, _, _, scaled = _round_scaled(arr, scale64, np.float64(peak), fmt, mode, rng,
                                          multiply=True,
                                          saturate=saturate, finite=finite)
     if scaled is None:  # clipped in place: count from the largest |x * scale| first
         with np.errstate(over="ignore"):
             below = peak * scale < _overflow_threshold(fmt)
-            scaled = None if below else arr * scale
+            scaled = None if below else arr * scale64
     n_saturated = 0 if scaled is None else _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
     return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
@@ -384,7 +394,7 @@ class CurrentScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
-        arr, amax = _as_float64_with_amax(x)
+        arr, amax = _as_float_with_amax(x)
         return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
 
     def __repr__(self) -> str:
@@ -459,7 +469,7 @@ class DelayedScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
-        arr, amax = _as_float64_with_amax(x)
+        arr, amax = _as_float_with_amax(x)
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)
