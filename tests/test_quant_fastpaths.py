@@ -79,10 +79,11 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64: the column loop; float32
-#                                                           rows of 64-128: the halves folded
+#                                                 rows of 32-128: the halves folded
 @pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
                                    (16384, 16), (3000, 64), (256, 16), (2048, 16), (512, 64),
-                                   (512, 128), (300, 96), (256, 64), (5000, 64)])
+                                   (512, 128), (600, 96), (512, 32), (1024, 48), (5000, 64),
+                                   (4096, 32), (2048, 64)])
 def test_block_amax_paths_equal_the_row_reduction(shape, dtype):
     import importlib
 
