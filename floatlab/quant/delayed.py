@@ -49,7 +49,7 @@ from floatlab._validate import check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import raise_nonfinite
 from floatlab.quant.elements import _round_scaled
-from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import _resolve_mode, as_float_array, overflow_threshold
 
 __all__ = [
     "amax_scale",
@@ -113,7 +113,10 @@ def _as_float_with_amax(x: Any) -> tuple[np.ndarray, float]:
     float64 product ``x * scale`` straight from float32 values (float32 -> float64 is exact,
     so it is the product of the widened array), and the amax of a float32 array is the
     widened amax (the widening is exact and increasing; NaN / inf propagate alike)."""
-    arr = as_float_array(x, name="x")
+    # A float32 / float64 ndarray is what as_float_array returns unchanged (its type is exactly
+    # ndarray: not masked); skip its checks for the per-step callers (the recipes' operands).
+    arr = x if type(x) is np.ndarray and x.dtype.type in (np.float32, np.float64) else \
+        as_float_array(x, name="x")
     return arr, _amax(arr)
 
 
@@ -169,9 +172,9 @@ def _scale_from_amax(amax: float, fmt: Format, margin: int, power_of_two: bool) 
         mf, ef = math.frexp(fmt.max)
         k = ef - ea - (1 if ma > mf else 0) - margin
         scale = math.ldexp(1.0, k) if k <= 1023 else math.inf
-    else:
-        with np.errstate(over="ignore", under="ignore"):
-            scale = float(np.float64(fmt.max) / amax / np.float64(2.0) ** margin)
+    else:  # Python floats are IEEE doubles: the same two roundings, no NumPy scalar overhead
+        # (2.0**margin raises past 2**1023 where NumPy gave inf, and x / inf = 0: refused below)
+        scale = fmt.max / amax / 2.0**margin if margin < 1024 else 0.0
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(
             f"the scale {fmt.max:g} / {amax:g} / 2**{margin} is not a positive float64 "
@@ -301,10 +304,10 @@ def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate:
     values, _, _, scaled = _round_scaled(arr, scale64, np.float64(peak), fmt, mode, rng,
                                          multiply=True,
                                          saturate=saturate, finite=finite)
-    if scaled is None:  # clipped in place: count from the largest |x * scale| first
+    if scaled is None and peak * scale >= overflow_threshold(fmt):
+        # clipped in place: count from the largest |x * scale| first (Python floats)
         with np.errstate(over="ignore"):
-            below = peak * scale < _overflow_threshold(fmt)
-            scaled = None if below else arr * scale64
+            scaled = arr * scale64
     n_saturated = 0 if scaled is None else _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
     return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
@@ -319,7 +322,7 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
     A float64 rounding of a non-power-of-two scale can put the amax entry a hair above max; it
     rounds to max and is not counted.
     """
-    threshold = _overflow_threshold(fmt)  # inf for float64
+    threshold = overflow_threshold(fmt)  # inf for float64
     if not math.isfinite(threshold):
         scaled = scaled[np.isfinite(source)]
     mag = np.abs(scaled)
@@ -332,11 +335,6 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
         # back here (NaN entries compare false). Usually nothing is beyond: no isinf pass.
         count -= int(np.count_nonzero(np.isinf(source)))
     return count
-
-
-def _overflow_threshold(fmt: Format) -> float:
-    """max + ulp(max) / 2, in Python floats (inf for float64: its max + half an ulp)."""
-    return fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)
 
 
 def _check_scale(scale: Any) -> float:
