@@ -107,3 +107,37 @@ def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
     assert fast_run.scalers["k"].__dict__.keys() == slow_run.scalers["k"].__dict__.keys()
     if delayed:
         assert fast_run.scalers["k"].history == slow_run.scalers["k"].history
+
+
+@pytest.mark.parametrize("name, options", [
+    ("fp8-rowwise", None), ("mxfp8", None), ("mxfp4", None),
+    ("nvfp4", {"stochastic_rounding": False}),   # deterministic dgrad copies: skipped
+    ("nvfp4", None),                             # stochastic ones: always made (rng stream)
+])
+def test_first_layer_dgrad_copy_skipped_only_where_unread(monkeypatch, name, options):
+    """Without telemetry the first layer's dgrad copy of g (read by no GEMM: its input needs no
+    gradient, and wgrad quantises gᵀ in its own blocks) is not made, unless it would draw
+    random numbers; training ends with the same parameters and state as making it."""
+    data = teacher_gaussians(n=512)
+
+    def fit(skip: bool) -> tuple[list, list]:
+        made = []
+        quantize = recipe_gemm.quantize_operand
+        with monkeypatch.context() as m:
+            m.setattr(recipe_gemm, "_SKIP_UNREAD_COPIES", skip)
+            m.setattr(recipe_gemm, "quantize_operand",
+                      lambda values, spec, run, key, **kw: made.append(key) or
+                      quantize(values, spec, run, key, **kw))
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128,
+                        recipe_options=options)
+            t.fit(data, steps=5)
+        state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
+        return [np.array(p.data) for p in t.model.parameters()] + state, made
+
+    fast, made_fast = fit(True)
+    slow, made_slow = fit(False)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.tobytes() == b.tobytes()
+    skipped = made_slow.count("linear0.dgrad.a") - made_fast.count("linear0.dgrad.a")
+    stochastic = options is None and name == "nvfp4"
+    assert skipped == (0 if stochastic else 5) and made_slow.count("linear0.dgrad.a") == 5

@@ -270,7 +270,11 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     grad_fmt = policy.weights
 
     def backward(g: np.ndarray) -> None:
-        gq = quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
+        # The first layer's input needs no gradient, so its dgrad GEMM is not run; its g copy is
+        # still made when wgrad reads it, telemetry records it, or it draws random numbers
+        # (see _unread_copy_skippable).
+        gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
+            quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
         if x.requires_grad:
             if _same(fwd.b, dgr.b):
                 wt = wq.T
@@ -294,6 +298,26 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(bias, g.sum(axis=0), grad_fmt)
 
     return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
+
+
+def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
+    """Whether the dgrad copy of g may be left out when the dgrad GEMM does not run.
+
+    Proof that leaving it out changes nothing: the copy is read by the dgrad GEMM and, when
+    wgrad reads the same quantised tensor (``_same``), by wgrad; with neither, its only other
+    effects are the telemetry record (off here), random draws (stochastic rounding advances
+    the run's generator, so such a copy is always made) and a scaler's state (a TensorScaling's
+    amax history; always made). A Format or a deterministic Scheme is a pure function of g.
+    Tests check training with and without the shortcut bit for bit
+    (tests/test_mixed_recipe_fastpaths.py).
+    """
+    if run.telemetry or _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
+        return False
+    return isinstance(dgrad_a, Format) or (isinstance(dgrad_a, Scheme)
+                                           and dgrad_a.rounding != "stochastic")
+
+
+_SKIP_UNREAD_COPIES = True  # switch for the tests, which check training bit-identical without
 
 
 def _tiles_transpose(first: Operand, second: Operand) -> bool:
