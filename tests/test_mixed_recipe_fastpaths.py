@@ -141,3 +141,32 @@ def test_first_layer_dgrad_copy_skipped_only_where_unread(monkeypatch, name, opt
     skipped = made_slow.count("linear0.dgrad.a") - made_fast.count("linear0.dgrad.a")
     stochastic = options is None and name == "nvfp4"
     assert skipped == (0 if stochastic else 5) and made_slow.count("linear0.dgrad.a") == 5
+
+
+@pytest.mark.parametrize("name", ["fp8-delayed", "msamp-O2"])
+def test_optimizer_skips_unread_weight_copies_under_recipes(monkeypatch, name):
+    """Under a recipe without telemetry the optimizer makes no low-precision weight copies (no
+    GEMM reads them); training ends with the same parameters as making them, and a product
+    that reads a parameter's copy gets the values prime_copies would have made."""
+    from floatlab.mixed import gemm, get_policy, optim, use_precision
+
+    data = teacher_gaussians(n=512)
+
+    def fit(skip: bool):
+        with monkeypatch.context() as m:
+            if not skip:
+                m.setattr(optim, "_copies_unread", lambda: False)
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
+            t.fit(data, steps=4)
+        return t
+
+    fast, slow = fit(True), fit(False)
+    for a, b in zip(fast.model.parameters(), slow.model.parameters(), strict=True):
+        assert a.data.tobytes() == b.data.tobytes()
+    policy = get_policy(name)
+    w = fast.model.parameters()[0]
+    assert w._copy is None or w._copy[0] is not w.data        # not refreshed by the update
+    with use_precision(policy):
+        lazy = gemm._matmul_input(w, policy.matmul_inputs)
+        gemm.prime_copies([w], policy.matmul_inputs)
+    assert lazy.tobytes() == w._copy[2].tobytes()
