@@ -101,8 +101,17 @@ def fma32(a: np.ndarray | float, b: np.ndarray | float, c: np.ndarray) -> np.nda
         #              round-to-odd path
         idx = np.flatnonzero(risky)
         c_all, p_all = np.broadcast_arrays(addend, product)
-        out.reshape(-1)[idx] = _nearest(round_to_odd_sum(c_all.reshape(-1)[idx],
-                                                         p_all.reshape(-1)[idx]), FP32)
+        odd = round_to_odd_sum(c_all.reshape(-1)[idx], p_all.reshape(-1)[idx])
+        # Rounding to odd at 53 bits keeps RN32 of the exact sum (53 >= 24 + 2): inside
+        # float32's normal range that is the IEEE cast, as _nearest computes it there (an odd
+        # sum is no midpoint unless exact, when the cast's tie to even is the FMA's own); the
+        # rest (subnormal, overflow, NaN) take _nearest itself.
+        mag = np.abs(odd)
+        normal = (mag >= _F32_TINY) & (mag <= _F32_MAX)
+        fixed = odd.astype(np.float32)
+        if not normal.all():
+            fixed[~normal] = _nearest(odd[~normal], FP32)
+        out.reshape(-1)[idx] = fixed
     return out
 
 
@@ -138,6 +147,7 @@ def _fma32_cast(c: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, np.ndar
 _FAST_FMA32 = True  # switch for the tests, which check the cast against round-to-odd
 _ABS64 = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
 _LOW29, _HALF29 = np.uint64((1 << 29) - 1), np.uint64(1 << 28)
+_F32_MAX, _F32_TINY = float(np.finfo(np.float32).max), 2.0**-126
 _F32_MAX_BITS = np.float64(np.finfo(np.float32).max).view(np.uint64)
 _F32_TINY_BITS_MINUS_1 = np.float64(2.0**-126).view(np.uint64) - np.uint64(1)
 
