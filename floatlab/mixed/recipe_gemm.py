@@ -263,8 +263,10 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     record_saved_activation(*((fwd.a, xv.shape) if _same(fwd.a, wgr.b) else
                               (wgr.b, xv.shape[::-1])), fmt)
     values = gemm(xq, wq, fwd.accumulate)
-    if bias is not None:
-        values = values + bias.data
+    if bias is not None:  # into the GEMM's fresh result when the sum keeps its dtype
+        b = bias.data
+        values = np.add(values, b, out=values) if np.result_type(values, b) == values.dtype \
+            else values + b
     out = quantize(values, fmt)
     parents = (x, w) if bias is None else (x, w, bias)
     grad_fmt = policy.weights
