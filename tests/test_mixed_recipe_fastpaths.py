@@ -170,3 +170,30 @@ def test_optimizer_skips_unread_weight_copies_under_recipes(monkeypatch, name):
         lazy = gemm._matmul_input(w, policy.matmul_inputs)
         gemm.prime_copies([w], policy.matmul_inputs)
     assert lazy.tobytes() == w._copy[2].tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_dequantize_by_reciprocal_only_where_exhaustively_equal(fmt):
+    """ScaledTensor.dequantize(float32) multiplies by 1 / scale only when that equals dividing
+    for every value of the format (checked exhaustively per call): on every signed value,
+    inf and NaN, with scales built to put some quotient next to a float32 midpoint (where the
+    check fails and it divides) and random ones, it equals the division cast to float32."""
+    from floatlab.quant import delayed
+
+    f = floatlab.get_format(fmt)
+    grid = delayed._nonnegative_values(f)
+    values = np.concatenate([grid, -grid, [-0.0]])
+    values = np.tile(values, -(-delayed._RECIPROCAL_MIN // values.size))
+    rng = np.random.default_rng(4)
+    outcomes = set()
+    for _ in range(300):
+        v = rng.choice(grid[1:-2])
+        m = np.float32(rng.uniform(0.5, 400))
+        scale = float(v / (float(m) + float(np.spacing(m)) / 2)) if rng.random() < 0.7 else \
+            float(rng.uniform(1e-3, 1e3))
+        st = delayed.ScaledTensor(values=values, scale=scale, fmt=f)
+        with np.errstate(all="ignore"):
+            want = (values / scale).astype(np.float32)
+        assert st.dequantize(np.float32).tobytes() == want.tobytes(), scale
+        outcomes.add(delayed._reciprocal_is_exact(f, scale, np.dtype(np.float32)))
+    assert outcomes == {True, False}
