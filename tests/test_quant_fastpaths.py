@@ -218,3 +218,41 @@ def test_float32_input_amaxes_before_widening(name, shape, monkeypatch):
             assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
         else:
             assert fast == slow
+
+
+@pytest.mark.parametrize("name", ["mxfp8", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4", "mxint8"])
+def test_e8m0_floor_scales_from_exponent_fields_equal_pow2_exponents(name, monkeypatch):
+    """MX scales from float32 amaxes' exponent fields equal the general path (frexp, clamp,
+    ldexp) on zeros, float32 subnormals, the smallest normal, powers of two and their float32
+    neighbours, float32's max and random amaxes over every binade; scales, codes and the
+    quantised tensors alike."""
+    import importlib
+
+    scales_mod = importlib.import_module("floatlab.quant.scales")
+    rng = np.random.default_rng(6)
+    f32 = np.float32
+    powers = np.ldexp(f32(1), np.arange(-149, 128)).astype(f32)
+    amax = np.concatenate([
+        [0.0, 1e-45, 3e-39, 2.0**-126, np.finfo(f32).max],
+        powers, np.nextafter(powers, f32(0)), np.nextafter(powers, f32(np.inf)),
+        np.abs(rng.standard_normal(2000)) * 10.0 ** rng.integers(-44, 38, 2000)])
+    amax = np.abs(amax.astype(f32))[np.isfinite(amax.astype(f32))][:, None]
+    scheme = get_scheme(name)
+    for want_codes in (True, False):
+        fast = block_scales(amax, scheme, want_codes=want_codes)
+        monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", False)
+        slow = block_scales(amax, scheme, want_codes=want_codes)
+        monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", True)
+        for f, s in zip(fast, slow, strict=True):
+            if s is None:
+                assert f is None
+            else:
+                assert f.dtype == s.dtype and f.shape == s.shape and f.tobytes() == s.tobytes()
+    x = (rng.standard_normal((96, 64)) * 10.0 ** rng.integers(-30, 30, (96, 1))).astype(f32)
+    x[3] = 0.0
+    fast_q, fast_codes = floatlab.fake_quantize(x, scheme), floatlab.quantize(x, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", False)
+    assert fast_q.tobytes() == floatlab.fake_quantize(x, scheme).tobytes()
+    slow_codes = floatlab.quantize(x, scheme)
+    assert fast_codes.codes.tobytes() == slow_codes.codes.tobytes()
+    assert fast_codes.scale_codes.tobytes() == slow_codes.scale_codes.tobytes()
