@@ -256,3 +256,39 @@ def test_e8m0_floor_scales_from_exponent_fields_equal_pow2_exponents(name, monke
     slow_codes = floatlab.quantize(x, scheme)
     assert fast_codes.codes.tobytes() == slow_codes.codes.tobytes()
     assert fast_codes.scale_codes.tobytes() == slow_codes.scale_codes.tobytes()
+
+
+@pytest.mark.parametrize("count", [False, True])
+@pytest.mark.parametrize("element", ["e4m3fn", "e2m1", "nf4"])
+def test_small_arrays_clipped_whole_equal_the_flagged_blocks(element, count, monkeypatch):
+    """_clip_blocks clips a small q whole (no block search): the same q afterwards, the same
+    saturation count and the same rounded elements as clipping the flagged blocks only;
+    peaks on both sides of max and of the overflow threshold, NaN peaks (a zero scale)."""
+    import importlib
+
+    elements = importlib.import_module("floatlab.quant.elements")
+    from floatlab.quant.scheme import resolve_element
+
+    fmt = resolve_element(element)
+    top = float(fmt.max)
+    rng = np.random.default_rng(8)
+    for trial in range(60):
+        q = rng.standard_normal((16, 32)) * top * rng.choice([0.3, 1.0, 1.2], (16, 1))
+        q[rng.integers(0, 16), 0] = top * (1 + 2.0**-5)         # between max and threshold
+        q = q.astype(np.float32 if trial % 2 else np.float64)
+        peak = np.abs(q).max(axis=1, keepdims=True)
+        if trial % 7 == 0:
+            peak[3] = np.nan
+        peak_max = float(peak.max())
+        results = []
+        for whole in (True, False):
+            monkeypatch.setattr(elements, "_CLIP_WHOLE_MAX", 4096 if whole else 0)
+            mine = q.copy()
+            n = elements._clip_blocks(mine, peak, fmt, count, nearest_even=not count,
+                                      peak_max=peak_max)
+            rounded = elements._round_elements(mine.copy(), fmt, "nearest_even", None)[0] \
+                if not isinstance(fmt, floatlab.quant.codebook.Codebook) else None
+            results.append((n, rounded))
+        assert results[0][0] == results[1][0]
+        if results[0][1] is not None:
+            assert results[0][1].tobytes() == results[1][1].tobytes()
