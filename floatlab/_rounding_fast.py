@@ -358,8 +358,11 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     2. floor(y) is exact, and f = y - floor(y) is exact (0 when y < 1 gives f = y; otherwise
        floor(y) >= y / 2: Sterbenz), so it equals the general path's discarded fraction
        (``rem / 2**shift`` or ``|y| - trunc(|y|)``), and ``u < f`` is the same decision.
-    3. (floor(y) + up) / 2**(M - E) is exact (a division by a power of two with a result at
-       most max); ORing x's sign bit gives the signed result, -0 included.
+    3. (floor(y) + up) * 2**(E - M) is exact (a scaling by a power of two with a result at
+       most max; 2**(E - M) is normal, its biased exponent 2046 - (1023 + M - E) in [1, 2045]:
+       one integer subtraction from the bits of 2**(M - E)); ORing x's sign bit gives the
+       signed result, -0 included. ``up`` is written as 1.0 / 0.0 (the comparison's result
+       stored as float64), so the addition is floor(y) + 1 or + 0, as the general path's.
 
     The draws of a chunk are all taken first; the arithmetic then runs on pieces of
     ``_STOCHASTIC_SUB`` elements, whose scratch is reused across calls (element-wise: the same
@@ -380,7 +383,7 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
     (draws_all,) = _buffers(n, _FLOAT64, 1)
     m = min(n, _STOCHASTIC_SUB)
     inv_buf, sign_buf = _buffers_sub(m, _UINT64, 2)
-    kept_buf, up_buf = _buffers_sub(m, _FLOAT64, 1)[0], _buffers_sub(m, _BOOL, 1)[0]
+    kept_buf, up_buf = _buffers_sub(m, _FLOAT64, 2)
     for start in range(0, flat_x.size, chunk):
         xs = flat_x[start:start + chunk]
         dest = flat_out[start:start + chunk]
@@ -410,16 +413,20 @@ def round_in_range_stochastic(x: np.ndarray, fmt: Format, rng: np.random.Generat
             y = np.multiply(mag, inv_q, out=db)
             np.floor(y, out=kept)
             y -= kept
-            np.less(draws[sub:sub + _STOCHASTIC_SUB], y, out=up)
+            # up as 1.0 / 0.0 (the same decision; adding a float array is cheaper than a bool)
+            np.less(draws[sub:sub + _STOCHASTIC_SUB], y, out=up, casting="unsafe")
             np.add(kept, up, out=kept)
-            np.divide(kept, inv_q, out=db)
+            # times 2**(E - M) (bits (2046 << 52) - bits of 2**(M - E): both normal) instead of
+            # dividing by 2**(M - E): the same exact scaling, cheaper
+            np.subtract(_Q_OF_INV, inv, out=inv)
+            np.multiply(kept, inv_q, out=db)
             db.view(np.uint64)[...] |= sign
     return out
 
 
 _STOCHASTIC_SUB = 1 << 15  # pieces of the stochastic kernel's arithmetic (8K measured slower)
+_Q_OF_INV = np.uint64(2046 << 52)  # bits of 2**(E - M) = _Q_OF_INV - bits of 2**(M - E)
 _EXPONENT64 = np.uint64(0x7FF0000000000000)
-_BOOL = np.dtype(np.bool_)
 _sub_scratch = threading.local()
 
 

@@ -293,3 +293,52 @@ def test_axpy_fast_path_equals_the_fma_path(fmt):
     fast = axpy(x, 1.0, y, f)                       # float32 + float32
     general = axpy(x.astype(np.float64), 1.0, y.astype(np.float64), f)  # the FMA path
     np.testing.assert_array_equal(fast, general)
+
+
+def _fma_cases(rng):
+    """(a, b, c) float32 triples whose a*b + c is a float32 midpoint, a hair off one, in the
+    subnormal range, overflowing, a signed zero, an exact cancellation, inf / NaN, or random."""
+    f32 = np.float32
+    x = (rng.standard_normal(400) * rng.choice([1, 1e-20, 1e20], 400)).astype(f32)
+    half_ulp = (np.spacing(np.abs(x)) / 2).astype(f32)
+    nudge = np.float32(1 + 2**-23)
+    a = [np.ones(400, f32), np.ones(400, f32), np.full(400, nudge), np.full(400, nudge)]
+    b = [half_ulp, -half_ulp, half_ulp, -half_ulp]
+    c = [x] * 4
+    tiny = (rng.standard_normal(400) * 2.0**-140).astype(f32)          # float32 subnormals
+    a += [tiny, np.full(400, f32(2.0**-30)), np.full(400, f32(3e38))]
+    b += [rng.standard_normal(400).astype(f32), tiny * f32(2**20), np.full(400, f32(1.5))]
+    c += [tiny, (tiny * f32(3)).astype(f32), np.full(400, f32(3e38))]
+    a.append(np.array([0, -0.0, 0, 2, 3, np.inf, 1, np.nan], f32))
+    b.append(np.array([-0.0, 0, -0.0, 3, -2, 1, 1, 1], f32))
+    c.append(np.array([-0.0, -0.0, 0, -6, 6, 1, np.inf, 1], f32))
+    r = (rng.standard_normal((3, 4000)) * rng.choice([1, 1e-3, 1e3], (3, 4000))).astype(f32)
+    a.append(r[0])
+    b.append(r[1])
+    c.append(r[2])
+    return np.concatenate(a), np.concatenate(b), np.concatenate(c)
+
+
+def test_fma32_cast_equals_round_to_odd():
+    """The cast fast path of fma32 equals the round-to-odd FMA on every element it does not
+    flag; it flags the midpoints, subnormal sums and overflows (which fma32 sends through
+    round-to-odd), never the random values; fma32 as a whole equals it switched off."""
+    from floatlab.mixed import opmath
+
+    a, b, c = _fma_cases(np.random.default_rng(11))
+    product = a.astype(np.float64) * b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        slow = opmath._nearest(opmath.round_to_odd_sum(c.astype(np.float64), product), opmath.FP32)
+        fast, risky = opmath._fma32_cast(c.astype(np.float64), product)
+        whole = opmath.fma32(a, b, c)
+        scalar_a = opmath.fma32(np.float32(0.1), b, c)   # a broadcast operand (Adam's betas)
+        opmath._FAST_FMA32 = False
+        try:
+            general = opmath.fma32(a, b, c)
+            scalar_general = opmath.fma32(np.float32(0.1), b, c)
+        finally:
+            opmath._FAST_FMA32 = True
+    assert fast[~risky].tobytes() == slow[~risky].tobytes()
+    assert 1600 <= np.count_nonzero(risky) and not risky[-4000:].any()
+    assert whole.dtype == np.float32 and whole.tobytes() == general.tobytes() == slow.tobytes()
+    assert scalar_a.tobytes() == scalar_general.tobytes()

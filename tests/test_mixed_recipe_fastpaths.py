@@ -67,3 +67,133 @@ def test_training_without_telemetry_equals_quantising_the_transpose(monkeypatch)
     for fast, slow in zip(params(True), params(False), strict=True):
         assert np.array_equal(fast, slow)
     assert taken and all(taken)  # the shortcut ran (dgrad of the two upper layers, per step)
+
+
+def _adversarial32(rng) -> np.ndarray:
+    """float32 operands for per-tensor FP8 scaling: random values over many binades, float32
+    subnormals, signed zeros, and values whose scaled copies sit on E4M3 / E5M2 midpoints (and
+    a float32 ulp either side of them): the amax 0.875 makes E4M3's scale 448 / 0.875 = 512."""
+    grid = np.unique(floatlab.round(np.linspace(0, 448, 20001), "e4m3fn"))
+    mids = (grid[:-1] + grid[1:]) / 2                            # E4M3 midpoints (E5M2's too)
+    x = np.concatenate([
+        rng.uniform(-0.875, 0.875, 3000) * 10.0 ** rng.integers(-7, 1, 3000),
+        np.array([0.0, -0.0, 1e-45, -3e-42, 2.0**-126]),
+        mids[:400] / 512, -mids[-400:] / 512, [0.875]])
+    x = x.astype(np.float32)
+    near = np.concatenate([np.nextafter(x[-801:-1], np.float32(np.inf)),
+                           np.nextafter(x[-801:-1], np.float32(-np.inf))])
+    return np.concatenate([x, near]).reshape(-1, 1).repeat(2, axis=1)
+
+
+@pytest.mark.parametrize("delayed", [False, True])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
+    """quantize_operand(blas=True) of a float32 operand (the product x * scale formed from the
+    float32 values, the quotient rounded to float32 while dequantising) equals the float64
+    path's dequantised values cast to float32, step after step of a delayed-scaling history
+    (the third step's scale is too small for its amax: saturation), ties included."""
+    from floatlab.mixed.recipe import TensorScaling
+
+    spec = TensorScaling(fmt, delayed=delayed, history_len=2)
+    rng = np.random.default_rng(3)
+    fast_run, slow_run = recipe_gemm.RecipeRun(telemetry=False), recipe_gemm.RecipeRun(
+        telemetry=False)
+    for factor in (1.0, 0.5, 8.0, 1.0):
+        x = _adversarial32(rng) * np.float32(factor)
+        fast = recipe_gemm.quantize_operand(x, spec, fast_run, "k", blas=True)
+        slow = recipe_gemm.quantize_operand(x.astype(np.float64), spec, slow_run, "k")
+        assert fast.dtype == np.float32
+        assert fast.tobytes() == slow.astype(np.float32).tobytes()
+    assert fast_run.scalers["k"].__dict__.keys() == slow_run.scalers["k"].__dict__.keys()
+    if delayed:
+        assert fast_run.scalers["k"].history == slow_run.scalers["k"].history
+
+
+@pytest.mark.parametrize("name, options", [
+    ("fp8-rowwise", None), ("mxfp8", None), ("mxfp4", None),
+    ("nvfp4", {"stochastic_rounding": False}),   # deterministic dgrad copies: skipped
+    ("nvfp4", None),                             # stochastic ones: always made (rng stream)
+])
+def test_first_layer_dgrad_copy_skipped_only_where_unread(monkeypatch, name, options):
+    """Without telemetry the first layer's dgrad copy of g (read by no GEMM: its input needs no
+    gradient, and wgrad quantises gᵀ in its own blocks) is not made, unless it would draw
+    random numbers; training ends with the same parameters and state as making it."""
+    data = teacher_gaussians(n=512)
+
+    def fit(skip: bool) -> tuple[list, list]:
+        made = []
+        quantize = recipe_gemm.quantize_operand
+        with monkeypatch.context() as m:
+            m.setattr(recipe_gemm, "_SKIP_UNREAD_COPIES", skip)
+            m.setattr(recipe_gemm, "quantize_operand",
+                      lambda values, spec, run, key, **kw: made.append(key) or
+                      quantize(values, spec, run, key, **kw))
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128,
+                        recipe_options=options)
+            t.fit(data, steps=5)
+        state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
+        return [np.array(p.data) for p in t.model.parameters()] + state, made
+
+    fast, made_fast = fit(True)
+    slow, made_slow = fit(False)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.tobytes() == b.tobytes()
+    skipped = made_slow.count("linear0.dgrad.a") - made_fast.count("linear0.dgrad.a")
+    stochastic = options is None and name == "nvfp4"
+    assert skipped == (0 if stochastic else 5) and made_slow.count("linear0.dgrad.a") == 5
+
+
+@pytest.mark.parametrize("name", ["fp8-delayed", "msamp-O2"])
+def test_optimizer_skips_unread_weight_copies_under_recipes(monkeypatch, name):
+    """Under a recipe without telemetry the optimizer makes no low-precision weight copies (no
+    GEMM reads them); training ends with the same parameters as making them, and a product
+    that reads a parameter's copy gets the values prime_copies would have made."""
+    from floatlab.mixed import gemm, get_policy, optim, use_precision
+
+    data = teacher_gaussians(n=512)
+
+    def fit(skip: bool):
+        with monkeypatch.context() as m:
+            if not skip:
+                m.setattr(optim, "_copies_unread", lambda: False)
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
+            t.fit(data, steps=4)
+        return t
+
+    fast, slow = fit(True), fit(False)
+    for a, b in zip(fast.model.parameters(), slow.model.parameters(), strict=True):
+        assert a.data.tobytes() == b.data.tobytes()
+    policy = get_policy(name)
+    w = fast.model.parameters()[0]
+    assert w._copy is None or w._copy[0] is not w.data        # not refreshed by the update
+    with use_precision(policy):
+        lazy = gemm._matmul_input(w, policy.matmul_inputs)
+        gemm.prime_copies([w], policy.matmul_inputs)
+    assert lazy.tobytes() == w._copy[2].tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_dequantize_by_reciprocal_only_where_exhaustively_equal(fmt):
+    """ScaledTensor.dequantize(float32) multiplies by 1 / scale only when that equals dividing
+    for every value of the format (checked exhaustively per call): on every signed value,
+    inf and NaN, with scales built to put some quotient next to a float32 midpoint (where the
+    check fails and it divides) and random ones, it equals the division cast to float32."""
+    from floatlab.quant import delayed
+
+    f = floatlab.get_format(fmt)
+    grid = delayed._nonnegative_values(f)
+    values = np.concatenate([grid, -grid, [-0.0]])
+    values = np.tile(values, -(-delayed._RECIPROCAL_MIN // values.size))
+    rng = np.random.default_rng(4)
+    outcomes = set()
+    for _ in range(300):
+        v = rng.choice(grid[1:-2])
+        m = np.float32(rng.uniform(0.5, 400))
+        scale = float(v / (float(m) + float(np.spacing(m)) / 2)) if rng.random() < 0.7 else \
+            float(rng.uniform(1e-3, 1e3))
+        st = delayed.ScaledTensor(values=values, scale=scale, fmt=f)
+        with np.errstate(all="ignore"):
+            want = (values / scale).astype(np.float32)
+        assert st.dequantize(np.float32).tobytes() == want.tobytes(), scale
+        outcomes.add(delayed._reciprocal_is_exact(f, scale, np.dtype(np.float32)))
+    assert outcomes == {True, False}

@@ -139,3 +139,32 @@ def test_o3_trains_and_holds_fp8_weights_with_fp16_masters():
     assert held["master weights"] == {"float16": 2 * (32 * 16 + 32 + 4 * 32 + 4)}
     assert set(held["optimizer state"]) == {"msamp e4m3fn", "msamp fp16"}
     assert "linear0.weights" in o3.info["operands"]
+
+
+@pytest.mark.parametrize("name", ["fp8-delayed", "msamp-O2"])
+def test_transformer_counts_only_gemm_weights_with_the_recipe_spec(name):
+    """The Transformer's position embedding and layer norms are no GEMM weights: they are
+    counted in their storage formats (bf16 copies of float32 masters; MS-AMP's FP16 weights
+    and FP16 gradients), the Linear weights and the tied token embedding (the output layer's
+    weight) with the recipe's weight spec, and MS-AMP's FP8 gradients only for those."""
+    from floatlab.mixed import char_lm
+
+    t = Trainer(name, model="transformer", batch_size=4, progress=False)
+    h = t.fit(char_lm(context=16), steps=1)
+    params = dict(t.model.named_parameters())
+    others = [p for n, p in params.items() if p.ndim == 1 or n == "transformer.wpe.weight"]
+    gemm = [p for p in params.values() if not any(p is o for o in others)]
+    assert params["transformer.wte.weight"] in gemm and len(gemm) == 1 + 4 * 2  # 4 per block
+    spec = t.policy.recipe.forward.b
+    weights = {}
+    for p in gemm:
+        label, n = operand_nbytes(spec, p.shape)
+        weights[label] = weights.get(label, 0) + n
+    fmt = t.policy.compute if t.policy.master_weights else params["transformer.wpe.weight"].fmt
+    weights[fmt.name] = weights.get(fmt.name, 0) + 2 * sum(p.size for p in others)
+    assert h.bytes_held["weights"] == weights
+    if name == "msamp-O2":
+        grads = h.bytes_held["gradients"]
+        assert grads["float16"] == 2 * sum(p.size for p in others)
+        assert grads["msamp e4m3fn"] == sum(operand_nbytes(t.policy.recipe.weight_grad,
+                                                           p.shape)[1] for p in gemm)

@@ -78,9 +78,12 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
                 assert fast == slow, (shape, name)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64 takes the column loop
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64: the column loop; float32
+#                                                 rows of 32-128: the halves folded
 @pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
-                                   (16384, 16), (3000, 64), (256, 16), (2048, 16)])
+                                   (16384, 16), (3000, 64), (256, 16), (2048, 16), (512, 64),
+                                   (512, 128), (600, 96), (512, 32), (1024, 48), (5000, 64),
+                                   (4096, 32), (2048, 64)])
 def test_block_amax_paths_equal_the_row_reduction(shape, dtype):
     import importlib
 
@@ -215,3 +218,77 @@ def test_float32_input_amaxes_before_widening(name, shape, monkeypatch):
             assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
         else:
             assert fast == slow
+
+
+@pytest.mark.parametrize("name", ["mxfp8", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4", "mxint8"])
+def test_e8m0_floor_scales_from_exponent_fields_equal_pow2_exponents(name, monkeypatch):
+    """MX scales from float32 amaxes' exponent fields equal the general path (frexp, clamp,
+    ldexp) on zeros, float32 subnormals, the smallest normal, powers of two and their float32
+    neighbours, float32's max and random amaxes over every binade; scales, codes and the
+    quantised tensors alike."""
+    import importlib
+
+    scales_mod = importlib.import_module("floatlab.quant.scales")
+    rng = np.random.default_rng(6)
+    f32 = np.float32
+    powers = np.ldexp(f32(1), np.arange(-149, 128)).astype(f32)
+    amax = np.concatenate([
+        [0.0, 1e-45, 3e-39, 2.0**-126, np.finfo(f32).max],
+        powers, np.nextafter(powers, f32(0)), np.nextafter(powers, f32(np.inf)),
+        np.abs(rng.standard_normal(2000)) * 10.0 ** rng.integers(-44, 38, 2000)])
+    amax = np.abs(amax.astype(f32))[np.isfinite(amax.astype(f32))][:, None]
+    scheme = get_scheme(name)
+    for want_codes in (True, False):
+        fast = block_scales(amax, scheme, want_codes=want_codes)
+        monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", False)
+        slow = block_scales(amax, scheme, want_codes=want_codes)
+        monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", True)
+        for f, s in zip(fast, slow, strict=True):
+            if s is None:
+                assert f is None
+            else:
+                assert f.dtype == s.dtype and f.shape == s.shape and f.tobytes() == s.tobytes()
+    x = (rng.standard_normal((96, 64)) * 10.0 ** rng.integers(-30, 30, (96, 1))).astype(f32)
+    x[3] = 0.0
+    fast_q, fast_codes = floatlab.fake_quantize(x, scheme), floatlab.quantize(x, scheme)
+    monkeypatch.setattr(scales_mod, "_FAST_E8M0_FLOOR", False)
+    assert fast_q.tobytes() == floatlab.fake_quantize(x, scheme).tobytes()
+    slow_codes = floatlab.quantize(x, scheme)
+    assert fast_codes.codes.tobytes() == slow_codes.codes.tobytes()
+    assert fast_codes.scale_codes.tobytes() == slow_codes.scale_codes.tobytes()
+
+
+@pytest.mark.parametrize("count", [False, True])
+@pytest.mark.parametrize("element", ["e4m3fn", "e2m1", "nf4"])
+def test_small_arrays_clipped_whole_equal_the_flagged_blocks(element, count, monkeypatch):
+    """_clip_blocks clips a small q whole (no block search): the same q afterwards, the same
+    saturation count and the same rounded elements as clipping the flagged blocks only;
+    peaks on both sides of max and of the overflow threshold, NaN peaks (a zero scale)."""
+    import importlib
+
+    elements = importlib.import_module("floatlab.quant.elements")
+    from floatlab.quant.scheme import resolve_element
+
+    fmt = resolve_element(element)
+    top = float(fmt.max)
+    rng = np.random.default_rng(8)
+    for trial in range(60):
+        q = rng.standard_normal((16, 32)) * top * rng.choice([0.3, 1.0, 1.2], (16, 1))
+        q[rng.integers(0, 16), 0] = top * (1 + 2.0**-5)         # between max and threshold
+        q = q.astype(np.float32 if trial % 2 else np.float64)
+        peak = np.abs(q).max(axis=1, keepdims=True)
+        if trial % 7 == 0:
+            peak[3] = np.nan
+        peak_max = float(peak.max())
+        results = []
+        for whole in (True, False):
+            monkeypatch.setattr(elements, "_CLIP_WHOLE_MAX", 4096 if whole else 0)
+            mine = q.copy()
+            n = elements._clip_blocks(mine, peak, fmt, count, nearest_even=not count,
+                                      peak_max=peak_max)
+            rounded = elements._round_elements(mine.copy(), fmt, "nearest_even", None)[0] \
+                if not isinstance(fmt, floatlab.quant.codebook.Codebook) else None
+            results.append((n, rounded))
+        assert results[0][0] == results[1][0]
+        if results[0][1] is not None:
+            assert results[0][1].tobytes() == results[1][1].tobytes()

@@ -93,7 +93,63 @@ def fma32(a: np.ndarray | float, b: np.ndarray | float, c: np.ndarray) -> np.nda
     0.00048828125
     """
     product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
-    return _nearest(round_to_odd_sum(np.asarray(c, np.float64), product), FP32)
+    addend = np.asarray(c, np.float64)
+    if not _FAST_FMA32:
+        return _nearest(round_to_odd_sum(addend, product), FP32)
+    out, risky = _fma32_cast(addend, product)
+    if risky.any():  # the flagged elements (often a few percent: short values) take the
+        #              round-to-odd path
+        idx = np.flatnonzero(risky)
+        c_all, p_all = np.broadcast_arrays(addend, product)
+        odd = round_to_odd_sum(c_all.reshape(-1)[idx], p_all.reshape(-1)[idx])
+        # Rounding to odd at 53 bits keeps RN32 of the exact sum (53 >= 24 + 2): inside
+        # float32's normal range that is the IEEE cast, as _nearest computes it there (an odd
+        # sum is no midpoint unless exact, when the cast's tie to even is the FMA's own); the
+        # rest (subnormal, overflow, NaN) take _nearest itself.
+        mag = np.abs(odd)
+        normal = (mag >= _F32_TINY) & (mag <= _F32_MAX)
+        fixed = odd.astype(np.float32)
+        if not normal.all():
+            fixed[~normal] = _nearest(odd[~normal], FP32)
+        out.reshape(-1)[idx] = fixed
+    return out
+
+
+def _fma32_cast(c: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the float32 cast of the float64 sum ``s = c + product``, the flags of the elements
+    where that cast may differ from fma32's round-to-odd path), for Adam's moment updates.
+
+    Proof that the cast equals ``_nearest(round_to_odd_sum(c, product), FP32)`` unless an
+    element is flagged: let x = c + product (exact) and s = RN64(x). Every float32 rounding
+    boundary -- the midpoint of two adjacent float32 values, normal or subnormal, and the
+    overflow threshold -- is a float64 number (at most 25 significant bits, exponent >= -150).
+    RN64 is monotone and fixes float64 numbers, so for a boundary m, x < m gives s <= m and
+    x > m gives s >= m: unless s *is* a boundary, s and x lie strictly between the same two
+    boundaries, and RN32(s) = RN32(x), the correctly rounded FMA, which is what rounding to
+    odd then to nearest computes (53 >= 24 + 2). NumPy's float64 -> float32 cast is IEEE's
+    RN32, and ``_nearest`` to FP32 is floatlab.round, the same RN32 for finite values inside
+    float32's normal range (no saturation or subnormal rule comes into play there). Flagged:
+    s a normal-range midpoint (its low 29 fraction bits are 1 followed by zeros), s nonzero
+    below 2**-126 (the subnormal range, whose midpoints sit elsewhere), and |s| beyond
+    float32's max (overflow, inf, NaN: the policy's saturation decides those). Tested equal to
+    the round-to-odd path on midpoints, subnormals, overflow and random values
+    (tests/test_mixed_optim.py).
+    """
+    s = c + product
+    bits = s.view(np.uint64)
+    mag = bits & _ABS64
+    risky = (bits & _LOW29) == _HALF29
+    risky |= mag > _F32_MAX_BITS
+    risky |= (mag - np.uint64(1)) < _F32_TINY_BITS_MINUS_1  # 0 < |s| < 2**-126 (0 wraps)
+    return np.asarray(s.astype(np.float32)), risky
+
+
+_FAST_FMA32 = True  # switch for the tests, which check the cast against round-to-odd
+_ABS64 = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+_LOW29, _HALF29 = np.uint64((1 << 29) - 1), np.uint64(1 << 28)
+_F32_MAX, _F32_TINY = float(np.finfo(np.float32).max), 2.0**-126
+_F32_MAX_BITS = np.float64(np.finfo(np.float32).max).view(np.uint64)
+_F32_TINY_BITS_MINUS_1 = np.float64(2.0**-126).view(np.uint64) - np.uint64(1)
 
 
 def scale(x: np.ndarray, s: float, fmt: Format, *, what: str = "optimizer") -> np.ndarray:

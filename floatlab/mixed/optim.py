@@ -32,6 +32,7 @@ from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
+from floatlab.mixed.scope import _scope
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
 __all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
@@ -207,7 +208,7 @@ class Optimizer:
                 else:
                     weights[where] = new
                 group.scatter(active, weights)
-                if self.low_copies is not None:
+                if self.low_copies is not None and not _copies_unread():
                     prime_copies(group.params, self.low_copies, flat=weights)
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
@@ -240,6 +241,16 @@ class Optimizer:
         if self.state_format is not None:
             extra += f", state {self.state_format.name}"
         return extra
+
+
+def _copies_unread() -> bool:
+    """Whether the per-step low-precision weight copies would be neither read nor recorded, so
+    the optimizer need not make them: under a training recipe the Linear layers' GEMMs quantise
+    the weights themselves (:mod:`floatlab.mixed.recipe_gemm`) and read no copy, and without
+    telemetry nothing counts the rounding. A product that does read a parameter's copy (a
+    user's bmm on a weight) makes the same values lazily (``_matmul_input``: the rounding is
+    element-wise, as :func:`~floatlab.mixed.gemm.prime_copies` says), so no value changes."""
+    return active_policy().recipe is not None and _scope().stats is None
 
 
 class SGD(Optimizer):

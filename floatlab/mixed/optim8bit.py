@@ -39,10 +39,10 @@ from floatlab.mixed.optim import Adam
 from floatlab.mixed.policy import FP32, nbytes
 from floatlab.mixed.tensor import Tensor
 from floatlab.quant.codebook import Codebook
+from floatlab.quant.elements import _round_scaled, _work_dtype
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import Scheme, get_scheme
-from floatlab.rounding import round as round_to_format
 
 __all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
@@ -257,12 +257,13 @@ def _fake_quantize_each(values: np.ndarray, sizes: np.ndarray, spec: Scheme) -> 
     """``fake_quantize`` of each of the consecutive tensors of ``sizes`` in ``values`` with its
     own per-tensor power-of-two scale, in one pass (finite values only).
 
-    Same result as one ``fake_quantize(part, spec)`` per tensor: the scales come from the
-    quantiser's own :func:`~floatlab.quant.scales.block_scales` of each tensor's amax, and
-    dividing and multiplying by a power of two is exact in float64 here (the quotients lie
-    within the element's range, far above float64's subnormals), so the elements are the
-    same ``floatlab.round`` (saturating, as the quantiser clips to the element's max) of the
-    same quotients. ``tests/test_mixed_optim8bit.py`` checks it bit for bit.
+    Same result as one ``fake_quantize(part, spec)`` per tensor, because it takes the same
+    steps on each element: the quantiser's working precision (:func:`~floatlab.quant.elements.
+    _work_dtype`: float32 for float32 moments), each tensor's amax in it (a maximum: exact),
+    :func:`~floatlab.quant.scales.block_scales` of those amaxes, and the core's scale-clip-
+    round step :func:`~floatlab.quant.elements._round_scaled` with each element's tensor scale
+    and amax (element-wise: the same quotient, clipping and rounding), then the same product
+    with the scale. ``tests/test_mixed_state_adam.py`` checks it bit for bit.
 
     >>> from floatlab.mixed.recipe import msamp_scheme
     >>> x = np.array([0.3, -1.1, 1e-3, 2e-3, 5e-3], np.float32)
@@ -270,11 +271,12 @@ def _fake_quantize_each(values: np.ndarray, sizes: np.ndarray, spec: Scheme) -> 
     [0.3125, -1.125, 0.0009765625, 0.001953125, 0.0048828125]
     """
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    amax = np.maximum.reduceat(np.abs(values), starts).astype(np.float64)
-    scales = np.repeat(block_scales(amax, spec, want_codes=False)[3], sizes)
-    with np.errstate(under="ignore"):
-        q = round_to_format(values.astype(np.float64) / scales, spec.element, saturate=True)
-    return (q * scales).astype(np.float32)
+    arr = values.astype(_work_dtype(values.dtype, spec), copy=False)
+    amax = np.maximum.reduceat(np.abs(arr), starts)
+    scales = np.repeat(block_scales(amax, spec, want_codes=False)[3].astype(arr.dtype), sizes)
+    elements = _round_scaled(arr, scales, np.repeat(amax, sizes), spec.element, spec.rounding,
+                             None)[0]
+    return np.multiply(elements, scales, out=elements).astype(np.float32, copy=False)
 
 
 def _moment_scheme(signed: bool, block: int | None, map_: str) -> Scheme:

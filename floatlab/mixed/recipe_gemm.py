@@ -157,9 +157,16 @@ def _flushed(x: np.ndarray, q: np.ndarray) -> float:
     return int(np.count_nonzero(nonzero & (q == 0))) / n if n else 0.0
 
 
-def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str) -> np.ndarray:
+def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
+                     blas: bool = False) -> np.ndarray:
     """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
     values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
+
+    ``blas=True``: the caller only feeds the result to float32 BLAS products (:func:`gemm`
+    with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
+    given as those float32 values directly, each float64 quotient rounded once to float32 in
+    the dequantising pass (:meth:`ScaledTensor.dequantize`): the same numbers, one pass and
+    one float64 array fewer. (Only without telemetry, which compares float64 values.)
 
     >>> run = RecipeRun()
     >>> quantize_operand(np.array([[0.3, -2.0]]), TensorScaling("e4m3fn"), run, "x").tolist()
@@ -186,6 +193,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
                                amax_compute_algo=spec.amax_compute_algo)
                 if spec.delayed else CurrentScaling(spec.fmt, spec.margin))
         st = scaler.quantize(x)
+        if blas and not run.telemetry:
+            return st.dequantize(np.float32)
         q, scale = st.dequantize(), st.scale
         clipped = st.n_saturated / x.size
         lag = spec.delayed and amax * scale > spec.fmt.max
@@ -238,36 +247,51 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     fmt = policy.compute
     xv = x.data
     w_rows = w.data if transpose_w else w.data.T            # (N, K): inner dimension last
-    xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a")
+    # Whether each operand quantised once is read by float32 BLAS products only (see
+    # quantize_operand's blas): x by forward (and wgrad when reused), W by forward (and dgrad),
+    # g by dgrad (and wgrad).
+    x_blas, w_blas, g_blas = (
+        first.accumulate is None and (not _same(a, b) or second.accumulate is None)
+        for first, second, a, b in ((fwd, wgr, fwd.a, wgr.b), (fwd, dgr, fwd.b, dgr.b),
+                                    (dgr, wgr, dgr.a, wgr.a)))
+    xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a", blas=x_blas)
     if recipe.weights is not None:  # MS-AMP O3: the FP8 weights stored after each update
         wq = held_weights(w, w_rows, recipe.weights, run, f"{layer}.weights")
     else:
-        wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b")
+        wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b", blas=w_blas)
     # the input copy the wgrad GEMM reads, with its scales, in the step's activation bytes
     record_saved_activation(*((fwd.a, xv.shape) if _same(fwd.a, wgr.b) else
                               (wgr.b, xv.shape[::-1])), fmt)
     values = gemm(xq, wq, fwd.accumulate)
-    if bias is not None:
-        values = values + bias.data
+    if bias is not None:  # into the GEMM's fresh result when the sum keeps its dtype
+        b = bias.data
+        values = np.add(values, b, out=values) if np.result_type(values, b) == values.dtype \
+            else values + b
     out = quantize(values, fmt)
     parents = (x, w) if bias is None else (x, w, bias)
     grad_fmt = policy.weights
 
     def backward(g: np.ndarray) -> None:
-        gq = quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a")
+        # The first layer's input needs no gradient, so its dgrad GEMM is not run; its g copy is
+        # still made when wgrad reads it, telemetry records it, or it draws random numbers
+        # (see _unread_copy_skippable).
+        gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
+            quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
         if x.requires_grad:
             if _same(fwd.b, dgr.b):
                 wt = wq.T
             elif not run.telemetry and recipe.weights is None and _tiles_transpose(fwd.b, dgr.b):
                 wt = np.ascontiguousarray(wq.T)  # the same values, laid out as before
             else:
-                wt = quantize_operand(w_rows.T, dgr.b, run, f"{layer}.dgrad.b")
+                wt = quantize_operand(w_rows.T, dgr.b, run, f"{layer}.dgrad.b",
+                                      blas=dgr.accumulate is None)
             _send(x, gemm(gq, wt, dgr.accumulate), fmt)
         if w.requires_grad:
+            blas = wgr.accumulate is None
             gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
-                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a")
+                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a", blas=blas)
             xt = xq.T if _same(fwd.a, wgr.b) else quantize_operand(
-                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b")
+                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b", blas=blas)
             dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
             if recipe.weight_grad is not None:
                 dw = quantize_operand(dw, recipe.weight_grad, run, f"{layer}.weight_grad")
@@ -276,6 +300,26 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(bias, g.sum(axis=0), grad_fmt)
 
     return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
+
+
+def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
+    """Whether the dgrad copy of g may be left out when the dgrad GEMM does not run.
+
+    Proof that leaving it out changes nothing: the copy is read by the dgrad GEMM and, when
+    wgrad reads the same quantised tensor (``_same``), by wgrad; with neither, its only other
+    effects are the telemetry record (off here), random draws (stochastic rounding advances
+    the run's generator, so such a copy is always made) and a scaler's state (a TensorScaling's
+    amax history; always made). A Format or a deterministic Scheme is a pure function of g.
+    Tests check training with and without the shortcut bit for bit
+    (tests/test_mixed_recipe_fastpaths.py).
+    """
+    if run.telemetry or _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
+        return False
+    return isinstance(dgrad_a, Format) or (isinstance(dgrad_a, Scheme)
+                                           and dgrad_a.rounding != "stochastic")
+
+
+_SKIP_UNREAD_COPIES = True  # switch for the tests, which check training bit-identical without
 
 
 def _tiles_transpose(first: Operand, second: Operand) -> bool:

@@ -113,7 +113,7 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
                 row.update(run.end_step())
             if (step + 1) % trainer.eval_every == 0 or step == steps - 1:
                 row["val_loss"], row["test_accuracy"] = sequence_metrics(model, data)
-            held = bytes_held(model, opt, trainer.policy, stats) if stats else None
+            held = bytes_held(model, opt, trainer.policy, stats, run) if stats else None
             history._append(step=step, bytes_held=held, **row)
             bar.update(loss=row["loss"], scale=row["scale"])
         if run is not None:  # per-operand telemetry: {"linear0.forward.a": [stats...]}

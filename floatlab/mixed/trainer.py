@@ -43,7 +43,7 @@ from floatlab.mixed.policy import (
     refuse_scaler_for_bf16_mixed,
 )
 from floatlab.mixed.progress import Progress
-from floatlab.mixed.recipe_gemm import recipe_run
+from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
@@ -68,7 +68,8 @@ def _batches(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
 
 
 def bytes_held(
-    model: Module, optimizer: Optimizer, policy: Policy, stats: StepStats | None
+    model: Module, optimizer: Optimizer, policy: Policy, stats: StepStats | None,
+    run: RecipeRun | None = None,
 ) -> dict[str, dict[str, int]]:
     """Bytes per category and format, from the formats' widths (``ceil(n * bits / 8)``).
 
@@ -76,6 +77,12 @@ def bytes_held(
     master weights); master weights: the copies the optimizer updates, when separate;
     gradients: the parameters' ``.grad``; optimizer state: moments, momentum, Kahan buffers;
     activations: every forward result held for backward (counted by the rounding hook).
+
+    Under a recipe, the weights of its GEMMs (the parameters ``run``'s Linear layers read as
+    weights) are counted with the recipe's weight spec, codes and scales, and their gradients
+    with its weight-gradient spec; other parameters (a Transformer's position embedding, layer
+    norms) in their storage formats. Without ``run`` every 2-D parameter is taken for a GEMM
+    weight (an MLP's case).
     """
     held: dict[str, dict[str, int]] = {"weights": {}, "master weights": {}, "gradients": {},
                                        "optimizer state": optimizer.state_bytes(),
@@ -87,7 +94,8 @@ def bytes_held(
 
     gemm_weights = policy.recipe.forward.b if policy.recipe is not None else None
     for p in model.parameters():
-        if gemm_weights is not None and p.ndim == 2:  # the recipe's quantised weight copy
+        gemm = gemm_weights is not None and _is_gemm_weight(p, run)
+        if gemm:  # the recipe's quantised weight copy
             label, n = _operand_bytes(gemm_weights, p.shape, policy.compute)
             held["weights"][label] = held["weights"].get(label, 0) + n
             add("master weights", p.fmt, p.size)
@@ -97,12 +105,20 @@ def bytes_held(
         else:
             add("weights", p.fmt, p.size)
         grad_spec = policy.recipe.weight_grad if policy.recipe is not None else None
-        if p.grad is not None and grad_spec is not None and p.ndim == 2:  # MS-AMP FP8 grads
+        if p.grad is not None and grad_spec is not None and gemm:  # MS-AMP FP8 grads
             label, n = _operand_bytes(grad_spec, p.shape, p.fmt)
             held["gradients"][label] = held["gradients"].get(label, 0) + n
         elif p.grad is not None:
             add("gradients", p.fmt, p.size)
     return held
+
+
+def _is_gemm_weight(p: Tensor, run: RecipeRun | None) -> bool:
+    """Whether the recipe's GEMMs read ``p`` as a weight (``run`` saw it in a Linear layer)."""
+    if run is None:
+        return p.ndim == 2
+    hit = run.layers.get(id(p))
+    return hit is not None and hit[0] is p
 
 
 def _operand_bytes(spec: Any, shape: tuple[int, ...], compute: Format) -> tuple[str, int]:
@@ -369,7 +385,7 @@ class Trainer:
                     row.update(run.end_step())
                 if (step + 1) % self.eval_every == 0 or step == steps - 1:
                     row["test_accuracy"] = self._accuracy(data.X_test, data.y_test)
-                held = bytes_held(model, opt, self.policy, stats) if stats else None
+                held = bytes_held(model, opt, self.policy, stats, run) if stats else None
                 history._append(step=step, bytes_held=held, **row)
                 bar.update(loss=row["loss"], scale=row["scale"])
             if run is not None:  # per-operand telemetry: {"linear0.forward.a": [stats...]}

