@@ -262,11 +262,8 @@ class Accumulator:
         n, m = terms.n, terms.m
         engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) \
             and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m else None
-        if engine is not None:  # a few long sums: Python floats per column
-            columns = [engine(terms.values[:, j], self, keep) for j in range(m)]
-            if keep:
-                return np.stack(columns, axis=1) if columns else np.zeros((n, 0))
-            return np.array(columns, dtype=np.float64).reshape(m)
+        if engine is not None:  # a few long sums: Python floats, column by column
+            return engine(terms.values, self, keep)
         total, comp = np.zeros(m), np.zeros(m)
         out = np.empty((n, m)) if keep else None
         for start in range(0, n, _BLOCK):
