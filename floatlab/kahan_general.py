@@ -34,7 +34,28 @@ formats round on the input's own binade, then flush):
 * Overflow (r > max): +-max or inf / NaN by mode and format, as
   floatlab._rounding_fast.overflow_by_bits; r below the least positive result (0, or below
   2**emin in FTZ formats) is a zero of o's sign, +0 in FNUZ formats; NaN and inf go to
-  :func:`_special`, as floatlab.round treats them.
+  :func:`_special`, as floatlab.round treats them. The table's binades beyond 2**(emax + 2)
+  reuse binade emax + 1's entry (every x there overflows in every mode, and M stays finite).
+
+TwoSum and the nudge only where they can matter (``_CRITICAL``); the rest of the time the
+rounding reads s itself (o = s unless err != 0 and s is even; then o = s +- ulp(s), toward err):
+
+* Deterministic modes: the result is constant between consecutive breakpoints (grid points;
+  for the nearest modes, midpoints). Breakpoints are float64 numbers with an even last bit
+  (at most p + 1 <= 52 significant bits), so an odd o is never one; X = a + b lies within half
+  an ulp of s = fl(X), so no float64 number, breakpoints included, lies strictly between them;
+  and o is s's neighbour. So where s is not a breakpoint, s, X and o share the open interval
+  between two breakpoints and round alike: only ``r == x`` (s on the grid) for the directed
+  modes and odd, s a midpoint for the nearest modes, needs TwoSum.
+* Stochastic rounding: where s is not on the grid, o lies between the same two grid points
+  and in the same binade (powers of two are grid points), so lo and q stay and f moves by
+  ulp(s) / q <= 2**(p - 53): u < f can only change where |u - f| <= 2**(p - 53). On the
+  grid (f = 0, result s), a nudge away from zero gives f = ulp / q (a change only where u is
+  below it) and toward zero lo = s - q (or s - q / 2 at a power of two), f = 1 - ulp / q' (a
+  change where u >= that), with ulp / q' <= 2**(p - 53) too. So TwoSum runs only where
+  d = u - f lies within D = 2**(p - 52) of 0, or d >= 1 - D (twice the bound: d's own float64
+  rounding error is below 2**-53). The same holds for d = w - f with ``random_bits``. A test
+  puts the draw on, next to and across each window.
 """
 
 from __future__ import annotations
@@ -49,20 +70,23 @@ import numpy as np
 from floatlab.formats import Format
 
 # One rounding: the exact a + b (via odd_sum) rounded to the format, into {out}. Names: o (the
-# odd sum), x = |o|, r the result's magnitude, q the quantum, T the table of (M, q, q / 2).
+# odd sum), x = |o|, r the result's magnitude, q the quantum, T the table of (M, q, 2**k),
+# f the discarded fraction (stochastic rounding).
 _ROUND = """\
 o = {a} {op} {b}
-if o - o == 0.0:
-    bb = o - {a}
-    err = ({a} - (o - bb)) {op} ({b} {opp} bb)
+if ninf < o < inf:
     k = frexp(o)[1]
     x = o if o > 0.0 else -o
     big, q, even = T[k]
-    if err and {is_even}:  # inexact with an even last bit: round to odd
-        o = nextafter(o, inf if err > 0.0 else -inf)
-        x = o if o > 0.0 else -o
-        {binade_below}
-    r = {nearest}
+{nearest_4}
+    if {critical}:  # the exact sum's side of o may matter: TwoSum, and round to odd
+        bb = o - {a}
+        err = ({a} - (o - bb)) {op} ({b} {opp} bb)
+        if err and {is_even}:  # inexact with an even last bit: one ulp toward err
+            o = nextafter(o, inf if err > 0.0 else -inf)
+            x = o if o > 0.0 else -o
+            {binade_below}
+{nearest_12}
 {decide}
     if r > top:
         {out} = over_pos if o > 0.0 else over_neg
@@ -76,6 +100,20 @@ else:
     {out} = special(o)
 """
 
+# Where the exact sum's side of o can change the result (see the module's docstring): at grid
+# points for the directed modes and round to odd, at midpoints for the nearest modes, and for
+# stochastic rounding where the draw lies within D = 2**(p - 52) of the fraction f (or of
+# f + 1: a grid point nudged toward zero), u < f compared with w <= f for random_bits.
+_CRITICAL = {"nearest_even": "x - r == 0.5 * q or r - x == 0.5 * q",
+             "nearest_away": "x - r == 0.5 * q or r - x == 0.5 * q",
+             "toward_zero": "r == x", "up": "r == x", "down": "r == x", "odd": "r == x",
+             "stochastic": "nD <= d <= D or d >= E", "stochastic_bits": "nD <= d <= D or d >= E"}
+
+# Stochastic rounding reads the truncation lo (kept in r) and the fraction f = (x - lo) / q,
+# through d = u - f (d < 0 exactly where u < f: a float64 difference has the exact one's sign)
+# or d = w - f for random_bits (d <= 0 where f >= w).
+_FRACTION = "if r > x:\n    r -= q\nd = {u} - (x - r) / q"
+
 # The mode's step from r (x rounded to nearest even on the grid) to the result's magnitude.
 _DECIDE = {
     "nearest_even": "",
@@ -84,14 +122,14 @@ _DECIDE = {
     "up": "if o > 0.0:\n    if r < x:\n        r += q\nelif r > x:\n    r -= q",
     "down": "if o < 0.0:\n    if r < x:\n        r += q\nelif r > x:\n    r -= q",
     "odd": "if r != x and (r / q) % 2.0 == 0.0:\n    r = r + q if r < x else r - q",
-    "stochastic": "if r > x:\n    r -= q\nif {u} < (x - r) / q:\n    r += q",
-    "stochastic_bits": "if r > x:\n    r -= q\nif (x - r) / q >= {u}:\n    r += q",
+    "stochastic": "if d < 0.0:\n    r += q",
+    "stochastic_bits": "if d <= 0.0:\n    r += q",
 }
 
 _LOOP = """\
 def kahan(values, draws, s, c, out, T=T, top=top, smallest=smallest, over_pos=over_pos,
           over_neg=over_neg, special=special, frexp=frexp, nextafter=nextafter, inf=inf,
-          copysign=copysign):
+          copysign=copysign, D=D, nD=nD, E=E, ninf=ninf):
     append = out.append
     {header}
 {body}
@@ -106,16 +144,21 @@ def _rounding(a: str, op: str, b: str, u: str, out: str, mode: str, wide: bool,
     ``wide``: formats whose magic constant M would overflow (see :func:`_wide`)."""
     decide = _DECIDE[mode].replace("{u}", u)
     if wide:  # M overflows: round(x / q) is exact (x / q < 2**52); parity from frexp
-        nearest, is_even = "round(x / q) * q", "(frexp(o)[0] * 9007199254740992.0) % 2.0 == 0.0"
+        nearest, is_even = "r = round(x / q) * q", \
+            "(frexp(o)[0] * 9007199254740992.0) % 2.0 == 0.0"
         binade_below = "big, q, even = T[frexp(o)[1]]"
     else:  # even = 2**k: x + even rounds to float64's grid of 2 ulp(x) (x is normal here)
-        nearest, is_even = "(x + big) - big", "(x + even) - even == x"
+        nearest, is_even = "r = (x + big) - big", "(x + even) - even == x"
         binade_below = "if x < 0.5 * even:  # a power of two nudged toward zero\n" \
-                       "            big, q, even = T[k - 1]"
+                       "                big, q, even = T[k - 1]"
+    if mode.startswith("stochastic"):
+        nearest += "\n" + _FRACTION.replace("{u}", u)
     zero = "copysign(0.0, o)" if signed_zero else "0.0"
-    return _ROUND.format(a=a, op=op, opp="-" if op == "+" else "+", b=b, out=out,
-                         nearest=nearest, zero=zero, is_even=is_even, binade_below=binade_below,
-                         decide=textwrap.indent(decide, "    ") if decide else "    pass")
+    return _ROUND.format(
+        a=a, op=op, opp="-" if op == "+" else "+", b=b, out=out, zero=zero,
+        critical=_CRITICAL[mode], is_even=is_even, binade_below=binade_below,
+        nearest_4=textwrap.indent(nearest, " " * 4), nearest_12=textwrap.indent(nearest, " " * 12),
+        decide=textwrap.indent(decide, "    ") if decide else "    pass")
 
 
 def _kahan_source(mode: str, wide: bool = False, signed_zero: bool = True,
@@ -162,7 +205,9 @@ def _constants(fmt: Format, mode: str) -> dict:
         over_neg = top if mode == "up" else overflow_value
     return {"T": table, "top": top, "smallest": 2.0**emin if ftz else 2.0 ** (emin - p + 1),
             "over_pos": over_pos, "over_neg": -over_neg, "special": _special(fmt),
-            "frexp": frexp, "nextafter": nextafter, "inf": inf, "copysign": copysign}
+            "frexp": frexp, "nextafter": nextafter, "inf": inf, "copysign": copysign,
+            "D": 2.0 ** (p - 52), "nD": -(2.0 ** (p - 52)), "E": 1.0 - 2.0 ** (p - 52),
+            "ninf": -inf}
 
 
 def _special(fmt: Format) -> Callable[[float], float]:

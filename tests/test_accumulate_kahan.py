@@ -235,3 +235,53 @@ def test_general_rounder_equals_exact_add(fmt, mode):
         got = np.array([add(x, y, u) for x, y, u in
                         zip(a.tolist(), b.tolist(), draws.tolist(), strict=True)])
     assert _same(got, want), (fmt, mode)
+
+
+class _FixedDraw(np.random.Generator):
+    """A Generator whose draws are all one chosen number, to put the per-step path's uniform
+    draw exactly where the general engine's TwoSum shortcut is decided."""
+
+    def __init__(self, u):
+        super().__init__(np.random.PCG64(0))
+        self.u = u
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        return np.full(size, self.u)
+
+
+@pytest.mark.parametrize("random_bits", [None, 3])
+@pytest.mark.parametrize("fmt", ["bf16", "e4m3fn", "fp16", "e5m2_ftz", "e5m2fnuz", "e11m40"])
+def test_stochastic_rounder_at_its_windows(fmt, random_bits):
+    """Stochastic rounding skips TwoSum unless the draw lies within 2**(p - 52) of the fraction
+    f of the float64 sum s (or beyond 1 - 2**(p - 52)), where round to odd's one-ulp nudge of
+    s can change the result: sums whose nudge is real (s with an even last bit, a tiny
+    inexact term) and draws on, next to and across f, f's nudged value, 0 and 1: off the
+    grid, on it, at powers of two (nudged into the finer binade below), at max (overflow),
+    among subnormals; both signs. Each against one per-step exact_add with that draw."""
+    info, fmt_object = floatlab.finfo(fmt), floatlab.get_format(fmt)
+    q1 = 2.0 ** (1 - fmt_object.p)  # the quantum of [1, 2)
+    cases = [(1.0 + 3 * q1 / 8, 2.0**-80), (1.0 + 3 * q1 / 8, -(2.0**-80)),  # off the grid
+             (1.0 + 5 * q1, 2.0**-80), (1.0 + 5 * q1, -(2.0**-80)),          # on the grid
+             (1.0, -(2.0**-80)), (2.0, -(2.0**-80)), (1.0, 2.0**-80),       # powers of two
+             (info.max, 2.0**-60 * info.max), (info.max, -(2.0**-60) * info.max),
+             (3 * info.smallest_subnormal, 2.0**-1060), (info.tiny * 1.5, -(2.0**-1060))]
+    cases += [(-a, -b) for a, b in cases]
+    add = kahan_general._general_rounder(fmt_object, "stochastic", random_bits)
+    ulp = 2.0**-53
+    for a, b in cases:
+        s = a + b
+        q = 2.0 ** (max(np.frexp(abs(s))[1] - 1, fmt_object.emin) - fmt_object.p + 1)
+        f = abs(s) % q / q
+        nudge = np.spacing(abs(s)) / q
+        centres = [f, f + nudge, f - nudge, 0.0, 1.0, 1.0 - nudge]
+        if random_bits is not None:  # the threshold w = (floor(u 2**b) + 1) / 2**b near f
+            scale = 2.0**random_bits
+            centres += [c - 1 / scale for c in centres] + [np.floor(f * scale) / scale]
+        draws = sorted({min(max(c + j * ulp, 0.0), 1.0 - ulp) for c in centres
+                        for j in (-2, -1, 0, 1, 2)})
+        for u in draws:
+            with np.errstate(over="ignore", invalid="ignore"):
+                want = exact_add(a, b, fmt, "stochastic", rng=_FixedDraw(u),
+                                 random_bits=random_bits)
+                got = add(a, b, u)
+            assert _same(got, want), (fmt, random_bits, a, b, u)
