@@ -14,9 +14,11 @@ compiled once per (mode, variant) with the format's constants bound as default a
 (:func:`_kahan_loop`; ``print(_kahan_source("stochastic"))`` shows the code).
 
 The rounding of o = odd_sum(a, b) (s = a + b, TwoSum's error err; where err != 0 and s's last
-bit is even, one float64 ulp toward err), on its magnitude x = |o|, with k its frexp exponent
-(2**(k-1) <= x < 2**k) and q the quantum of that binade (2**(max(k-1, emin) - p + 1); FTZ
-formats round on the input's own binade, then flush):
+bit is even, one float64 ulp toward err), on its magnitude x = |o| in the binade
+2**(k-1) <= x < 2**k, with q the quantum of that binade, 2**(max(k-1, emin) - p + 1) (FTZ
+formats round on the input's own binade, then flush), computed as ulp(x) * 2**(53 - p)
+clamped to the least quantum (float64's ulp(x) is 2**(k - 53) for normal x, and subnormal x
+lie below every format's 2**emin):
 
 * r = (x + M) - M, M = 1.5 * 2**52 * q, is x rounded to the nearest multiple of q, ties to an
   even multiple: x < 2**k <= 2**p q <= 2**51 q, so x + M lies in [2**52 q, 2**53 q), where
@@ -34,8 +36,9 @@ formats round on the input's own binade, then flush):
 * Overflow (r > max): +-max or inf / NaN by mode and format, as
   floatlab._rounding_fast.overflow_by_bits; r below the least positive result (0, or below
   2**emin in FTZ formats) is a zero of o's sign, +0 in FNUZ formats; NaN and inf go to
-  :func:`_special`, as floatlab.round treats them. The table's binades beyond 2**(emax + 2)
-  reuse binade emax + 1's entry (every x there overflows in every mode, and M stays finite).
+  :func:`_special`, as floatlab.round treats them. Binades beyond 2**(emax + 2) take binade
+  emax + 1's quantum (every x there overflows in every mode, and M stays finite); FTZ binades
+  below emin - 1 take binade emin - 1's (every x there flushes in every mode).
 
 TwoSum and the nudge only where they can matter (``_CRITICAL``); the rest of the time the
 rounding reads s itself (o = s unless err != 0 and s is even; then o = s +- ulp(s), toward err):
@@ -63,21 +66,20 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from functools import lru_cache
-from math import copysign, frexp, inf, nan, nextafter
+from math import copysign, frexp, inf, nan, nextafter, ulp
 
 import numpy as np
 
 from floatlab.formats import Format
 
 # One rounding: the exact a + b (via odd_sum) rounded to the format, into {out}. Names: o (the
-# odd sum), x = |o|, r the result's magnitude, q the quantum, T the table of (M, q, 2**k),
-# f the discarded fraction (stochastic rounding).
+# odd sum), x = |o|, q the quantum of x's binade (M = big), r the result's magnitude, d the
+# draw less the discarded fraction (stochastic rounding).
 _ROUND = """\
 o = {a} {op} {b}
 if ninf < o < inf:
-    k = frexp(o)[1]
     x = o if o > 0.0 else -o
-    big, q, even = T[k]
+{quantum_4}
 {nearest_4}
     if {critical}:  # the exact sum's side of o may matter: TwoSum, and round to odd
         bb = o - {a}
@@ -85,7 +87,7 @@ if ninf < o < inf:
         if err and {is_even}:  # inexact with an even last bit: one ulp toward err
             o = nextafter(o, inf if err > 0.0 else -inf)
             x = o if o > 0.0 else -o
-            {binade_below}
+{quantum_12}
 {nearest_12}
 {decide}
     if r > top:
@@ -116,7 +118,7 @@ _FRACTION = "if r > x:\n    r -= q\nd = {u} - (x - r) / q"
 
 # The mode's step from r (x rounded to nearest even on the grid) to the result's magnitude.
 _DECIDE = {
-    "nearest_even": "",
+    "nearest_even": "pass",
     "nearest_away": "if x - r == 0.5 * q:\n    r += q",
     "toward_zero": "if r > x:\n    r -= q",
     "up": "if o > 0.0:\n    if r < x:\n        r += q\nelif r > x:\n    r -= q",
@@ -127,9 +129,10 @@ _DECIDE = {
 }
 
 _LOOP = """\
-def kahan(values, draws, s, c, out, T=T, top=top, smallest=smallest, over_pos=over_pos,
-          over_neg=over_neg, special=special, frexp=frexp, nextafter=nextafter, inf=inf,
-          copysign=copysign, D=D, nD=nD, E=E, ninf=ninf):
+def kahan(values, draws, s, c, out, S=S, qmin=qmin, qmax=qmax, M1=M1, top=top,
+          smallest=smallest, over_pos=over_pos, over_neg=over_neg, special=special,
+          ulp=ulp, frexp=frexp, nextafter=nextafter, inf=inf, ninf=ninf, copysign=copysign,
+          D=D, nD=nD, E=E):
     append = out.append
     {header}
 {body}
@@ -143,22 +146,26 @@ def _rounding(a: str, op: str, b: str, u: str, out: str, mode: str, wide: bool,
     difference: float64's rounding is symmetric, so fl(-b - bb) == -fl(b + bb)) into ``out``.
     ``wide``: formats whose magic constant M would overflow (see :func:`_wide`)."""
     decide = _DECIDE[mode].replace("{u}", u)
+    # q = 2**(k - p) for x in [2**(k-1), 2**k) is ulp(x) * 2**(53 - p) (ulp(x) = 2**(k - 53)
+    # for normal float64 x), clamped below at the least quantum (subnormals: 2**(emin - p +
+    # 1); FTZ: binade emin - 1's, as every x below flushes anyway), and above at binade
+    # emax + 1's (every x beyond overflows in every mode; M stays finite)
+    quantum = "q = ulp(x) * S\nif q < qmin:\n    q = qmin"
     if wide:  # M overflows: round(x / q) is exact (x / q < 2**52); parity from frexp
-        nearest, is_even = "r = round(x / q) * q", \
-            "(frexp(o)[0] * 9007199254740992.0) % 2.0 == 0.0"
-        binade_below = "big, q, even = T[frexp(o)[1]]"
-    else:  # even = 2**k: x + even rounds to float64's grid of 2 ulp(x) (x is normal here)
-        nearest, is_even = "r = (x + big) - big", "(x + even) - even == x"
-        binade_below = "if x < 0.5 * even:  # a power of two nudged toward zero\n" \
-                       "                big, q, even = T[k - 1]"
+        nearest = "r = round(x / q) * q"
+        is_even = "(frexp(o)[0] * 9007199254740992.0) % 2.0 == 0.0"
+    else:  # 2**k = ulp(x) * 2**53: x + 2**k rounds to float64's grid of 2 ulp(x)
+        quantum += "\nelif q > qmax:\n    q = qmax\nbig = q * M1"
+        nearest = "r = (x + big) - big"
+        is_even = "(x + ulp(x) * 9007199254740992.0) - ulp(x) * 9007199254740992.0 == x"
     if mode.startswith("stochastic"):
         nearest += "\n" + _FRACTION.replace("{u}", u)
     zero = "copysign(0.0, o)" if signed_zero else "0.0"
     return _ROUND.format(
         a=a, op=op, opp="-" if op == "+" else "+", b=b, out=out, zero=zero,
-        critical=_CRITICAL[mode], is_even=is_even, binade_below=binade_below,
-        nearest_4=textwrap.indent(nearest, " " * 4), nearest_12=textwrap.indent(nearest, " " * 12),
-        decide=textwrap.indent(decide, "    ") if decide else "    pass")
+        critical=_CRITICAL[mode], is_even=is_even, decide=textwrap.indent(decide, " " * 4),
+        quantum_4=textwrap.indent(quantum, " " * 4), quantum_12=textwrap.indent(quantum, " " * 12),
+        nearest_4=textwrap.indent(nearest, " " * 4), nearest_12=textwrap.indent(nearest, " " * 12))
 
 
 def _kahan_source(mode: str, wide: bool = False, signed_zero: bool = True,
@@ -180,34 +187,24 @@ def _kahan_source(mode: str, wide: bool = False, signed_zero: bool = True,
 
 
 def _constants(fmt: Format, mode: str) -> dict:
-    """The format's constants the loop binds: the (M, q, q / 2) table indexed by frexp's
-    exponent k (-1073..1024; negative k index from the end), max, the least positive result,
-    the overflow values by sign, and the handler of NaN / inf sums."""
+    """The format's constants the loop binds: the quantum's scale S = 2**(53 - p) and bounds,
+    M / q, max, the least positive result, the overflow values by sign, the handler of NaN /
+    inf sums, and the stochastic window D (see the module's docstring)."""
     p, emin, top = fmt.p, fmt.emin, fmt.max
     ftz = not fmt.subnormals
-    table: list = [None] * 2098
-    for k in range(-1073, 1025):
-        # FTZ: round on the input's binade, then flush; every x below 2**(emin - 1) flushes
-        # in every mode, so its binade may take the quantum of binade emin - 1 (r <= 2**(emin
-        # - 1) < 2**emin). Beyond 2**(emax + 2) every x overflows in every mode: those binades
-        # take binade emax + 1's entry (r stays far above max, and M finite)
-        e = max(k - 1, emin - 1) if ftz else max(k - 1, emin)
-        if not _wide(fmt):
-            e = min(e, fmt.emax + 1)
-        q = 2.0 ** (e - p + 1)
-        table[k] = (1.5 * 2.0**52 * q, q, 2.0 ** min(k, 1023) if k - 1 <= fmt.emax + 1
-                    else 2.0 ** (fmt.emax + 2))
     overflow_value = inf if fmt.has_inf else nan
     if not fmt.has_nan or mode in ("toward_zero", "odd"):
         over_pos = over_neg = top
     else:
         over_pos = top if mode == "down" else overflow_value
         over_neg = top if mode == "up" else overflow_value
-    return {"T": table, "top": top, "smallest": 2.0**emin if ftz else 2.0 ** (emin - p + 1),
+    return {"S": 2.0 ** (53 - p), "qmin": 2.0 ** (emin - p + (0 if ftz else 1)),
+            "qmax": 2.0 ** (min(fmt.emax + 1, 1023) - p + 1), "M1": 1.5 * 2.0**52,
+            "top": top, "smallest": 2.0**emin if ftz else 2.0 ** (emin - p + 1),
             "over_pos": over_pos, "over_neg": -over_neg, "special": _special(fmt),
-            "frexp": frexp, "nextafter": nextafter, "inf": inf, "copysign": copysign,
-            "D": 2.0 ** (p - 52), "nD": -(2.0 ** (p - 52)), "E": 1.0 - 2.0 ** (p - 52),
-            "ninf": -inf}
+            "ulp": ulp, "frexp": frexp, "nextafter": nextafter, "inf": inf, "ninf": -inf,
+            "copysign": copysign, "D": 2.0 ** (p - 52), "nD": -(2.0 ** (p - 52)),
+            "E": 1.0 - 2.0 ** (p - 52)}
 
 
 def _special(fmt: Format) -> Callable[[float], float]:
