@@ -275,6 +275,13 @@ def _thresholds(draws, random_bits: int) -> list[float]:
 _DRAW_BLOCK = 1 << 14  # rows whose uniform draws are made at once for stochastic rounding
 
 
+def _tiny_check(fmt: Format) -> bool:
+    """Whether floatlab.round's float64 kernels look for inputs below 2**emin (which change
+    the number of draws of a stochastic call): formats whose emin is above float64's, or FTZ
+    (floatlab.rounding._round_bits)."""
+    return fmt.p > 1 and (fmt.emin > -1022 or not fmt.subnormals)
+
+
 def general_kahan(values: np.ndarray, fmt: Format, mode: str, rng, random_bits: int | None,
                   keep: bool) -> np.ndarray:
     """Kahan sums of the columns of ``values`` (n, m) through the generated loop: the totals
@@ -286,7 +293,9 @@ def general_kahan(values: np.ndarray, fmt: Format, mode: str, rng, random_bits: 
     m <= 3 (floatlab.rounding._round_bits: with m // 4 == 0 any input below 2**emin makes the
     call "mostly tiny", and then the significand kernel, or the shared draws of the uniform-
     grid kernel, take one draw per element; with none, the pattern kernel does; only with
-    1 <= count <= m // 4 tiny inputs does a call draw m + count). So the stream is row by
+    1 <= count <= m // 4 tiny inputs does a call draw m + count: more columns run in
+    lockstep, :mod:`floatlab.kahan_lockstep`; formats without the check, whose emin is
+    float64's, draw m for any m). So the stream is row by
     row, operation by operation (y, t, t - s, c), column by column: 4 m draws per row. They
     are drawn here in blocks of rows, and column j reads its stride: a PCG64 Generator's
     ``random(n)`` yields the same doubles as n calls of ``random(1)`` (one 64-bit output per
@@ -296,9 +305,10 @@ def general_kahan(values: np.ndarray, fmt: Format, mode: str, rng, random_bits: 
     """
     n, m = values.shape
     random = mode == "stochastic"
-    if random and m > 3:
-        raise ValueError("stochastic Kahan sums in Python floats reproduce the per-step "
-                         f"path's draws for at most 3 columns, not {m}")
+    if random and m > 3 and _tiny_check(fmt):  # draws per call depend on the values
+        from floatlab.kahan_lockstep import lockstep_kahan
+
+        return lockstep_kahan(values, fmt, rng, random_bits, keep)
     name = "stochastic_bits" if random and random_bits is not None else mode
     loop = _kahan_loop(fmt, name, keep)
     columns = [values[:, j].tolist() for j in range(m)]

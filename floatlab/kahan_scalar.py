@@ -135,14 +135,15 @@ _GENERAL_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "
 def _general_kahan_applies(acc: Accumulator, columns: int) -> bool:
     """Whether :func:`_general_kahan` is this Kahan adder: any floatlab mode in a signed format
     with a zero and 2 <= p <= 51 (IEEE, FN, FNUZ, saturating MX formats, FTZ formats).
-    Stochastic rounding for at most 3 columns: with more, the per-step path's draws per call
-    depend on how many of the columns' values lie below 2**emin (see
-    floatlab.kahan_general.general_kahan), which a column-by-column loop cannot reproduce.
+    Stochastic rounding for at most 8 columns (more would run the per-step path as fast):
+    up to 3 column by column, 4 to 8 in lockstep (floatlab.kahan_lockstep), where the
+    per-step path's draws per call depend on how many of the columns' values lie below
+    2**emin (see floatlab.kahan_general.general_kahan).
     FTZ formats need emin > -1022 (floatlab.round refuses the others); with at most 11
     exponent bits every quantum and max are float64 numbers."""
     fmt = acc.fmt
     return (_SCALAR_KAHAN and acc.rounding in _GENERAL_MODES and fmt.signed and fmt.has_zero
-            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns <= 3)
+            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns <= 8)
             and (fmt.subnormals or fmt.emin > -1022))
 
 

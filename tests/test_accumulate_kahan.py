@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import kahan_general, kahan_scalar
+from floatlab import kahan_general, kahan_lockstep, kahan_scalar
 from floatlab.accumulate import Accumulator, exact_add
+from floatlab.eft import odd_sum
 
 FORMATS = ["fp16", "bf16", "e5m2", "float32", "e8m13", "e5m6", "e11m40"]
 
@@ -81,14 +82,14 @@ def test_scalar_kahan_compensates():
 
 
 @pytest.mark.parametrize("acc", [
-    Accumulator("bf16", "stochastic", compensated=True, rng=0),  # needs <= 3 columns (below)
+    Accumulator("bf16", "stochastic", compensated=True, rng=0),  # needs <= 8 columns (below)
     Accumulator("float64", compensated=True),                # p = 53: native additions
     Accumulator("e5m2_nozero", compensated=True),            # no zero
     Accumulator("e8m0", compensated=True),                   # no sign, no zero, p = 1
     Accumulator("e11m40_ftz", compensated=True),             # FTZ at emin -1022: refused
 ])
 def test_no_scalar_engine_outside_its_claim(acc):
-    assert kahan_scalar._kahan_engine(acc, 4) is None
+    assert kahan_scalar._kahan_engine(acc, 9) is None
 
 
 def test_pcg64_block_draws_equal_single_draws():
@@ -169,19 +170,17 @@ def test_general_scalar_kahan_raises_as_per_step_path(mode, monkeypatch):
             floatlab.sum(x, acc)
 
 
-def test_stochastic_columns_beyond_three_take_the_per_step_path():
-    """With four sums or more the per-step path's draws per call depend on how many of the
-    columns' values are below 2**emin: m draws, or m + count for 1 <= count <= m // 4, which
-    a column-by-column loop cannot reproduce; so the engine stops at three columns."""
+def test_stochastic_columns_up_to_eight_take_the_engine():
+    """Up to three stochastic sums run column by column, four to eight in lockstep (a
+    floatlab.round call on m >= 4 values with 1 <= count <= m // 4 of them below 2**emin
+    draws m + count numbers: here 5); more keep the per-step path."""
     acc = Accumulator("bf16", "stochastic", compensated=True, rng=1)
-    for m in (1, 2, 3):
+    for m in range(1, 9):
         assert kahan_scalar._kahan_engine(acc, m) is kahan_scalar._general_kahan
-    assert kahan_scalar._kahan_engine(acc, 4) is None
+    assert kahan_scalar._kahan_engine(acc, 9) is None
     generator = np.random.default_rng(0)
     floatlab.round(np.array([1.1, 1.2, 1.3, 2.0**-130]), "bf16", "stochastic", rng=generator)
     assert generator.bit_generator.state == _advanced(np.random.default_rng(0), 5)
-    with pytest.raises(ValueError, match="at most 3 columns"):
-        kahan_general.general_kahan(np.ones((4, 4)), acc.fmt, "stochastic", acc.rng, None, False)
 
 
 def _advanced(generator, n):
@@ -285,3 +284,47 @@ def test_stochastic_rounder_at_its_windows(fmt, random_bits):
                                  random_bits=random_bits)
                 got = add(a, b, u)
             assert _same(got, want), (fmt, random_bits, a, b, u)
+
+
+@pytest.mark.parametrize("random_bits", [None, 4])
+@pytest.mark.parametrize("fmt", ["bf16", "e4m3fn", "e5m2_ftz", "e5m2fnuz", "fp16"])
+def test_stochastic_lockstep_equals_per_step_path(fmt, random_bits, monkeypatch):
+    """Four to eight stochastic Kahan sums run in lockstep (floatlab.kahan_lockstep): equal to
+    the per-step path, sums and running sums, with the generator in the same state, on columns
+    of which some are mostly below 2**emin, so that the per-step path's calls draw m + count
+    numbers (checked: more than 4 m draws per row in all) as well as m."""
+    rng = np.random.default_rng(len(fmt))
+    scale = floatlab.finfo(fmt).tiny
+    for m in (4, 5, 8):
+        x = rng.standard_normal((80, m)) * 2.0 ** rng.integers(-12, 3, (80, m)) * scale * 64
+        x[:, 1] *= 2.0**-8                  # mostly tiny: 1 <= count <= m // 4 in many calls
+        x[rng.random(80) < 0.3, -1] *= 2.0**-8
+        x[5, 0], x[9, 2] = np.inf if floatlab.get_format(fmt).has_nan else 1.0, -0.0
+        results, states = [], []
+        for engine in (True, False):
+            monkeypatch.setattr(kahan_scalar, "_SCALAR_KAHAN", engine)
+            acc = Accumulator(fmt, "stochastic", compensated=True, rng=11, random_bits=random_bits)
+            assert (kahan_scalar._kahan_engine(acc, m) is kahan_scalar._general_kahan) == engine
+            with np.errstate(all="ignore"):
+                results.append([floatlab.sum(x, acc, axis=0), floatlab.cumsum(x, acc, axis=0)])
+            states.append(acc.rng.bit_generator.state)
+        for fast, slow in zip(*results, strict=True):
+            assert _same(fast, slow), (fmt, m)
+        assert states[0] == states[1]
+        assert states[0] != _advanced(np.random.default_rng(11), 2 * 4 * m * 80)  # extra draws
+
+
+def test_tininess_of_the_odd_sum_from_the_float64_sum():
+    """The lockstep engine counts the odd sums below 2**emin from s = fl(a + b): the same as
+    the odd sum's own tininess, also where s = +-2**emin and round to odd nudges it inward."""
+    tmin = floatlab.get_format("bf16").normal_threshold
+    a = np.array([tmin, tmin, -tmin, tmin, tmin * 0.75, tmin, 0.0, 3 * tmin, -tmin])
+    b = np.array([-(2.0**-180), 2.0**-180, 2.0**-180, 0.0, 2.0**-200, -tmin, -0.0,
+                  -2 * tmin - 2.0**-190, 2.0**-200])
+    odd = np.abs(odd_sum(a, b))
+    want = (odd > 0) & (odd < tmin)
+    got = []
+    for x, y in zip(a.tolist(), b.tolist(), strict=True):
+        s = abs(x + y)
+        got.append(0.0 < s <= tmin and (s < tmin or kahan_lockstep._inward(x, y)))
+    assert want.tolist() == got and any(got) and not all(got)
