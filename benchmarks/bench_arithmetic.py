@@ -175,7 +175,10 @@ row("float16 Kahan: 1000 sums of 1000", timed(
 
 def engine_name(acc: floatlab.Accumulator, columns: int = 1) -> str:
     engine = kahan_scalar._kahan_engine(acc, columns)
-    return "per-step" if engine is None else engine.__name__.strip("_").replace("_", " ")
+    if engine is None:
+        return "per-step"
+    lockstep = acc.rounding == "stochastic" and columns > 3
+    return engine.__name__.strip("_").replace("_", " ") + (", lockstep" if lockstep else "")
 
 
 # Kahan sums of 1M values in Python floats: "scalar kahan" is the hand-written nearest-even
@@ -206,20 +209,23 @@ for label, acc in (
     data = (values - 0.5) / 8 if acc.fmt.max < 1000 else values
     row(f"{label}: one sum of 1M ({engine_name(acc)})",
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc), 1), None, "target <= 2 s")
-# Several long stochastic Kahan sums at once: the Python-float engine reproduces the per-step
-# path's draws column by column for up to 3 columns; 4 or more keep the per-step path (its
-# draws per call depend on how many of the columns' values are below 2**emin): time 2000
-# terms of those, scaled to 1M values.
-for columns in (2, 3):
-    stochastic = floatlab.Accumulator("bf16", "stochastic", compensated=True, rng=0)
-    rows = 999_999 // columns
-    row(f"bfloat16 Kahan stochastic: {columns} sums of {rows} ({engine_name(stochastic, columns)})",
-        timed(lambda stochastic=stochastic, columns=columns, rows=rows: floatlab.sum(
-            values[:rows * columns].reshape(rows, columns), stochastic, axis=0), 1),
-        None, "target <= 2 s")
-stochastic = floatlab.Accumulator("bf16", "stochastic", compensated=True, rng=0)
-row(f"bfloat16 Kahan stochastic: 4 sums of 250k ({engine_name(stochastic, 4)}, "
-    "estimated from 2000)",
-    timed(lambda: floatlab.sum(values[:2000].reshape(500, 4), stochastic, axis=0), 1) * 500)
+# Several long Kahan sums at once (1M values in all): the Python-float engines run the
+# columns one by one; stochastic rounding reproduces the per-step path's draws column by
+# column for up to 3 columns and in lockstep for 4 to 8 (floatlab.kahan_lockstep: its draws
+# per call depend on how many of the columns' values are below 2**emin)
+for label, acc, columns in (
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 2),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 4),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 8),
+        ("float8_e4m3fn Kahan stochastic", floatlab.Accumulator(
+            "e4m3fn", "stochastic", compensated=True, rng=0), 4),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 4)):
+    data = ((values - 0.5) / 8 if acc.fmt.max < 1000 else values).reshape(-1, columns)
+    row(f"{label}: {columns} sums of {data.shape[0] // 1000}k ({engine_name(acc, columns)})",
+        timed(lambda acc=acc, data=data: floatlab.sum(data, acc, axis=0), 1), None,
+        "target <= 2 s")
 print()
 lab()

@@ -17,9 +17,9 @@ An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds o
 term per inner index to all outputs and rounds with a magic constant built from each sum's
 exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
 bound rules out overflow, else with NumPy's float64 -> float16 cast.
-A single long Kahan (compensated) sum has a state no scan can split: it runs step by step in
-Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for one sum only, in every
-signed format with a zero), one to two microseconds per step instead of floatlab.round calls
+A long Kahan (compensated) sum has a state no scan can split: a few of them run step by step
+in Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for up to 8 sums, in
+every signed format with a zero), about a microsecond per step instead of floatlab.round calls
 on 0-d arrays.
 """
 
