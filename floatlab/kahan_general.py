@@ -145,7 +145,7 @@ def _rounding(a: str, op: str, b: str, u: str, out: str, mode: str, wide: bool,
     """One :data:`_ROUND` of ``a op b`` (op "+" or "-": TwoSum of a and -b, written as a
     difference: float64's rounding is symmetric, so fl(-b - bb) == -fl(b + bb)) into ``out``.
     ``wide``: formats whose magic constant M would overflow (see :func:`_wide`)."""
-    decide = _DECIDE[mode].replace("{u}", u)
+    decide = _DECIDE[mode]
     # q = 2**(k - p) for x in [2**(k-1), 2**k) is ulp(x) * 2**(53 - p) (ulp(x) = 2**(k - 53)
     # for normal float64 x), clamped below at the least quantum (subnormals: 2**(emin - p +
     # 1); FTZ: binade emin - 1's, as every x below flushes anyway), and above at binade
@@ -240,10 +240,22 @@ def _kahan_loop(fmt: Format, mode: str, keep: bool):
     return namespace["kahan"]
 
 
+def _compiled_rounder(fmt: Format, mode: str):
+    """One rounding of the template as a function ``add(a, b, u)``, u the uniform draw
+    ("stochastic") or the threshold w ("stochastic_bits"), ignored by the other modes."""
+    namespace = _constants(fmt, mode)
+    namespace["round"] = round
+    body = _rounding("a", "+", "b", "u", "result", mode, _wide(fmt), fmt.has_negative_zero)
+    source = "def add(a, b, u):\n" + textwrap.indent(body, "    ") + "    return result\n"
+    exec(compile(source, f"<floatlab.kahan_general rounder: {fmt.name} {mode}>", "exec"),
+         namespace)
+    return namespace["add"]
+
+
 def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
-    """One rounding of the template as a function ``add(a, b, u)``: ``floatlab.round(
-    odd_sum(a, b), fmt, mode)``, u the uniform draw of stochastic rounding (ignored
-    otherwise). For tests and the examples; the Kahan loop inlines the same code.
+    """``add(a, b, u)``: ``floatlab.round(odd_sum(a, b), fmt, mode)``, u the uniform draw of
+    stochastic rounding (ignored otherwise), through one rounding of the template the Kahan
+    loops inline. For tests and the examples.
 
     >>> from floatlab.formats import get_format
     >>> add = _general_rounder(get_format("e4m3fn"), "nearest_even")
@@ -252,16 +264,9 @@ def _general_rounder(fmt: Format, mode: str, random_bits: int | None = None):
     >>> _general_rounder(get_format("e4m3fn"), "stochastic")(1.0, 0.0625, 0.49)  # f = 1/2
     1.125
     """
-    name = "stochastic_bits" if mode == "stochastic" and random_bits is not None else mode
-    namespace = _constants(fmt, mode)
-    namespace["round"] = round
-    body = _rounding("a", "+", "b", "u", "result", name, _wide(fmt), fmt.has_negative_zero)
-    source = "def add(a, b, u):\n" + textwrap.indent(body, "    ") + "    return result\n"
-    exec(compile(source, f"<floatlab.kahan_general rounder: {fmt.name} {mode}>", "exec"),
-         namespace)
-    add = namespace["add"]
-    if name != "stochastic_bits":
-        return add
+    if mode != "stochastic" or random_bits is None:
+        return _compiled_rounder(fmt, mode)
+    add = _compiled_rounder(fmt, "stochastic_bits")
     return lambda a, b, u: add(a, b, _thresholds([u], random_bits)[0])
 
 
@@ -289,26 +294,25 @@ def general_kahan(values: np.ndarray, fmt: Format, mode: str, rng, random_bits: 
 
     Stochastic rounding draws the numbers the per-step path draws, in its order. That path
     rounds each operation of a row for all m columns in one floatlab.round call, which draws
-    exactly m uniform doubles, element j taking the j-th, whatever the values, as long as
-    m <= 3 (floatlab.rounding._round_bits: with m // 4 == 0 any input below 2**emin makes the
-    call "mostly tiny", and then the significand kernel, or the shared draws of the uniform-
-    grid kernel, take one draw per element; with none, the pattern kernel does; only with
+    exactly m uniform doubles, element j taking the j-th, whatever the values, where m <= 3
+    or the format's emin is float64's (floatlab.rounding._round_bits looks for inputs below
+    2**emin only in the other formats; with m // 4 == 0 any such input makes the call
+    "mostly tiny", and then the significand kernel, or the shared draws of the uniform-grid
+    kernel, take one draw per element; with none, the pattern kernel does). Only with
     1 <= count <= m // 4 tiny inputs does a call draw m + count: more columns run in
-    lockstep, :mod:`floatlab.kahan_lockstep`; formats without the check, whose emin is
-    float64's, draw m for any m). So the stream is row by
-    row, operation by operation (y, t, t - s, c), column by column: 4 m draws per row. They
-    are drawn here in blocks of rows, and column j reads its stride: a PCG64 Generator's
-    ``random(n)`` yields the same doubles as n calls of ``random(1)`` (one 64-bit output per
-    double, nothing buffered; a test checks it), and exactly 4 m n are drawn in all, so the
-    generator ends in the same state. (Where a format without NaN meets a NaN or inf, both
-    paths raise, and the generator may then have run ahead here.)
+    lockstep (:mod:`floatlab.kahan_lockstep`). So the stream is row by row, operation by
+    operation (y, t, t - s, c), column by column: 4 m draws per row. They are drawn here in
+    blocks of rows, and column j reads its stride: a PCG64 Generator's ``random(n)`` yields
+    the same doubles as n calls of ``random(1)`` (one 64-bit output per double, nothing
+    buffered; a test checks it), and exactly 4 m n are drawn in all, so the generator ends in
+    the same state. (Where a format without NaN meets a NaN or inf, both paths raise, and the
+    generator may then have run ahead here.)
     """
     n, m = values.shape
     random = mode == "stochastic"
-    if random and m > 3 and _tiny_check(fmt):  # draws per call depend on the values
-        from floatlab.kahan_lockstep import lockstep_kahan
-
-        return lockstep_kahan(values, fmt, rng, random_bits, keep)
+    if random and m > 3 and _tiny_check(fmt):
+        raise ValueError(f"{m} stochastic sums in {fmt.name}: the per-step path's draws per "
+                         "call depend on the values; use floatlab.kahan_lockstep")
     name = "stochastic_bits" if random and random_bits is not None else mode
     loop = _kahan_loop(fmt, name, keep)
     columns = [values[:, j].tolist() for j in range(m)]

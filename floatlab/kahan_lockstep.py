@@ -34,7 +34,13 @@ from functools import lru_cache
 import numpy as np
 
 from floatlab.formats import Format
-from floatlab.kahan_general import _constants, _rounding, _thresholds, _wide
+from floatlab.kahan_general import (
+    _compiled_rounder,
+    _constants,
+    _rounding,
+    _thresholds,
+    _wide,
+)
 
 _LOOP = """\
 def kahan(rows, draw, add, inward, out, {constants}):
@@ -111,12 +117,7 @@ def _lockstep_loop(fmt: Format, m: int, mode: str, keep: bool):
     source = _lockstep_source(m, mode, wide, fmt.has_negative_zero, keep)
     exec(compile(source, f"<floatlab.kahan_lockstep: {fmt.name} {m} columns>", "exec"),
          namespace)
-    single = ("def add(a, b, u):\n"
-              + textwrap.indent(_rounding("a", "+", "b", "u", "result", mode, wide,
-                                          fmt.has_negative_zero), "    ")
-              + "    return result\n")
-    exec(compile(single, f"<floatlab.kahan_lockstep rounder: {fmt.name}>", "exec"), namespace)
-    return namespace["kahan"], namespace["add"]
+    return namespace["kahan"], _compiled_rounder(fmt, mode)
 
 
 def _inward(a: float, b: float) -> bool:

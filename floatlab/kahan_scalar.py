@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from floatlab.formats import Format
-from floatlab.kahan_general import general_kahan
+from floatlab.kahan_general import _tiny_check, general_kahan
+from floatlab.kahan_lockstep import lockstep_kahan
 
 if TYPE_CHECKING:
     from floatlab.accumulate import Accumulator
@@ -148,9 +149,13 @@ def _general_kahan_applies(acc: Accumulator, columns: int) -> bool:
 
 
 def _general_kahan(values: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarray:
-    """Kahan sums of the columns of ``values`` (n, m) through the generated loop of
+    """Kahan sums of the columns of ``values`` (n, m) through the generated loops of
     :mod:`floatlab.kahan_general` (every operation ``floatlab.round(odd_sum(a, b))`` as the
-    per-step path computes it, stochastic rounding with its stream of draws)."""
+    per-step path computes it, stochastic rounding with its stream of draws), or of
+    :mod:`floatlab.kahan_lockstep` for 4 to 8 stochastic sums whose draws per call depend on
+    the values."""
+    if acc.rounding == "stochastic" and values.shape[1] > 3 and _tiny_check(acc.fmt):
+        return lockstep_kahan(values, acc.fmt, acc.rng, acc.random_bits, keep)
     return general_kahan(values, acc.fmt, acc.rounding, acc.rng, acc.random_bits, keep)
 
 

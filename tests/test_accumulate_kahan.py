@@ -181,6 +181,8 @@ def test_stochastic_columns_up_to_eight_take_the_engine():
     generator = np.random.default_rng(0)
     floatlab.round(np.array([1.1, 1.2, 1.3, 2.0**-130]), "bf16", "stochastic", rng=generator)
     assert generator.bit_generator.state == _advanced(np.random.default_rng(0), 5)
+    with pytest.raises(ValueError, match="draws per call depend on the values"):
+        kahan_general.general_kahan(np.ones((16, 4)), acc.fmt, "stochastic", acc.rng, None, False)
 
 
 def _advanced(generator, n):
