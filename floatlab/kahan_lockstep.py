@@ -71,7 +71,7 @@ def _lockstep_source(m: int, mode: str, wide: bool, signed_zero: bool, keep: boo
             body.append(_rounding(f"{a}{j}", op, f"{b}{j}", f"U[P + {j}]", f"{out}{j}", mode,
                                   wide, signed_zero))
             # (x is the last rounding's where o is not finite: the finite test comes second)
-            body.append(f"k{j} = 0.0 < x <= tmin and ninf < o < inf and (x < tmin or "
+            body.append(f"k{j} = x <= tmin and x > 0.0 and ninf < o < inf and (x < tmin or "
                         f"inward({a}{j}, {'-' if op == '-' else ''}{b}{j}))")
         flags = " + ".join(f"k{j}" for j in range(m))
         fix = [f"count = {flags}", f"if count and count <= {m // 4}:",
