@@ -43,10 +43,9 @@ from floatlab.kahan_general import (
 )
 
 _LOOP = """\
-def kahan(rows, draw, add, inward, out, {constants}):
+def kahan(rows, left, draw, add, inward, out, {constants}):
     append = out.append
     U, P = [], 0  # the draws on hand, the next unused one
-    left = len(rows)
     for {values} in rows:
         if len(U) - P < {per_row}:  # each remaining row takes at least {per_row} draws
             U = U[P:] + draw(min(left * {per_row}, {ahead}) - (len(U) - P))
@@ -139,8 +138,11 @@ def lockstep_kahan(values: np.ndarray, fmt: Format, rng, random_bits: int | None
 
     def draw(count: int) -> list[float]:
         drawn = rng.random(count)
-        return _thresholds(drawn, random_bits) if random_bits is not None else drawn.tolist()
+        return (_thresholds(drawn, random_bits) if random_bits is not None else drawn).tolist()
 
-    sums = loop(values.tolist(), draw, add, _inward, [])  # every row's sums, or the last
+    # the rows as m-tuples from a memoryview (floats made as they are read, not listed first)
+    flat = iter(memoryview(np.ascontiguousarray(values, dtype=np.float64).reshape(-1)))
+    rows = zip(*(flat,) * m, strict=True)  # (one iterator m times: n * m values, n rows)
+    sums = loop(rows, n, draw, add, _inward, [])  # every row's sums, or the last row's
     return np.array(sums, dtype=np.float64).reshape(n if keep else 1, m)[slice(None) if keep
                                                                          else 0]
