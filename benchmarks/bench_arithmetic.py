@@ -211,7 +211,7 @@ for label, acc in (
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc), 1), None, "target <= 2 s")
 # Several long Kahan sums at once (1M values in all): the Python-float engines run the
 # columns one by one; stochastic rounding reproduces the per-step path's draws column by
-# column for up to 3 columns and in lockstep for 4 to 8 (floatlab.kahan_lockstep: its draws
+# column for up to 3 columns and in lockstep for 4 to 128 (floatlab.kahan_lockstep: its draws
 # per call depend on how many of the columns' values are below 2**emin)
 for label, acc, columns in (
         ("bfloat16 Kahan stochastic", floatlab.Accumulator(
@@ -220,11 +220,17 @@ for label, acc, columns in (
             "bf16", "stochastic", compensated=True, rng=0), 4),
         ("bfloat16 Kahan stochastic", floatlab.Accumulator(
             "bf16", "stochastic", compensated=True, rng=0), 8),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 125),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 250),
         ("float8_e4m3fn Kahan stochastic", floatlab.Accumulator(
             "e4m3fn", "stochastic", compensated=True, rng=0), 4),
-        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 4)):
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 4),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 125),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 250)):
     data = ((values - 0.5) / 8 if acc.fmt.max < 1000 else values).reshape(-1, columns)
-    row(f"{label}: {columns} sums of {data.shape[0] // 1000}k ({engine_name(acc, columns)})",
+    row(f"{label}: {columns} sums of {data.shape[0] / 1000:g}k ({engine_name(acc, columns)})",
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc, axis=0), 1), None,
         "target <= 2 s")
 print()

@@ -260,9 +260,9 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
-        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) \
-            and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m else None
-        if engine is not None:  # a few long sums: Python floats, column by column
+        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m \
+            else None
+        if engine is not None:  # a few long sums (<= 128): Python floats, column by column
             return engine(terms.values, self, keep)
         total, comp = np.zeros(m), np.zeros(m)
         out = np.empty((n, m)) if keep else None

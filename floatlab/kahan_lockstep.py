@@ -1,4 +1,4 @@
-"""Four to eight stochastic Kahan sums at once in Python floats, in lockstep: the per-step
+"""Four to 128 stochastic Kahan sums at once in Python floats, in lockstep: the per-step
 path's draws reproduced where they depend on the columns' values.
 
 floatlab.accumulate's per-step Kahan path rounds each operation of a row for all m columns in

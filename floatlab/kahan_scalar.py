@@ -130,22 +130,26 @@ def _scalar_kahan_nearest(x: np.ndarray, fmt: Format, keep: bool) -> np.ndarray:
 
 # --------------------------------------------------------------------------- every other case
 
+# Up to this many columns (with at least 4 rows per column) a Kahan sum runs in Python floats:
+# about a microsecond per value, where the per-step path's four vectorised calls per row cost
+# about 140 us per row, a microsecond per value only from ~140 columns on
+_KAHAN_ENGINE_MAX_COLUMNS = 128
+
 _GENERAL_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd",
                   "stochastic")
 
 
-def _general_kahan_applies(acc: Accumulator, columns: int) -> bool:
+def _general_kahan_applies(acc: Accumulator) -> bool:
     """Whether :func:`_general_kahan` is this Kahan adder: any floatlab mode in a signed format
     with a zero and 2 <= p <= 51 (IEEE, FN, FNUZ, saturating MX formats, FTZ formats).
-    Stochastic rounding for at most 8 columns (more would run the per-step path as fast):
-    up to 3 column by column, 4 to 8 in lockstep (floatlab.kahan_lockstep), where the
-    per-step path's draws per call depend on how many of the columns' values lie below
-    2**emin (see floatlab.kahan_general.general_kahan).
+    Stochastic rounding up to 3 columns column by column, more in lockstep
+    (floatlab.kahan_lockstep), where the per-step path's draws per call depend on how many of
+    the columns' values lie below 2**emin (see floatlab.kahan_general.general_kahan).
     FTZ formats need emin > -1022 (floatlab.round refuses the others); with at most 11
     exponent bits every quantum and max are float64 numbers."""
     fmt = acc.fmt
     return (_SCALAR_KAHAN and acc.rounding in _GENERAL_MODES and fmt.signed and fmt.has_zero
-            and 2 <= fmt.p <= 51 and (acc.rounding != "stochastic" or columns <= 8)
+            and 2 <= fmt.p <= 51
             and (fmt.subnormals or fmt.emin > -1022))
 
 
@@ -153,7 +157,7 @@ def _general_kahan(values: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarr
     """Kahan sums of the columns of ``values`` (n, m) through the generated loops of
     :mod:`floatlab.kahan_general` (every operation ``floatlab.round(odd_sum(a, b))`` as the
     per-step path computes it, stochastic rounding with its stream of draws), or of
-    :mod:`floatlab.kahan_lockstep` for 4 to 8 stochastic sums whose draws per call depend on
+    :mod:`floatlab.kahan_lockstep` for 4 or more stochastic sums whose draws per call depend on
     the values."""
     if acc.rounding == "stochastic" and values.shape[1] > 3 and _tiny_check(acc.fmt):
         return lockstep_kahan(values, acc.fmt, acc.rng, acc.random_bits, keep)
@@ -162,9 +166,11 @@ def _general_kahan(values: np.ndarray, acc: Accumulator, keep: bool) -> np.ndarr
 
 def _kahan_engine(acc: Accumulator, columns: int):
     """The function ``engine(values, acc, keep)`` that runs the ``columns`` long Kahan sums of
-    ``acc`` in Python floats, or None where only the per-step path applies."""
+    ``acc`` in Python floats, or None where only the per-step path applies (or is as fast)."""
+    if columns > _KAHAN_ENGINE_MAX_COLUMNS:
+        return None
     if _scalar_kahan_applies(acc):
         return _scalar_kahan
-    if _general_kahan_applies(acc, columns):
+    if _general_kahan_applies(acc):
         return _general_kahan
     return None

@@ -18,7 +18,7 @@ term per inner index to all outputs and rounds with a magic constant built from 
 exponent bits (:func:`_float16_magic`, seven float64 passes, no float16 cast) where a cheap
 bound rules out overflow, else with NumPy's float64 -> float16 cast.
 A long Kahan (compensated) sum has a state no scan can split: a few of them run step by step
-in Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for up to 8 sums, in
+in Python floats (:mod:`floatlab.kahan_scalar`: every mode, up to 128 sums at once, in
 every signed format with a zero), about a microsecond per step instead of floatlab.round calls
 on 0-d arrays.
 """

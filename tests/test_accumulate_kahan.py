@@ -82,14 +82,14 @@ def test_scalar_kahan_compensates():
 
 
 @pytest.mark.parametrize("acc", [
-    Accumulator("bf16", "stochastic", compensated=True, rng=0),  # needs <= 8 columns (below)
+    Accumulator("bf16", "stochastic", compensated=True, rng=0),  # > 128 columns (below)
     Accumulator("float64", compensated=True),                # p = 53: native additions
     Accumulator("e5m2_nozero", compensated=True),            # no zero
     Accumulator("e8m0", compensated=True),                   # no sign, no zero, p = 1
     Accumulator("e11m40_ftz", compensated=True),             # FTZ at emin -1022: refused
 ])
 def test_no_scalar_engine_outside_its_claim(acc):
-    assert kahan_scalar._kahan_engine(acc, 9) is None
+    assert kahan_scalar._kahan_engine(acc, 129) is None
 
 
 def test_pcg64_block_draws_equal_single_draws():
@@ -170,14 +170,14 @@ def test_general_scalar_kahan_raises_as_per_step_path(mode, monkeypatch):
             floatlab.sum(x, acc)
 
 
-def test_stochastic_columns_up_to_eight_take_the_engine():
-    """Up to three stochastic sums run column by column, four to eight in lockstep (a
+def test_stochastic_columns_up_to_128_take_the_engine():
+    """Up to three stochastic sums run column by column, 4 to 128 in lockstep (a
     floatlab.round call on m >= 4 values with 1 <= count <= m // 4 of them below 2**emin
-    draws m + count numbers: here 5); more keep the per-step path."""
+    draws m + count numbers: here 5); more keep the per-step path (as fast per value)."""
     acc = Accumulator("bf16", "stochastic", compensated=True, rng=1)
-    for m in range(1, 9):
+    for m in (1, 2, 3, 4, 8, 9, 128):
         assert kahan_scalar._kahan_engine(acc, m) is kahan_scalar._general_kahan
-    assert kahan_scalar._kahan_engine(acc, 9) is None
+    assert kahan_scalar._kahan_engine(acc, 129) is None
     generator = np.random.default_rng(0)
     floatlab.round(np.array([1.1, 1.2, 1.3, 2.0**-130]), "bf16", "stochastic", rng=generator)
     assert generator.bit_generator.state == _advanced(np.random.default_rng(0), 5)
@@ -291,15 +291,15 @@ def test_stochastic_rounder_at_its_windows(fmt, random_bits):
 @pytest.mark.parametrize("random_bits", [None, 4])
 @pytest.mark.parametrize("fmt", ["bf16", "e4m3fn", "e5m2_ftz", "e5m2fnuz", "fp16"])
 def test_stochastic_lockstep_equals_per_step_path(fmt, random_bits, monkeypatch):
-    """Four to eight stochastic Kahan sums run in lockstep (floatlab.kahan_lockstep): equal to
+    """Four or more stochastic Kahan sums run in lockstep (floatlab.kahan_lockstep): equal to
     the per-step path, sums and running sums, with the generator in the same state, on columns
     of which some are mostly below 2**emin, so that the per-step path's calls draw m + count
     numbers (checked: more than 4 m draws per row in all) as well as m."""
     rng = np.random.default_rng(len(fmt))
     scale = floatlab.finfo(fmt).tiny
-    for m in (4, 5, 8):
+    for m in (4, 5, 9, 16):
         x = rng.standard_normal((80, m)) * 2.0 ** rng.integers(-12, 3, (80, m)) * scale * 64
-        x[:, 1] *= 2.0**-8                  # mostly tiny: 1 <= count <= m // 4 in many calls
+        x[:, 1:1 + max(1, m // 8)] *= 2.0**-8      # mostly tiny: 1 <= count <= m // 4 in many calls
         x[rng.random(80) < 0.3, -1] *= 2.0**-8
         x[5, 0], x[9, 2] = np.inf if floatlab.get_format(fmt).has_nan else 1.0, -0.0
         results, states = [], []
