@@ -92,7 +92,7 @@ def _lockstep_source(m: int, mode: str, wide: bool, signed_zero: bool, keep: boo
     init = "\n".join(f"s{j} = c{j} = 0.0" for j in range(m))
     source = _LOOP.format(
         constants=", ".join(f"{name}={name}" for name in _CONSTANT_NAMES),
-        values=f"({names})", per_row=4 * m, ahead=4 * m * _ROWS_AHEAD,
+        values=f"({names})", per_row=4 * m, ahead=max(4 * m, _DRAWS_AHEAD),
         body=textwrap.indent("\n".join(body), " " * 8), keep=keep,
         append=f"        append(({', '.join(f's{j}' for j in range(m))},))" if keep else "",
         sums=", ".join(f"s{j}" for j in range(m)))
@@ -103,7 +103,7 @@ def _lockstep_source(m: int, mode: str, wide: bool, signed_zero: bool, keep: boo
 _CONSTANT_NAMES = ("S", "qmin", "qmax", "M1", "top", "smallest", "over_pos", "over_neg",
                    "special", "ulp", "frexp", "nextafter", "inf", "ninf", "copysign", "D", "nD",
                    "E", "tmin", "round")
-_ROWS_AHEAD = 1 << 12  # rows whose draws are made at once (at most)
+_DRAWS_AHEAD = 1 << 16  # draws made at once (at most, but at least a row's)
 
 
 @lru_cache(maxsize=32)

@@ -288,6 +288,18 @@ def test_stochastic_rounder_at_its_windows(fmt, random_bits):
             assert _same(got, want), (fmt, random_bits, a, b, u)
 
 
+@pytest.fixture(params=["ahead", "row by row"])
+def draws_ahead(request, monkeypatch):
+    """The lockstep loop as it runs (draws made up to 2**16 at a time), and drawing row by row
+    (every refill, extra draw and shifted operation at a block's edge)."""
+    if request.param == "row by row":
+        monkeypatch.setattr(kahan_lockstep, "_DRAWS_AHEAD", 1)
+    kahan_lockstep._lockstep_loop.cache_clear()
+    yield
+    kahan_lockstep._lockstep_loop.cache_clear()
+
+
+@pytest.mark.usefixtures("draws_ahead")
 @pytest.mark.parametrize("random_bits", [None, 4])
 @pytest.mark.parametrize("fmt", ["bf16", "e4m3fn", "e5m2_ftz", "e5m2fnuz", "fp16"])
 def test_stochastic_lockstep_equals_per_step_path(fmt, random_bits, monkeypatch):
