@@ -61,7 +61,8 @@ def _inputs(fmt, rng, n=200):
 
 MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down"]
 # every format in round to nearest even; the other modes on a few (the general path is slow)
-# (and e4m3fn in round to nearest even: NaN where IEEE formats have inf)
+# (and e4m3fn in round to nearest even: NaN where IEEE formats have inf); the directed modes
+# run the generated loop (e11m40: where its magic constant would overflow)
 CASES = [(f, "nearest_even") for f in FORMATS + ["e4m3fn"]] + [
     (f, m) for f in ("bf16", "e5m2", "e11m40") for m in MODES[1:]]
 
@@ -140,9 +141,7 @@ GENERAL_CASES = (
     + [("e5m2_ftz", m, {}) for m in ("down", "nearest_away")]          # flush to zero
     + [("e2m1", "nearest_even", {}), ("e3m2", "up", {})]               # no NaN: saturate
     + [("fp16", "odd", {})]
-    + [(f, m, {}) for f in ("bf16", "e5m2", "float32") for m in MODES[1:]]  # IEEE, directed
-    + [("e11m40", m, {}) for m in ("up", "odd", "nearest_even")]       # M overflows: wide
-    + [("e11m40", "stochastic", {"rng": 9})]
+    + [("e11m40", "odd", {}), ("e11m40", "stochastic", {"rng": 9})]   # M overflows: wide
     + [(f, "stochastic", {"rng": 7}) for f in
        ("bf16", "e4m3fn", "e5m2fnuz", "e4m3fn_ftz", "e2m1", "fp16")]
     + [(f, "stochastic", {"rng": 8, "random_bits": k}) for f, k in (("bf16", 3), ("e4m3fn", 5))]
