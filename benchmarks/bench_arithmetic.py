@@ -210,14 +210,28 @@ for label, acc in cases:
 kahan = floatlab.Accumulator("fp16", compensated=True)
 row("float16 Kahan: 1000 sums of 1000", timed(
     lambda: floatlab.sum(values.reshape(1000, 1000), kahan, axis=0), 1), None, "target <= 2 s")
-for label, fmt, mode in (("float16", "fp16", "nearest_even"), ("bfloat16", "bf16", "nearest_even"),
-                         ("float8_e5m2", "e5m2", "nearest_even"), ("float32", "float32", "down"),
-                         ("bfloat16", "bf16", "toward_zero"), ("bfloat16", "bf16", "up"),
-                         ("bfloat16", "bf16", "nearest_away")):
-    kahan = floatlab.Accumulator(fmt, mode, compensated=True)
-    row(f"{label} Kahan {mode}: one sum of 1M (scalar engine)",
-        timed(lambda kahan=kahan: floatlab.sum(values, kahan), 1), None, "target <= 2 s")
+
+
+def engine_name(acc: floatlab.Accumulator, columns: int = 1) -> str:
+    engine = kahan_scalar._kahan_engine(acc, columns)
+    if engine is None:
+        return "per-step"
+    lockstep = acc.rounding == "stochastic" and columns > 3
+    return engine.__name__.strip("_").replace("_", " ") + (", lockstep" if lockstep else "")
+
+
+# Kahan sums of 1M values in Python floats: "scalar kahan" is the hand-written nearest-even
+# loop, "general kahan" the loop generated per mode (floatlab.kahan_general)
 for label, acc in (
+        ("float16 Kahan nearest_even", floatlab.Accumulator("fp16", compensated=True)),
+        ("bfloat16 Kahan nearest_even", floatlab.Accumulator("bf16", compensated=True)),
+        ("float8_e5m2 Kahan nearest_even", floatlab.Accumulator("e5m2", compensated=True)),
+        ("float32 Kahan down", floatlab.Accumulator("float32", "down", compensated=True)),
+        ("bfloat16 Kahan toward_zero", floatlab.Accumulator("bf16", "toward_zero",
+                                                            compensated=True)),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True)),
+        ("bfloat16 Kahan nearest_away", floatlab.Accumulator("bf16", "nearest_away",
+                                                             compensated=True)),
         ("bfloat16 Kahan stochastic", floatlab.Accumulator(
             "bf16", "stochastic", compensated=True, rng=0)),
         ("bfloat16 Kahan stochastic, 4 random bits", floatlab.Accumulator(
@@ -232,13 +246,31 @@ for label, acc in (
     # an FP8 sum of the values (in [0, 1)) overflows to NaN within ~1000 terms, after which
     # every step is cheap: sum centred, scaled values (a random walk of a few dozen) instead
     data = (values - 0.5) / 8 if acc.fmt.max < 1000 else values
-    engine = kahan_scalar._kahan_engine(acc, 1).__name__.strip("_").replace("_", " ")
-    row(f"{label}: one sum of 1M ({engine})",
+    row(f"{label}: one sum of 1M ({engine_name(acc)})",
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc), 1), None, "target <= 2 s")
-# Stochastic Kahan over several sums keeps the per-step path (its draws per call depend on
-# every column's values): time 2000 terms of two sums, scale to 1M.
-stochastic = floatlab.Accumulator("bf16", "stochastic", compensated=True, rng=0)
-row("bfloat16 Kahan stochastic: 2 sums of 1M (per-step, estimated from 2000)",
-    timed(lambda: floatlab.sum(values[:4000].reshape(2000, 2), stochastic, axis=0), 1) * 500)
+# Several long Kahan sums at once (1M values in all): the Python-float engines run the
+# columns one by one; stochastic rounding reproduces the per-step path's draws column by
+# column for up to 3 columns and in lockstep for 4 to 128 (floatlab.kahan_lockstep: its draws
+# per call depend on how many of the columns' values are below 2**emin)
+for label, acc, columns in (
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 2),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 4),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 8),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 125),
+        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
+            "bf16", "stochastic", compensated=True, rng=0), 250),
+        ("float8_e4m3fn Kahan stochastic", floatlab.Accumulator(
+            "e4m3fn", "stochastic", compensated=True, rng=0), 4),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 4),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 125),
+        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 250)):
+    data = ((values - 0.5) / 8 if acc.fmt.max < 1000 else values).reshape(-1, columns)
+    row(f"{label}: {columns} sums of {data.shape[0] / 1000:g}k ({engine_name(acc, columns)})",
+        timed(lambda acc=acc, data=data: floatlab.sum(data, acc, axis=0), 1), None,
+        "target <= 2 s")
 print()
 lab()

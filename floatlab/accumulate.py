@@ -260,13 +260,10 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
-        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) \
-            and m <= _SPECULATIVE_MAX_COLUMNS and n >= 4 * m else None
-        if engine is not None:  # a few long sums: Python floats per column
-            columns = [engine(terms.values[:, j], self, keep) for j in range(m)]
-            if keep:
-                return np.stack(columns, axis=1) if columns else np.zeros((n, 0))
-            return np.array(columns, dtype=np.float64).reshape(m)
+        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m \
+            else None
+        if engine is not None:  # a few long sums (<= 128): Python floats, column by column
+            return engine(terms.values, self, keep)
         total, comp = np.zeros(m), np.zeros(m)
         out = np.empty((n, m)) if keep else None
         for start in range(0, n, _BLOCK):

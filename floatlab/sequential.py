@@ -18,9 +18,9 @@ term per inner index to all outputs and rounds with a magic constant built from 
 exponent bits (:func:`_float16_magic`: six in-place float64 passes, no float16 cast, the
 products made by BLAS a few inner indices at a time) where a cheap bound rules out overflow,
 else with NumPy's float64 -> float16 cast.
-A single long Kahan (compensated) sum has a state no scan can split: it runs step by step in
-Python floats (:mod:`floatlab.kahan_scalar`: every mode, stochastic for one sum only, in every
-signed format with a zero), one to two microseconds per step instead of floatlab.round calls
+A long Kahan (compensated) sum has a state no scan can split: a few of them run step by step
+in Python floats (:mod:`floatlab.kahan_scalar`: every mode, up to 128 sums at once, in
+every signed format with a zero), about a microsecond per step instead of floatlab.round calls
 on 0-d arrays.
 """
 
