@@ -158,9 +158,14 @@ def _flushed(x: np.ndarray, q: np.ndarray) -> float:
 
 
 def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
-                     blas: bool = False) -> np.ndarray:
+                     blas: bool = False, rotated: bool = False) -> np.ndarray:
     """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
     values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
+
+    ``rotated=True``: a Scheme with a Hadamard transform gives its values in the rotated basis
+    (:func:`~floatlab.quant.quantize.fake_quantize`'s ``rotated``), for a GEMM whose other
+    operand is rotated by the same matrix (NVFP4's wgrad); the telemetry's QSNR and flushed
+    fraction then compare the rotated operand with the rotated input.
 
     ``blas=True``: the caller only feeds the result to float32 BLAS products (:func:`gemm`
     with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
@@ -201,8 +206,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
-            return fake_quantize(x, spec, rng)
-        q, st = fake_quantize(x, spec, rng, stats=True)
+            return fake_quantize(x, spec, rng, rotated=rotated)
+        q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
         run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
                                      st.qsnr_db, False, x.size))
         return q
@@ -288,10 +293,15 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(x, gemm(gq, wt, dgr.accumulate), fmt)
         if w.requires_grad:
             blas = wgr.accumulate is None
+            # NVFP4's RHT: both operands rotated along the batch axis by the same matrix and
+            # multiplied as they are, as the hardware does (see _wgrad_rotated)
+            rotated = _wgrad_rotated(wgr.a, wgr.b)
             gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
-                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a", blas=blas)
+                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a", blas=blas,
+                rotated=rotated)
             xt = xq.T if _same(fwd.a, wgr.b) else quantize_operand(
-                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b", blas=blas)
+                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b", blas=blas,
+                rotated=rotated)
             dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
             if recipe.weight_grad is not None:
                 dw = quantize_operand(dw, recipe.weight_grad, run, f"{layer}.weight_grad")
@@ -300,6 +310,23 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(bias, g.sum(axis=0), grad_fmt)
 
     return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
+
+
+def _wgrad_rotated(a: Operand, b: Operand) -> bool:
+    """Whether the wgrad GEMM multiplies its operands in the Hadamard-rotated basis.
+
+    NVFP4 training (Transformer Engine's NVFP4BlockScaling, NVIDIA's NVFP4 recipe) rotates the
+    columnwise copies of the input and of the output gradient, blocks of 16 along the batch
+    axis (the wgrad GEMM's inner dimension), by one fixed matrix R shared by every operand and
+    layer, quantises the rotated tensors and feeds their codes to the GEMM: ``(gᵀR)(xᵀR)ᵀ =
+    gᵀ R Rᵀ x = gᵀ x`` because R is orthogonal, so nothing is inverted. The lab multiplies the
+    rotated dequantised operands the same way. That needs the same transform on both (the
+    block size along the inner axis, the last of the 2-D operands; the lab's R is one fixed
+    matrix per size); with only one operand rotated, or different sizes, each operand is
+    turned back instead.
+    """
+    return (isinstance(a, Scheme) and isinstance(b, Scheme) and bool(a.hadamard)
+            and a.hadamard == b.hadamard and a.axis in (-1, 1) and b.axis in (-1, 1))
 
 
 def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
