@@ -278,8 +278,8 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
 
     def backward(g: np.ndarray) -> None:
         # The first layer's input needs no gradient, so its dgrad GEMM is not run; its g copy is
-        # still made when wgrad reads it, telemetry records it, or it draws random numbers
-        # (see _unread_copy_skippable).
+        # still made when wgrad reads it, or telemetry records a deterministic one (see
+        # _unread_copy_skippable).
         gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
             quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
         if x.requires_grad:
@@ -330,23 +330,30 @@ def _wgrad_rotated(a: Operand, b: Operand) -> bool:
 
 
 def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
-    """Whether the dgrad copy of g may be left out when the dgrad GEMM does not run.
+    """Whether the dgrad copy of g is left out when the dgrad GEMM does not run.
 
-    Proof that leaving it out changes nothing: the copy is read by the dgrad GEMM and, when
-    wgrad reads the same quantised tensor (``_same``), by wgrad; with neither, its only other
-    effects are the telemetry record (off here), random draws (stochastic rounding advances
-    the run's generator, so such a copy is always made) and a scaler's state (a TensorScaling's
-    amax history; always made). A Format or a deterministic Scheme is a pure function of g.
-    Tests check training with and without the shortcut bit for bit
-    (tests/test_mixed_recipe_fastpaths.py).
+    The copy is read by the dgrad GEMM and, when wgrad reads the same quantised tensor
+    (``_same``), by wgrad; with neither, no product reads it. Its other effects:
+
+    * a Format or a deterministic Scheme is a pure function of g: leaving it out changes
+      nothing but the telemetry's record of it, so it is still made when telemetry is on;
+    * a stochastic Scheme (NVFP4's SR gradients) draws random numbers from the run's
+      generator: leaving it out changes the stream the later draws see, so training results
+      differ (by design: the copy only advanced the stream). It is left out with telemetry
+      on too, so that telemetry never changes results, and then has no record;
+    * a TensorScaling keeps a scaler's state (an amax history): always made.
+
+    Tests check training with and without the shortcut: bit for bit where nothing is drawn,
+    and without telemetry equal to with it (tests/test_mixed_recipe_fastpaths.py).
     """
-    if run.telemetry or _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
+    if _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
         return False
-    return isinstance(dgrad_a, Format) or (isinstance(dgrad_a, Scheme)
-                                           and dgrad_a.rounding != "stochastic")
+    if isinstance(dgrad_a, Scheme) and dgrad_a.rounding == "stochastic":
+        return True
+    return not run.telemetry and isinstance(dgrad_a, (Format, Scheme))
 
 
-_SKIP_UNREAD_COPIES = True  # switch for the tests, which check training bit-identical without
+_SKIP_UNREAD_COPIES = True  # switch for the tests (off: every copy made, the old random stream)
 
 
 def _tiles_transpose(first: Operand, second: Operand) -> bool:
