@@ -306,6 +306,12 @@ def test_nvfp4_hadamard_is_orthonormal_and_runs_along_the_wgrad_inner_dimension(
 
     R = hadamard_matrix(16)
     assert np.array_equal(R @ R.T, np.eye(16))    # entries +-1/4: every product is exact
+    # Transformer Engine's RHT matrix: its fixed sign vector on the rows of Sylvester's H_16
+    # (signs applied to the block's values first), scaled by 1/4
+    h16 = np.kron(np.kron([[1, 1], [1, -1]], [[1, 1], [1, -1]]),
+                  np.kron([[1, 1], [1, -1]], [[1, 1], [1, -1]]))
+    te_signs = [1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1]
+    assert np.array_equal(R, np.diag(te_signs) @ h16 / 4)
     recipe = get_recipe("nvfp4")
     assert recipe.wgrad.a.hadamard == recipe.wgrad.b.hadamard == 16
     assert recipe.forward.a.hadamard is recipe.dgrad.a.hadamard is None
