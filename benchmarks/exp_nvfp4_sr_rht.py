@@ -14,7 +14,9 @@ Prints the tables notebook 08 (section 4) quotes, over seeds 0..N-1:
    targets. ``share`` = (frozen - run) / (frozen - bf16): the part of bf16's hidden-layer
    learning a run achieves.
 2. **RHT, in training.** Per-layer QSNR of the wgrad operands from the recipe telemetry (mean
-   over the last three quarters of the run), NVFP4 with and without the 16-point RHT: the lab's
+   over the last three quarters of the run; with the RHT, the rotated operand the GEMM
+   multiplies against the rotated input), NVFP4 with and without the 16-point RHT
+   (Transformer Engine's matrix): the lab's
    Transformer on char_lm (context 32, 20k characters, batch 16, 40 steps) and, with
    scikit-learn, the MLP 64-64-64-10 on digits() (batch 256, 200 steps); with SR on gradients
    (the recipe) and without.

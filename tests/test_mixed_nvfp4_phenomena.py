@@ -27,6 +27,8 @@ def test_a_loud_value_in_every_block_flushes_the_quiet_ones_under_rn_but_not_on_
 
 
 def test_rht_raises_the_transformers_wgrad_activation_qsnr_in_training():
+    """Transformer Engine's RHT on the wgrad operands of a small Transformer (the rotated
+    operands' QSNR, with RHT minus without, mean over 8 steps): every activation gains."""
     data = char_lm(context=16, max_chars=5000)
     gain = {}
     for hadamard in (True, False):
@@ -39,6 +41,8 @@ def test_rht_raises_the_transformers_wgrad_activation_qsnr_in_training():
                 q = float(np.mean(t.recipe_run.series(key, "qsnr_db")))
                 gain[key] = gain.get(key, 0.0) + (q if hadamard else -q)
     acts = [v for k, v in gain.items() if k.endswith(".b")]
-    assert len(acts) == 5 and min(acts) > 0                   # seed 0: +0.28 .. +0.80 dB
+    assert len(acts) == 5 and min(acts) > 0                   # seed 0: +0.18 .. +0.55 dB
     head = max(gain, key=lambda k: int(k.split(".")[0][6:]))  # the tied output head
-    assert gain[head.replace(".b", ".a")] > 0.5               # its gradient: +1.0 dB
+    # its gradient loses with Transformer Engine's random signs (-2.2 dB); a Hadamard matrix
+    # whose signs only flipped its outputs (the lab's before) gained +1.0 dB: not random
+    assert gain[head.replace(".b", ".a")] < -0.5

@@ -52,7 +52,9 @@ def _ref(a, b_rows, acc=None):
 
 @pytest.mark.parametrize("name,opts", [("mxfp8", {}), ("mxfp8", {"scale_rounding": "rceil"}),
                                        ("fp8-rowwise", {}), ("mxfp4", {}),
-                                       ("nvfp4", {"stochastic_rounding": False})])
+                                       ("nvfp4", {"stochastic_rounding": False}),
+                                       ("nvfp4", {"stochastic_rounding": False,
+                                                  "hadamard": False})])
 def test_block_recipes_match_reference(name, opts):
     x, w, g = _layer(1)
     recipe = get_recipe(name, **opts)
@@ -62,8 +64,21 @@ def test_block_recipes_match_reference(name, opts):
     np.testing.assert_array_equal(y, y_ref)
     dx_ref = fl_round(_ref(_fq(g, d.a), _fq(w.T, d.b)), BF16)
     np.testing.assert_array_equal(dx, dx_ref.astype(np.float32))
-    dw_ref = _ref(_fq(g.T, wg.a), _fq(x.T, wg.b))
+    dw_ref = _ref(_fq_wgrad(g.T, wg.a), _fq_wgrad(x.T, wg.b))
     np.testing.assert_array_equal(dw, dw_ref.astype(np.float32))
+
+
+def _fq_wgrad(values, scheme):
+    """A wgrad operand as NVFP4's hardware GEMM reads it: with the RHT, blocks of 16 along the
+    batch axis (last here) times the one random Hadamard matrix R, then quantised, and *not*
+    turned back (both operands carry R, and (gᵀR)(xᵀR)ᵀ = gᵀx); without, plainly quantised."""
+    from floatlab.quant.quantize import hadamard_matrix, quantize
+
+    if not scheme.hadamard:
+        return _fq(values, scheme)
+    v = np.ascontiguousarray(values)
+    rotated = (v.reshape(-1, 16) @ hadamard_matrix(16, v.dtype)).reshape(v.shape)
+    return quantize(rotated, scheme.replace(hadamard=None)).dequantize().astype(np.float64)
 
 
 def test_deepseek_accumulator_matches_reference():
@@ -291,6 +306,12 @@ def test_nvfp4_hadamard_is_orthonormal_and_runs_along_the_wgrad_inner_dimension(
 
     R = hadamard_matrix(16)
     assert np.array_equal(R @ R.T, np.eye(16))    # entries +-1/4: every product is exact
+    # Transformer Engine's RHT matrix: its fixed sign vector on the rows of Sylvester's H_16
+    # (signs applied to the block's values first), scaled by 1/4
+    h16 = np.kron(np.kron([[1, 1], [1, -1]], [[1, 1], [1, -1]]),
+                  np.kron([[1, 1], [1, -1]], [[1, 1], [1, -1]]))
+    te_signs = [1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1]
+    assert np.array_equal(R, np.diag(te_signs) @ h16 / 4)
     recipe = get_recipe("nvfp4")
     assert recipe.wgrad.a.hadamard == recipe.wgrad.b.hadamard == 16
     assert recipe.forward.a.hadamard is recipe.dgrad.a.hadamard is None
@@ -301,6 +322,15 @@ def test_nvfp4_hadamard_is_orthonormal_and_runs_along_the_wgrad_inner_dimension(
     gt, xt = rng.standard_normal((8, 64)), rng.standard_normal((5, 64))
     np.testing.assert_allclose(apply_hadamard(gt, 16, -1) @ apply_hadamard(xt, 16, -1).T,
                                gt @ xt.T, rtol=1e-12, atol=1e-12)
+    # so the wgrad GEMM multiplies the rotated operands (no inverse), only when both carry
+    # the same transform
+    from floatlab.mixed.recipe_gemm import _wgrad_rotated
+
+    a, b = recipe.wgrad.a, recipe.wgrad.b
+    assert _wgrad_rotated(a, b)
+    assert not _wgrad_rotated(a, b.replace(hadamard=None))
+    assert not _wgrad_rotated(a, b.replace(hadamard=32))
+    assert not _wgrad_rotated(recipe.forward.a, recipe.forward.b)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -356,6 +356,41 @@ def test_hadamard_rotates_blocks_and_dequantize_inverts_it():
         quantize(np.ones((2, 20)), rotated)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rounding", ["nearest_even", "stochastic"])
+def test_fake_quantize_rotated_keeps_the_rotated_basis(dtype, rounding):
+    """rotated=True: the values a GEMM of two rotated operands reads, q(x R), without the
+    inverse transform; bit-equal to rotating by hand and quantising without the transform
+    (E2M1 midpoints, zeros, subnormal-small and saturating blocks included), with the same
+    random draws; its stats compare x R with them; without a transform it changes nothing."""
+    from floatlab.quant.quantize import fake_quantize, hadamard_matrix
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 64)) * 10.0 ** rng.integers(-6, 3, (8, 64))
+    x[0, :16] = 0.0
+    x[1] = np.tile([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.0], 8)  # E2M1 midpoints
+    x[2, :16] *= 1e-300 if dtype is np.float64 else 1e-35
+    x = x.astype(dtype)
+    seed = 3 if rounding == "stochastic" else None
+    plain = get_scheme("nvfp4").replace(rounding=rounding)
+    rot = plain.replace(hadamard=16)
+    by_hand = (x.reshape(-1, 16) @ hadamard_matrix(16, dtype)).reshape(x.shape)
+    expected = fake_quantize(by_hand, plain, rng=seed)
+    got, stats = fake_quantize(x, rot, rng=seed, stats=True, rotated=True)
+    assert got.dtype == expected.dtype   # (stochastic rounding works in float64)
+    assert got.tobytes() == expected.tobytes()
+    assert np.array_equal(fake_quantize(x, rot, rng=seed, rotated=True), expected)
+    assert stats == fake_quantize(by_hand, plain, rng=seed, stats=True)[1]
+    # the default turns the values back: the same codes times Rᵀ
+    back = fake_quantize(x, rot, rng=seed)
+    np.testing.assert_allclose(back, (expected.reshape(-1, 16) @ hadamard_matrix(16, dtype).T)
+                               .reshape(x.shape), rtol=0, atol=0)
+    assert np.array_equal(fake_quantize(x, plain, seed, rotated=True),
+                          fake_quantize(x, plain, seed))
+    with pytest.raises(TypeError, match="rotated"):
+        fake_quantize(x, rot, rotated="yes")
+
+
 def test_stochastic_element_rounding_is_reproducible_and_unbiased():
     x = np.full((64, 32), 0.3)
     s = get_scheme("mxfp4").replace(rounding="stochastic")

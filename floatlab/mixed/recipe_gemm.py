@@ -158,9 +158,14 @@ def _flushed(x: np.ndarray, q: np.ndarray) -> float:
 
 
 def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
-                     blas: bool = False) -> np.ndarray:
+                     blas: bool = False, rotated: bool = False) -> np.ndarray:
     """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
     values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
+
+    ``rotated=True``: a Scheme with a Hadamard transform gives its values in the rotated basis
+    (:func:`~floatlab.quant.quantize.fake_quantize`'s ``rotated``), for a GEMM whose other
+    operand is rotated by the same matrix (NVFP4's wgrad); the telemetry's QSNR and flushed
+    fraction then compare the rotated operand with the rotated input.
 
     ``blas=True``: the caller only feeds the result to float32 BLAS products (:func:`gemm`
     with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
@@ -201,8 +206,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
-            return fake_quantize(x, spec, rng)
-        q, st = fake_quantize(x, spec, rng, stats=True)
+            return fake_quantize(x, spec, rng, rotated=rotated)
+        q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
         run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
                                      st.qsnr_db, False, x.size))
         return q
@@ -273,8 +278,8 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
 
     def backward(g: np.ndarray) -> None:
         # The first layer's input needs no gradient, so its dgrad GEMM is not run; its g copy is
-        # still made when wgrad reads it, telemetry records it, or it draws random numbers
-        # (see _unread_copy_skippable).
+        # still made when wgrad reads it, or telemetry records a deterministic one (see
+        # _unread_copy_skippable).
         gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
             quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
         if x.requires_grad:
@@ -288,10 +293,15 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             _send(x, gemm(gq, wt, dgr.accumulate), fmt)
         if w.requires_grad:
             blas = wgr.accumulate is None
+            # NVFP4's RHT: both operands rotated along the batch axis by the same matrix and
+            # multiplied as they are, as the hardware does (see _wgrad_rotated)
+            rotated = _wgrad_rotated(wgr.a, wgr.b)
             gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
-                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a", blas=blas)
+                np.ascontiguousarray(g.T), wgr.a, run, f"{layer}.wgrad.a", blas=blas,
+                rotated=rotated)
             xt = xq.T if _same(fwd.a, wgr.b) else quantize_operand(
-                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b", blas=blas)
+                np.ascontiguousarray(xv.T), wgr.b, run, f"{layer}.wgrad.b", blas=blas,
+                rotated=rotated)
             dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
             if recipe.weight_grad is not None:
                 dw = quantize_operand(dw, recipe.weight_grad, run, f"{layer}.weight_grad")
@@ -302,24 +312,48 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     return _result(out, fmt, parents, backward, "linear" if transpose_w else "matmul")
 
 
-def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
-    """Whether the dgrad copy of g may be left out when the dgrad GEMM does not run.
+def _wgrad_rotated(a: Operand, b: Operand) -> bool:
+    """Whether the wgrad GEMM multiplies its operands in the Hadamard-rotated basis.
 
-    Proof that leaving it out changes nothing: the copy is read by the dgrad GEMM and, when
-    wgrad reads the same quantised tensor (``_same``), by wgrad; with neither, its only other
-    effects are the telemetry record (off here), random draws (stochastic rounding advances
-    the run's generator, so such a copy is always made) and a scaler's state (a TensorScaling's
-    amax history; always made). A Format or a deterministic Scheme is a pure function of g.
-    Tests check training with and without the shortcut bit for bit
-    (tests/test_mixed_recipe_fastpaths.py).
+    NVFP4 training (Transformer Engine's NVFP4BlockScaling, NVIDIA's NVFP4 recipe) rotates the
+    columnwise copies of the input and of the output gradient, blocks of 16 along the batch
+    axis (the wgrad GEMM's inner dimension), by one fixed matrix R shared by every operand and
+    layer, quantises the rotated tensors and feeds their codes to the GEMM: ``(gᵀR)(xᵀR)ᵀ =
+    gᵀ R Rᵀ x = gᵀ x`` because R is orthogonal, so nothing is inverted. The lab multiplies the
+    rotated dequantised operands the same way. That needs the same transform on both (the
+    block size along the inner axis, the last of the 2-D operands; the lab's R is one fixed
+    matrix per size); with only one operand rotated, or different sizes, each operand is
+    turned back instead.
     """
-    if run.telemetry or _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
+    return (isinstance(a, Scheme) and isinstance(b, Scheme) and bool(a.hadamard)
+            and a.hadamard == b.hadamard and a.axis in (-1, 1) and b.axis in (-1, 1))
+
+
+def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
+    """Whether the dgrad copy of g is left out when the dgrad GEMM does not run.
+
+    The copy is read by the dgrad GEMM and, when wgrad reads the same quantised tensor
+    (``_same``), by wgrad; with neither, no product reads it. Its other effects:
+
+    * a Format or a deterministic Scheme is a pure function of g: leaving it out changes
+      nothing but the telemetry's record of it, so it is still made when telemetry is on;
+    * a stochastic Scheme (NVFP4's SR gradients) draws random numbers from the run's
+      generator: leaving it out changes the stream the later draws see, so training results
+      differ (by design: the copy only advanced the stream). It is left out with telemetry
+      on too, so that telemetry never changes results, and then has no record;
+    * a TensorScaling keeps a scaler's state (an amax history): always made.
+
+    Tests check training with and without the shortcut: bit for bit where nothing is drawn,
+    and without telemetry equal to with it (tests/test_mixed_recipe_fastpaths.py).
+    """
+    if _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
         return False
-    return isinstance(dgrad_a, Format) or (isinstance(dgrad_a, Scheme)
-                                           and dgrad_a.rounding != "stochastic")
+    if isinstance(dgrad_a, Scheme) and dgrad_a.rounding == "stochastic":
+        return True
+    return not run.telemetry and isinstance(dgrad_a, (Format, Scheme))
 
 
-_SKIP_UNREAD_COPIES = True  # switch for the tests, which check training bit-identical without
+_SKIP_UNREAD_COPIES = True  # switch for the tests (off: every copy made, the old random stream)
 
 
 def _tiles_transpose(first: Operand, second: Operand) -> bool:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import resolve_rng
+from floatlab._validate import check_flag, resolve_rng
 from floatlab.quant.blocks import (
     _amax,
     _blocked,
@@ -279,29 +279,43 @@ def quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int | None
 
 
 def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int | None = None,
-                  *, stats: bool = False):
+                  *, stats: bool = False, rotated: bool = False):
     """The dequantised array ``dequantize(quantize(x, scheme))`` without codes: the fast entry
     for code that quantises operands every step. ``stats=True`` also returns the QuantStats.
+
+    ``rotated=True`` (schemes with ``hadamard``; ignored without): the dequantised values are
+    left in the rotated basis, ``q(x R)`` per block instead of ``q(x R) Rᵀ``. That is what a
+    GEMM reads when both its operands were rotated by the same ``R`` along the inner dimension
+    (NVFP4's wgrad: ``(gᵀR)(xᵀR)ᵀ = gᵀ R Rᵀ x = gᵀx``, since R is orthogonal), so no inverse
+    transform is computed. The stats then compare the rotated input ``x R`` with these values:
+    the error the 4-bit codes make (the same QSNR as in the original basis up to the rounding
+    of the transforms, since R preserves sums of squares), and the share of the rotated
+    input's non-zero values flushed to 0.
 
     >>> fake_quantize(np.array([0.3, 1.0, -2.5, 7.0]), "mxfp4")    # scale 2**(2 - 2)
     array([ 0.5,  1. , -2. ,  6. ])
     """
     scheme = get_scheme(scheme)
+    check_flag(rotated, "rotated")
     source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
         x, scheme, rng, want_codes=stats)
     # Without stats the elements are scratch of this call: dequantise them in place.
     deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
-    if scheme.hadamard:
+    rotated = rotated and bool(scheme.hadamard)
+    if scheme.hadamard and not rotated:
         out = _hadamard(out, scheme, inverse=True)
     if not stats:
         return out
     qt = QuantizedTensor(
         codes=np.zeros(0, np.uint8), scales=_grid_shape(scales, b.grid).copy(),
         scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
-        shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff, source=source,
-        transformed=transformed, clipped=clipped, padded=b.padded, extra_bytes=extra)
-    qt._dequantized = out  # the same values dequantize() would recompute (Hadamard included)
+        shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff,
+        source=transformed if rotated else source, transformed=transformed, clipped=clipped,
+        padded=b.padded, extra_bytes=extra)
+    # the values dequantize() would recompute (Hadamard inverted), or with rotated=True the
+    # rotated ones, compared with the rotated source
+    qt._dequantized = out
     return out, qt.stats
 
 
