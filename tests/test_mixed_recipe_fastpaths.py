@@ -88,10 +88,11 @@ def _adversarial32(rng) -> np.ndarray:
 @pytest.mark.parametrize("delayed", [False, True])
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
 def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
-    """quantize_operand(blas=True) of a float32 operand (the product x * scale formed from the
-    float32 values, the quotient rounded to float32 while dequantising) equals the float64
-    path's dequantised values cast to float32, step after step of a delayed-scaling history
-    (the third step's scale is too small for its amax: saturation), ties included."""
+    """quantize_operand(blas=True) of a float32 operand (Transformer Engine's float32 order,
+    dequantised straight to float32) equals the path that widens the dequantised values to
+    float64, fed the same values as float64, cast back to float32, step after step of a
+    delayed-scaling history (the third step's scale is too small for its amax: saturation),
+    ties included."""
     from floatlab.mixed.recipe import TensorScaling
 
     spec = TensorScaling(fmt, delayed=delayed, history_len=2)

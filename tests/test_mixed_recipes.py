@@ -77,14 +77,19 @@ def test_deepseek_accumulator_matches_reference():
 
 
 def test_fp8_current_is_te_per_tensor_scaling():
-    """Reference from the definition: scale = 448 / amax (E4M3) or 57344 / amax (E5M2),
-    values round(x * scale) / scale, the GEMM in float32; straight-through gradients."""
+    """Reference from Transformer Engine's definition, in its float32 order: scale =
+    float32(448 / amax) (E4M3) or float32(57344 / amax) (E5M2), values fp8(float32(x * scale))
+    dequantised as float32(fp8 * float32(1 / scale)), the GEMM in float32; straight-through
+    gradients. (The float64 order, round(x * scale) / scale, is what the recipes did before
+    they followed TE; the quantised values differ where the float32 rounding matters.)"""
     x, w, g = _layer(3)
     y, dx, dw = _run("fp8-current", x, w, g)
 
     def te(v, fmt):
-        s = get_format(fmt).max / np.max(np.abs(v))
-        return fl_round(v.astype(np.float64) * s, get_format(fmt), saturate=True) / s
+        f32 = np.float32
+        s = f32(f32(get_format(fmt).max) / np.max(np.abs(v)).astype(f32))   # float32 division
+        q = fl_round(v.astype(f32) * s, get_format(fmt), saturate=True)    # float32 product
+        return (q.astype(f32) * (f32(1) / s)).astype(np.float64)         # float32 scale_inv
 
     xq, wq, gq = te(x, "e4m3fn"), te(w, "e4m3fn"), te(g, "e5m2")
     np.testing.assert_array_equal(y, fl_round(_ref(xq, wq), BF16))

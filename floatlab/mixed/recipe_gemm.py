@@ -162,15 +162,18 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
     values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
 
+    A :class:`TensorScaling` operand follows Transformer Engine's float32 order
+    (:mod:`floatlab.quant.delayed`, ``float32=True``), so its dequantised values are float32
+    numbers: ``x_fp8 * float32(1 / scale)``.
+
     ``blas=True``: the caller only feeds the result to float32 BLAS products (:func:`gemm`
     with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
-    given as those float32 values directly, each float64 quotient rounded once to float32 in
-    the dequantising pass (:meth:`ScaledTensor.dequantize`): the same numbers, one pass and
-    one float64 array fewer. (Only without telemetry, which compares float64 values.)
+    given as those float32 values directly (:meth:`ScaledTensor.dequantize`): the same
+    numbers, without the widened copy. (Only without telemetry, which compares float64 values.)
 
     >>> run = RecipeRun()
     >>> quantize_operand(np.array([[0.3, -2.0]]), TensorScaling("e4m3fn"), run, "x").tolist()
-    [[0.2857142857142857, -2.0]]
+    [[0.2857142984867096, -2.0]]
     >>> run._pending["x"].scale, run._pending["x"].clipped
     (224.0, 0.0)
     """
@@ -186,18 +189,22 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         clipped = float(np.count_nonzero(~np.isfinite(q) | (np.abs(x) > spec.max))) / x.size
         q = np.where(np.isfinite(q), q, np.sign(x) * spec.max) if clipped else q
     elif isinstance(spec, TensorScaling):
+        # Transformer Engine's float32 order (floatlab.quant.delayed): float32 scale, float32
+        # product x * scale rounded to FP8, dequantised as x_fp8 * float32(1 / scale).
         scaler = run.scalers.get(key)
         if scaler is None:
             scaler = run.scalers[key] = (
                 DelayedScaling(spec.fmt, spec.history_len, spec.margin,
-                               amax_compute_algo=spec.amax_compute_algo)
-                if spec.delayed else CurrentScaling(spec.fmt, spec.margin))
+                               amax_compute_algo=spec.amax_compute_algo, float32=True)
+                if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True))
         st = scaler.quantize(x)
         if blas and not run.telemetry:
             return st.dequantize(np.float32)
         q, scale = st.dequantize(), st.scale
         clipped = st.n_saturated / x.size
-        lag = spec.delayed and amax * scale > spec.fmt.max
+        # the scaled amax in the quantiser's float32 arithmetic beyond max: the history's
+        # scale was too large for this step (it saturates the amax element)
+        lag = spec.delayed and float(np.float32(amax) * np.float32(scale)) > spec.fmt.max
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
