@@ -49,7 +49,7 @@ from floatlab.formats import Format, get_format
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
 from floatlab.quant.scheme import Scheme, get_scheme
 
-__all__ = ["Recipe", "Gemm", "TensorScaling", "Operand", "get_recipe", "recipe_names",
+__all__ = ["Recipe", "Gemm", "TensorScaling", "RowScaling", "Operand", "get_recipe", "recipe_names",
            "RECIPES", "is_tensorwise", "msamp_scheme"]
 
 FP32 = get_format("float32")
@@ -99,8 +99,39 @@ class TensorScaling:
         return f"TensorScaling({self.fmt.name}, current, margin {self.margin})"
 
 
+@dataclass(frozen=True)
+class RowScaling:
+    """torchao's axiswise ("rowwise") float8 scaling, in torchao's float32 order
+    (:mod:`floatlab.quant.axiswise`): one float32 multiplier ``fp8_max / amax`` per row along
+    the inner dimension, ``fp8(clamp(float32(x) * scale))``, dequantised with
+    ``float32(1 / scale)``.
+
+    fmt : the FP8 format (torchao's rowwise recipes use E4M3 for every operand).
+    power_of_two : round each scale down to a power of two (torchao's "rowwise" recipe sets
+        ``round_scales_to_power_of_2=True``; "rowwise_with_gw_hp" does not).
+    name : the label of its bytes in ``bytes_held`` (the storage of the "fp8_rowwise" scheme:
+        the codes plus one float32 scale per row).
+
+    >>> RowScaling("e4m3fn", power_of_two=True)
+    RowScaling(float8_e4m3fn, power-of-two scales)
+    """
+
+    fmt: Any
+    power_of_two: bool = False
+    name: str = field(default="fp8_rowwise", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fmt", get_format(self.fmt))
+        if not isinstance(self.power_of_two, bool):
+            raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
+
+    def __repr__(self) -> str:
+        how = "power-of-two scales" if self.power_of_two else "float32 scales"
+        return f"RowScaling({self.fmt.name}, {how})"
+
+
 #: How one GEMM operand is quantised (see the module docstring).
-Operand = Union[Scheme, TensorScaling, Format, None]  # noqa: UP007 - a runtime alias
+Operand = Union[Scheme, TensorScaling, RowScaling, Format, None]  # noqa: UP007 - runtime alias
 
 
 def is_tensorwise(spec: Operand) -> bool:
@@ -117,10 +148,10 @@ def is_tensorwise(spec: Operand) -> bool:
 
 
 def _check_operand(spec: Any, where: str) -> Operand:
-    if spec is None or isinstance(spec, (Scheme, TensorScaling, Format)):
+    if spec is None or isinstance(spec, (Scheme, TensorScaling, RowScaling, Format)):
         return spec
-    raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a Format or "
-                    f"None (high precision), got {spec!r}")
+    raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a RowScaling, "
+                    f"a Format or None (high precision), got {spec!r}")
 
 
 @dataclass(frozen=True)
@@ -281,14 +312,19 @@ def _transformer_engine_fp16(*, fp8_format: str = "HYBRID", history_len: int = 1
 
 def _rowwise(gw_hp: bool = False) -> Callable[..., Recipe]:
     def build() -> Recipe:
-        row = get_scheme("fp8_rowwise")
+        # torchao's Float8LinearRecipeName.ROWWISE: every operand axiswise E4M3 with
+        # power-of-two scales; ROWWISE_WITH_GW_HP: float32 scales, the dgrad GEMM's weight
+        # tensorwise (current scaling), the wgrad GEMM unquantised (here: bf16).
+        row = RowScaling(E4M3, power_of_two=not gw_hp)
+        if gw_hp:
+            return Recipe("fp8-rowwise-gw-hp", Gemm(row, row),
+                          Gemm(row, TensorScaling(E4M3)), Gemm(BF16, BF16),
+                          note="torchao rowwise_with_gw_hp: axiswise E4M3 (float32 scales), "
+                               "tensorwise weight for dgrad, weight gradient GEMM in bf16")
         gemm = Gemm(row, row)
-        wgrad = Gemm(BF16, BF16) if gw_hp else gemm
-        name = "fp8-rowwise-gw-hp" if gw_hp else "fp8-rowwise"
-        note = ("torchao rowwise_with_gw_hp: axiswise E4M3, weight gradient GEMM in bf16"
-                if gw_hp else "torchao rowwise: E4M3 with one float32 scale per row / column "
-                "along the inner dimension")
-        return Recipe(name, gemm, gemm, wgrad, note=note)
+        return Recipe("fp8-rowwise", gemm, gemm, gemm,
+                      note="torchao rowwise: E4M3 with one power-of-two float32 scale per "
+                           "row / column along the inner dimension")
     return build
 
 

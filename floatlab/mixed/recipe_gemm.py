@@ -38,7 +38,8 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
-from floatlab.mixed.recipe import Operand, Recipe, TensorScaling, is_tensorwise
+from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
+from floatlab.quant.axiswise import quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scheme import Scheme
@@ -205,6 +206,12 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         # the scaled amax in the quantiser's float32 arithmetic beyond max: the history's
         # scale was too large for this step (it saturates the amax element)
         lag = spec.delayed and float(np.float32(amax) * np.float32(scale)) > spec.fmt.max
+    elif isinstance(spec, RowScaling):  # torchao's float32 order (floatlab.quant.axiswise)
+        rt = quantize_rowwise(x, spec.fmt, power_of_two=spec.power_of_two, count=run.telemetry)
+        if not run.telemetry:
+            return rt.dequantize()
+        q, scale = rt.dequantize().astype(np.float64), math.nan
+        clipped = rt.n_saturated / x.size
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
@@ -316,13 +323,14 @@ def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -
     wgrad reads the same quantised tensor (``_same``), by wgrad; with neither, its only other
     effects are the telemetry record (off here), random draws (stochastic rounding advances
     the run's generator, so such a copy is always made) and a scaler's state (a TensorScaling's
-    amax history; always made). A Format or a deterministic Scheme is a pure function of g.
+    amax history; always made). A Format, a RowScaling (a function of each row's values) or a
+    deterministic Scheme is a pure function of g.
     Tests check training with and without the shortcut bit for bit
     (tests/test_mixed_recipe_fastpaths.py).
     """
     if run.telemetry or _same(dgrad_a, wgrad_a) or not _SKIP_UNREAD_COPIES:
         return False
-    return isinstance(dgrad_a, Format) or (isinstance(dgrad_a, Scheme)
+    return isinstance(dgrad_a, (Format, RowScaling)) or (isinstance(dgrad_a, Scheme)
                                            and dgrad_a.rounding != "stochastic")
 
 
