@@ -39,7 +39,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
 from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
-from floatlab.quant.axiswise import quantize_rowwise
+from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scheme import Scheme
@@ -207,11 +207,11 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         # scale was too large for this step (it saturates the amax element)
         lag = spec.delayed and float(np.float32(amax) * np.float32(scale)) > spec.fmt.max
     elif isinstance(spec, RowScaling):  # torchao's float32 order (floatlab.quant.axiswise)
-        rt = quantize_rowwise(x, spec.fmt, power_of_two=spec.power_of_two, count=run.telemetry)
+        q, n = fake_quantize_rowwise(x, spec.fmt, power_of_two=spec.power_of_two,
+                                     count=run.telemetry)
         if not run.telemetry:
-            return rt.dequantize()
-        q, scale = rt.dequantize().astype(np.float64), math.nan
-        clipped = rt.n_saturated / x.size
+            return q
+        q, scale, clipped = q.astype(np.float64), math.nan, n / x.size
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:

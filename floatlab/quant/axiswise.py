@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.quant.blocks import raise_nonfinite
+from floatlab.quant.blocks import _amax
 from floatlab.quant.elements import _format_fits_float32, _round_scaled
 from floatlab.rounding import overflow_threshold
 
-__all__ = ["quantize_rowwise", "RowwiseTensor", "TORCHAO_EPS"]
+__all__ = ["quantize_rowwise", "fake_quantize_rowwise", "RowwiseTensor", "TORCHAO_EPS"]
 
 TORCHAO_EPS = 1e-12  # torchao's floor on amax ("avoid division by zero")
 
@@ -81,6 +81,22 @@ def quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = False,
     Each element's rounding is floatlab's (the quantisation core's scale-clip-round step with
     the multiply convention, ``floatlab.quant.elements._round_scaled``, in float32).
     """
+    values, scales, n = _quantize_rows(x, fmt, power_of_two, count)
+    values.setflags(write=False)
+    return RowwiseTensor(values=values, scales=scales, fmt=get_format(fmt), n_saturated=n)
+
+
+def fake_quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = False,
+                          count: bool = False) -> tuple[np.ndarray, int]:
+    """``(quantize_rowwise(x, ...).dequantize(), n_saturated)`` without keeping the FP8
+    values: they are dequantised in place (the recipes' per-step entry)."""
+    values, scales, n = _quantize_rows(x, fmt, power_of_two, count)
+    inverse = np.float32(1.0) / scales                     # IEEE float32 division, per row
+    return np.multiply(values, inverse, out=values), n
+
+
+def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
+    """(FP8 values as a fresh float32 array, float32 scales, saturation count)."""
     fmt = get_format(fmt)
     if not (fmt.signed and fmt.has_zero and _format_fits_float32(fmt)):
         raise ValueError(f"{fmt.name} cannot take rowwise float8 scaling: it needs a signed "
@@ -91,9 +107,8 @@ def quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = False,
                          f"{arr.shape}")
     with np.errstate(over="ignore"):
         arr = arr.astype(np.float32, copy=False)
-    amax = np.max(np.abs(arr), axis=-1, keepdims=True)
-    if not np.all(np.isfinite(amax)):
-        raise_nonfinite(arr, "x", "a row's amax is undefined and no scale can be computed")
+    # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
+    amax = _amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
     # float64 quotient of float32 operands, rounded to float32: the float32 quotient
     top = float(np.float32(fmt.max))
     scales = (top / np.maximum(amax, TORCHAO_EPS).astype(np.float64)).astype(np.float32)
@@ -103,13 +118,12 @@ def quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = False,
                                     multiply=True)
     n = 0
     if count:
+        threshold = overflow_threshold(fmt)
         with np.errstate(over="ignore"):
-            peak = amax * scales
-            if float(peak.max()) >= overflow_threshold(fmt):
+            if float((amax * scales).max()) >= threshold:
                 mag = np.abs(arr * scales)
-                beyond = mag > overflow_threshold(fmt)
+                beyond = mag > threshold
                 if fmt.max_code & 1:
-                    beyond |= mag == overflow_threshold(fmt)
+                    beyond |= mag == threshold
                 n = int(np.count_nonzero(beyond))
-    values.setflags(write=False)
-    return RowwiseTensor(values=values, scales=scales, fmt=fmt, n_saturated=n)
+    return values, scales, n
