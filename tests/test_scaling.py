@@ -743,3 +743,31 @@ def test_rowwise_float32_order_against_exact_reference(name, power_of_two):
         quantize_rowwise(np.array([[1.0, np.nan]]), name)
     with pytest.raises(ValueError, match="cannot take rowwise"):
         quantize_rowwise(np.ones((2, 2)), "float64")
+
+
+def test_rfloor_scale_rule_is_msamps_and_equals_rceil_for_fp8():
+    """"rfloor" (MS-AMP's ScalingMeta, TE's force_pow_2_scales): s = 2**-j with 2**j the
+    float32 quotient fmax / amax rounded down to a power of two, against the exact Fraction
+    definition; for E4M3 and E5M2 it equals "rceil" on every float32 amax of a binade (the
+    rules are invariant under powers of two away from the range ends), for float16 it
+    differs on one amax per binade (where fl32(65504 / amax) rounds up to a power of two)."""
+    from floatlab.quant.scales import pow2_exponents
+
+    rng = np.random.default_rng(2)
+    amax = np.concatenate([(rng.standard_normal(300) * np.exp(rng.normal(0, 8, 300))),
+                           [448.0, 224.0, 1.0, 3.0, 57344.0, 65504.0, 2.0**-126, 1e-40]])
+    amax = np.abs(amax).astype(np.float32)
+    for name in ("e4m3fn", "e5m2", "float16"):
+        fmt = get_format(name)
+        k = pow2_exponents(amax, fmt, "rfloor")
+        for a, got in zip(amax.tolist(), k.tolist(), strict=True):
+            q = fraction_to_float32(Fraction(fmt.max) / Fraction(a)) if a else math.inf
+            if q > float(np.finfo(np.float32).max):  # an infinite float32 quotient: clamped
+                assert got < -1000
+            else:
+                assert got == -floor_log2(Fraction(q)), (name, a)
+        binade = np.arange(0x3F800000, 0x40000000, dtype=np.uint32).view(np.float32)
+        differ = np.count_nonzero(pow2_exponents(binade, fmt, "rfloor")
+                                  != pow2_exponents(binade, fmt, "rceil"))
+        assert differ == (1 if name == "float16" else 0)
+    assert pow2_exponents(np.float32([0.0]), get_format("e4m3fn"), "rfloor")[0] < -1000

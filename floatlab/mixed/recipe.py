@@ -69,6 +69,12 @@ class TensorScaling:
         default history is 1024, the lab's 16 so a spike's effect fits in a short run).
     margin : the scale is divided by ``2**margin`` (headroom).
     amax_compute_algo : "max" or "most_recent" (delayed only).
+    power_of_two : round the float32 scale down to a power of two (TE's ``force_pow_2_scales``:
+        the quotient's mantissa bits cleared), which is MS-AMP's ``ScalingMeta`` scale
+        ``2**floor(log2(fp8_max / amax))`` with its float32 quotient.
+
+    The lab quantises in Transformer Engine's float32 order (:mod:`floatlab.quant.delayed`,
+    ``float32=True``).
 
     >>> TensorScaling("e5m2")
     TensorScaling(float8_e5m2, current, margin 0)
@@ -79,6 +85,7 @@ class TensorScaling:
     history_len: int = 16
     margin: int = 0
     amax_compute_algo: str = "max"
+    power_of_two: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fmt", get_format(self.fmt))
@@ -91,12 +98,15 @@ class TensorScaling:
                                                                                   "history_len"):
                 raise ValueError(f"{name} must be an int >= {int(name == 'history_len')}, got "
                                  f"{value!r}")
+        if not isinstance(self.power_of_two, bool):
+            raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
 
     def __repr__(self) -> str:
+        pow2 = ", power-of-two" if self.power_of_two else ""
         if self.delayed:
             return (f"TensorScaling({self.fmt.name}, delayed, history {self.history_len}, "
-                    f"margin {self.margin}, {self.amax_compute_algo})")
-        return f"TensorScaling({self.fmt.name}, current, margin {self.margin})"
+                    f"margin {self.margin}, {self.amax_compute_algo}{pow2})")
+        return f"TensorScaling({self.fmt.name}, current, margin {self.margin}{pow2})"
 
 
 @dataclass(frozen=True)
@@ -402,13 +412,15 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
     """MS-AMP's ScalingTensor as a Scheme: one power-of-two float32 scale per tensor, from the
     tensor's own amax (``ScalingMeta`` with ``window_size=1``), so that ``amax / scale`` lands
     in ``(fmax / 2, fmax]``: MS-AMP's ``2**(floor(log2(fmax / amax)) - margin)`` multiplier
-    (margin 0) is the reciprocal of the lab's "rceil" power-of-two scale. MS-AMP uses it for FP8
+    (margin 0, the quotient in float32) is the reciprocal of the "rfloor" power-of-two scale,
+    and its cast ``fp8(float32(x) * multiplier)`` is exact up to the element rounding, as the
+    lab's division by that power of two is. MS-AMP uses it for FP8
     weights and weight gradients (E4M3), the FP8 first moment and the FP16 second moment and
     masters ("float16": fmax 65504, so small moments stay in fp16's normal range).
 
     >>> s = msamp_scheme()
     >>> s.name, s.block, s.scale, s.scale_rounding
-    ('msamp e4m3fn', 'tensor', 'pow2', 'rceil')
+    ('msamp e4m3fn', 'tensor', 'pow2', 'rfloor')
     >>> import numpy as np; from floatlab.quant.quantize import fake_quantize
     >>> fake_quantize(np.array([150.0, 1.0]), s).tolist()   # scale 2**-1: 300 -> 288 -> 144
     [144.0, 1.0]
@@ -416,16 +428,18 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
     fmt = get_format(element)
     short = {"float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "float16": "fp16"}
     return get_scheme("fp8_tensorwise").replace(
-        element=fmt, scale="pow2", scale_rounding="rceil",
+        element=fmt, scale="pow2", scale_rounding="rfloor",
         name=f"msamp {short.get(fmt.name, fmt.name)}")
 
 
 def _msamp(level: int) -> Callable[..., Recipe]:
     def build() -> Recipe:
         # MS-AMP's FP8Linear (msamp/nn/linear.py): input E4M3 with an amax window of 16,
-        # output gradient E5M2 with a window of 16, the weight cast with its own amax.
-        inputs = TensorScaling(E4M3, delayed=True, history_len=16)
-        grads = TensorScaling(E5M2, delayed=True, history_len=16)
+        # output gradient E5M2 with a window of 16, the weight cast with its own amax; every
+        # ScalingMeta scale is 2**floor(log2(fp_max / amax)) (meta.py), and the cast is TE's
+        # fp8(float32(x) * scale) (cast.py), exact for a power-of-two scale.
+        inputs = TensorScaling(E4M3, delayed=True, history_len=16, power_of_two=True)
+        grads = TensorScaling(E5M2, delayed=True, history_len=16, power_of_two=True)
         e4m3 = msamp_scheme("e4m3fn")
         gemms = {"forward": Gemm(inputs, e4m3), "dgrad": Gemm(grads, e4m3),
                  "wgrad": Gemm(grads, inputs)}

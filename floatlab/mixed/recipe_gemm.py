@@ -196,8 +196,10 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         if scaler is None:
             scaler = run.scalers[key] = (
                 DelayedScaling(spec.fmt, spec.history_len, spec.margin,
+                               power_of_two=spec.power_of_two,
                                amax_compute_algo=spec.amax_compute_algo, float32=True)
-                if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True))
+                if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True,
+                                                    power_of_two=spec.power_of_two))
         st = scaler.quantize(x)
         if blas and not run.telemetry:
             return st.dequantize(np.float32)
