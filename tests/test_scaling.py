@@ -695,6 +695,8 @@ def test_te_float32_scale_edges():
     assert CurrentScaling("e4m3fn", amax_epsilon=0.5, float32=True).scale_for(1e-3) == 896.0
     q = quantize_scaled(np.array([0.1, 1.0 + 2.0**-30]), "e4m3fn", float32=True)
     assert q.scale == 448.0 and q.values.dtype == np.float32       # 1 + 2**-30 -> 1.0 first
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        quantize_scaled(np.array([1e39, 1.0]), "e4m3fn", scale=1e-40, float32=True)
     with pytest.raises(ValueError, match="does not fit in float32"):
         quantize_scaled([1.0], "float64", scale=1.0, float32=True)
     with pytest.raises(ValueError, match="normal float32"):
