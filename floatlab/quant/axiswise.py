@@ -105,13 +105,15 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError(f"x must be a non-empty array with at least one axis, got shape "
                          f"{arr.shape}")
-    with np.errstate(over="ignore"):
-        arr = arr.astype(np.float32, copy=False)
+    if arr.dtype != np.float32:
+        with np.errstate(over="ignore"):
+            arr = arr.astype(np.float32)
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
     amax = _amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
     # float64 quotient of float32 operands, rounded to float32: the float32 quotient
     top = float(np.float32(fmt.max))
-    scales = (top / np.maximum(amax, TORCHAO_EPS).astype(np.float64)).astype(np.float32)
+    # (the floor applies in float64, as torchao clamps its float64 amax: exactly 1e-12)
+    scales = (top / np.maximum(amax.astype(np.float64), TORCHAO_EPS)).astype(np.float32)
     if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
         scales = (scales.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
