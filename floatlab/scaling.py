@@ -12,7 +12,9 @@ it is rounded and divided by it afterwards. Three recipes, all rounding through
 * **Per-tensor** (FP8 paper, Micikevicius et al. 2022): ``scale = fmt.max / amax / 2**margin``
   moves the tensor's largest magnitude ``amax = max|x|`` to the top of the format, leaving
   ``margin`` binades of headroom. :func:`amax_scale` computes it, :func:`quantize_scaled`
-  applies it and returns a :class:`ScaledTensor`.
+  applies it and returns a :class:`ScaledTensor` (in float64; ``float32=True`` follows
+  Transformer Engine's float32 order, as the lab's FP8 recipes do: see
+  :mod:`floatlab.quant.delayed`).
 * **Delayed scaling** (NVIDIA Transformer Engine): :class:`DelayedScaling` takes the scale from
   a short history of *previous* amaxes, then records the new one.
 * **MX block scaling** (OCP Microscaling spec v1.0): :func:`mx_quantize` gives every block of

@@ -88,10 +88,11 @@ def _adversarial32(rng) -> np.ndarray:
 @pytest.mark.parametrize("delayed", [False, True])
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
 def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
-    """quantize_operand(blas=True) of a float32 operand (the product x * scale formed from the
-    float32 values, the quotient rounded to float32 while dequantising) equals the float64
-    path's dequantised values cast to float32, step after step of a delayed-scaling history
-    (the third step's scale is too small for its amax: saturation), ties included."""
+    """quantize_operand(blas=True) of a float32 operand (Transformer Engine's float32 order,
+    dequantised straight to float32) equals the path that widens the dequantised values to
+    float64, fed the same values as float64, cast back to float32, step after step of a
+    delayed-scaling history (the third step's scale is too small for its amax: saturation),
+    ties included."""
     from floatlab.mixed.recipe import TensorScaling
 
     spec = TensorScaling(fmt, delayed=delayed, history_len=2)
@@ -212,3 +213,42 @@ def test_dequantize_by_reciprocal_only_where_exhaustively_equal(fmt):
         assert st.dequantize(np.float32).tobytes() == want.tobytes(), scale
         outcomes.add(delayed._reciprocal_is_exact(f, scale, np.dtype(np.float32)))
     assert outcomes == {True, False}
+
+
+def test_msamp_per_tensor_scheme_twin_equals_the_scheme(monkeypatch):
+    """MS-AMP's per-tensor power-of-two Scheme quantised through its float32 CurrentScaling
+    twin (recipe_gemm._pow2_tensor_twin) gives fake_quantize's values bit for bit: midpoints
+    and a float32 ulp around them, float32 subnormals, signed zeros, an all-zero tensor, amaxes
+    over many binades, and amaxes so small that fl32(448 / amax) overflows (the twin's scale
+    2**127 sends them back to the Scheme); other Schemes and float64 inputs have no twin."""
+    from floatlab.mixed.recipe import msamp_scheme
+    from floatlab.quant.quantize import fake_quantize
+
+    spec = msamp_scheme("e4m3fn")
+    assert recipe_gemm._pow2_tensor_twin(spec) is not None
+    assert recipe_gemm._pow2_tensor_twin(floatlab.get_scheme("fp8_tensorwise")) is None
+    assert recipe_gemm._pow2_tensor_twin(msamp_scheme("e4m3fn").replace(margin=1)) is None
+    rng = np.random.default_rng(8)
+    base = _adversarial32(rng)
+    run = recipe_gemm.RecipeRun(telemetry=False)
+    for factor in (1.0, 3.0, 1e-3, 7e3, 2.0**-100, 1e-37, 1e-39, 0.0):
+        x = (base * np.float32(factor)).astype(np.float32)
+        got = recipe_gemm.quantize_operand(x, spec, run, "w")
+        assert got.dtype == np.float32
+        assert got.tobytes() == fake_quantize(x, spec).tobytes(), factor
+
+
+@pytest.mark.parametrize("name", ["msamp-O1", "msamp-O2", "msamp-O3"])
+def test_msamp_trains_bit_identical_without_the_pow2_twin(monkeypatch, name):
+    data = teacher_gaussians(n=512)
+
+    def fit(twins: bool) -> list:
+        with monkeypatch.context() as m:
+            m.setattr(recipe_gemm, "_POW2_TWINS", twins)
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
+            t.fit(data, steps=5)
+        state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
+        return [np.array(p.data) for p in t.model.parameters()] + state
+
+    for a, b in zip(fit(True), fit(False), strict=True):
+        assert a.tobytes() == b.tobytes()

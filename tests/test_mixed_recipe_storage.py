@@ -17,7 +17,7 @@ from floatlab.mixed import (
     teacher_gaussians,
     use_precision,
 )
-from floatlab.mixed.recipe import TensorScaling, get_recipe, msamp_scheme
+from floatlab.mixed.recipe import RowScaling, TensorScaling, get_recipe, msamp_scheme
 from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.recipe_storage import operand_nbytes
 from floatlab.quant.quantize import quantize
@@ -57,6 +57,9 @@ def test_operand_bytes_count_codes_and_every_scale(spec, shape, expected):
 
 def test_operand_bytes_of_plain_specs_and_bad_input():
     assert operand_nbytes(TensorScaling("e5m2"), (8, 4)) == ("float8_e5m2", 36)
+    # torchao rowwise: the codes and one float32 scale per row, as the fp8_rowwise scheme
+    assert operand_nbytes(RowScaling("e4m3fn"), (64, 32)) == ("fp8_rowwise", 64 * 32 + 64 * 4)
+    assert operand_nbytes(RowScaling("e4m3fn", True), (2, 3, 8)) == ("fp8_rowwise", 48 + 24)
     assert operand_nbytes(get_format("e4m3fn"), (8, 4)) == ("float8_e4m3fn", 32)
     assert operand_nbytes(None, (8, 4), BF16) == ("bfloat16", 64)
     with pytest.raises(ValueError, match="needs compute="):

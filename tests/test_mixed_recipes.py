@@ -12,7 +12,7 @@ from floatlab.accumulate import matmul as acc_matmul
 from floatlab.mixed import Adam, Tensor, Trainer, compare, get_policy, parameter, teacher_gaussians
 from floatlab.mixed.nn import linear
 from floatlab.mixed.optim8bit import Adam8bit, StateAdam
-from floatlab.mixed.recipe import get_recipe, recipe_names
+from floatlab.mixed.recipe import RowScaling, TensorScaling, get_recipe, recipe_names
 from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.tensor import use_precision
 from floatlab.quant.codebook import dynamic_map
@@ -51,7 +51,7 @@ def _ref(a, b_rows, acc=None):
 
 
 @pytest.mark.parametrize("name,opts", [("mxfp8", {}), ("mxfp8", {"scale_rounding": "rceil"}),
-                                       ("fp8-rowwise", {}), ("mxfp4", {}),
+                                       ("mxfp4", {}),
                                        ("nvfp4", {"stochastic_rounding": False}),
                                        ("nvfp4", {"stochastic_rounding": False,
                                                   "hadamard": False})])
@@ -92,19 +92,61 @@ def test_deepseek_accumulator_matches_reference():
 
 
 def test_fp8_current_is_te_per_tensor_scaling():
-    """Reference from the definition: scale = 448 / amax (E4M3) or 57344 / amax (E5M2),
-    values round(x * scale) / scale, the GEMM in float32; straight-through gradients."""
+    """Reference from Transformer Engine's definition, in its float32 order: scale =
+    float32(448 / amax) (E4M3) or float32(57344 / amax) (E5M2), values fp8(float32(x * scale))
+    dequantised as float32(fp8 * float32(1 / scale)), the GEMM in float32; straight-through
+    gradients. (The float64 order, round(x * scale) / scale, is what the recipes did before
+    they followed TE; the quantised values differ where the float32 rounding matters.)"""
     x, w, g = _layer(3)
     y, dx, dw = _run("fp8-current", x, w, g)
 
     def te(v, fmt):
-        s = get_format(fmt).max / np.max(np.abs(v))
-        return fl_round(v.astype(np.float64) * s, get_format(fmt), saturate=True) / s
+        f32 = np.float32
+        s = f32(f32(get_format(fmt).max) / np.max(np.abs(v)).astype(f32))   # float32 division
+        q = fl_round(v.astype(f32) * s, get_format(fmt), saturate=True)    # float32 product
+        return (q.astype(f32) * (f32(1) / s)).astype(np.float64)         # float32 scale_inv
 
     xq, wq, gq = te(x, "e4m3fn"), te(w, "e4m3fn"), te(g, "e5m2")
     np.testing.assert_array_equal(y, fl_round(_ref(xq, wq), BF16))
     np.testing.assert_array_equal(dx, fl_round(_ref(gq, wq.T), BF16))  # W's FP8 copy reused
     _close_to_exact(dw, gq.T, xq.T)                                     # x's FP8 copy reused
+
+
+@pytest.mark.parametrize("name", ["fp8-rowwise", "fp8-rowwise-gw-hp"])
+def test_fp8_rowwise_is_torchao_axiswise_scaling(name):
+    """Reference from torchao's definition, in its float32 order: per row along the inner
+    dimension, scale = float32(448 / max(amax, 1e-12)) (rounded down to a power of two for
+    "fp8-rowwise"), values fp8(clamp(float32(x) * scale)), dequantised as
+    float32(fp8 * float32(1 / scale)); the GEMM in float32. gw-hp: the dgrad GEMM's weight is
+    tensorwise (TE-style current scaling), the wgrad GEMM bf16."""
+    x, w, g = _layer(4)
+    x[3] = 0.0                                   # an all-zero row: amax floored at 1e-12
+    y, dx, dw = _run(name, x, w, g)
+    pow2 = name == "fp8-rowwise"
+    f32, e4m3 = np.float32, get_format("e4m3fn")
+
+    def rows(v):
+        v = np.ascontiguousarray(v).astype(f32)
+        amax = np.max(np.abs(v), axis=-1, keepdims=True).astype(np.float64)
+        s = (448.0 / np.maximum(amax, 1e-12)).astype(f32)
+        if pow2:
+            s = (2.0 ** np.floor(np.log2(s.astype(np.float64)))).astype(f32)
+        q = fl_round(np.clip(v * s, -448, 448), e4m3)
+        return (q.astype(f32) * (f32(1) / s)).astype(np.float64)
+
+    def tensorwise(v):
+        s = f32(f32(448) / np.max(np.abs(v)).astype(f32))
+        q = fl_round(v.astype(f32) * s, e4m3, saturate=True)
+        return (q.astype(f32) * (f32(1) / s)).astype(np.float64)
+
+    np.testing.assert_array_equal(y, fl_round(_ref(rows(x), rows(w)), BF16))
+    wt = tensorwise(w.T) if name.endswith("gw-hp") else rows(w.T)
+    np.testing.assert_array_equal(dx, fl_round(_ref(rows(g), wt), BF16).astype(np.float32))
+    if name.endswith("gw-hp"):
+        dw_ref = _ref(fl_round(g.T, BF16), fl_round(x.T, BF16))
+    else:
+        dw_ref = _ref(rows(g.T), rows(x.T))
+    np.testing.assert_array_equal(dw, dw_ref.astype(np.float32))
 
 
 def _close_to_exact(actual, a, b_rows):
@@ -245,7 +287,9 @@ def test_recipe_state_formats_and_gw_hp():
     assert t.optimizer.state_bytes() == {"bfloat16": 2 * 2 * sum(
         p.size for p in t.model.parameters())}
     r = get_recipe("fp8-rowwise-gw-hp")
-    assert r.wgrad.a == BF16 and r.forward.a == get_scheme("fp8_rowwise")
+    assert r.wgrad.a == BF16 and r.forward.a == RowScaling("e4m3fn")        # float32 scales
+    assert r.dgrad.b == TensorScaling("e4m3fn")                  # torchao: tensorwise weight
+    assert get_recipe("fp8-rowwise").wgrad.a == RowScaling("e4m3fn", power_of_two=True)
     t = Trainer("bf16-mixed", optimizer_options={"state": {"exp_avg": "e4m3fn"}}, progress=False)
     t.fit(data, 1)
     assert t.optimizer.state_bytes() == {"float8_e4m3fn": 5508, "float32": 4 * 5508}

@@ -569,3 +569,207 @@ def test_one_nonfinite_error_helper():
     with pytest.raises(ValueError, match="1 NaN and 0 inf values.*amax is undefined.*scale"):
         blocks.raise_nonfinite(np.array([np.nan]), "amax", "its amax is undefined", "Pass a "
                                "scale.")
+
+
+# ============================================================ Transformer Engine's float32 order
+
+def fraction_to_float32(value: Fraction) -> float:
+    """value rounded to float32, nearest even, exactly (Fractions; finite results only)."""
+    if value == 0:
+        return 0.0
+    sign, mag = (-1, -value) if value < 0 else (1, value)
+    quantum = Fraction(2) ** (max(floor_log2(mag), -126) - 23)
+    n = mag / quantum
+    whole = n.numerator // n.denominator
+    rest = n - whole
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and whole % 2):
+        whole += 1
+    return sign * float(whole * quantum)
+
+
+def _te_reference(x32: np.ndarray, fmt, scale: float):
+    """TE's quantise / dequantise from the definition, exactly: p = fl32(x * scale), values =
+    fp8(p) saturating (oracles.reference_round), scale_inv = fl32(1 / scale), dequantised =
+    fl32(values * scale_inv); plus how many |p| lie beyond the overflow threshold."""
+    s = Fraction(scale)  # positive: every product keeps the sign of v (zeros included)
+    p = np.array([math.copysign(fraction_to_float32(Fraction(v) * s), v)
+                  for v in x32.tolist()])
+    values = reference_round(p, fmt, ("nearest_even",), saturate=True)["nearest_even"]
+    inv = Fraction(fraction_to_float32(1 / s))
+    deq = np.array([math.copysign(fraction_to_float32(Fraction(v) * inv), v)
+                    for v in values.tolist()])
+    threshold = fmt.max + math.ldexp(1.0, fmt.emax - fmt.man_bits - 1)
+    beyond = np.abs(p) > threshold
+    if fmt.max_code & 1:
+        beyond |= np.abs(p) == threshold
+    return values, deq, int(np.count_nonzero(beyond))
+
+
+def _adversarial_float32(fmt, scale: float, rng) -> np.ndarray:
+    """float32 inputs whose products with ``scale`` land on and around the format's midpoints
+    (ties), at and beyond max (saturation), among its subnormals, on zeros of both signs, plus
+    random values over many binades."""
+    from floatlab.codec import decode
+
+    grid = np.unique(np.abs(decode(np.arange(1 << fmt.bits), fmt)))
+    grid = grid[np.isfinite(grid)]
+    mids = (grid[:-1] + grid[1:]) / 2
+    targets = np.concatenate([grid, mids, [fmt.max * 1.03, fmt.max * 4, grid[1] / 3]])
+    near = (targets / scale).astype(np.float32)
+    up, down = np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(0))
+    rand = (rng.standard_normal(400) * np.exp(rng.normal(0, 3, 400))).astype(np.float32)
+    x = np.concatenate([near, up, down, rand, [0.0, -0.0]]).astype(np.float32)
+    signs = np.where(rng.random(x.size) < 0.5, -1, 1).astype(np.float32)
+    return x * signs
+
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_te_float32_order_against_exact_reference(name):
+    """float32=True follows Transformer Engine's order exactly: the scale is the float32
+    quotient fl32(fmax * 2**-margin / amax), the element is fp8(fl32(x * scale)) saturating
+    (a double rounding on purpose), dequantised as fl32(fp8 * fl32(1 / scale)); the saturation
+    count is taken on the float32 products. Current and delayed scaling, margins, explicit
+    scales (rounded to float32) and TE's pow2 scales (mantissa bits cleared)."""
+    from floatlab.quant.delayed import CurrentScaling
+
+    fmt = get_format(name)
+    rng = np.random.default_rng(5)
+    for amax in (3.0, 0.7, 1e-3, 2.5e4, 0.1):
+        for margin in (0, 1, 3):
+            x = _adversarial_float32(fmt, fmt.max / amax, rng)
+            x[0] = np.float32(amax)  # this amax (the adversarial values stay below it)
+            x = np.where(np.abs(x) <= np.float32(amax), x, np.float32(0.0)).astype(np.float32)
+            a32 = Fraction(float(np.max(np.abs(x))))
+            scale = fraction_to_float32(Fraction(fmt.max) / 2**margin / a32)
+            q = CurrentScaling(name, margin, float32=True).quantize(x)
+            assert q.scale == scale and q.float32
+            values, deq, n = _te_reference(x, fmt, scale)
+            assert_same(q.values, values, x, f"{name} amax {amax} margin {margin}")
+            assert q.values.dtype == np.float32 and q.n_saturated == n
+            assert_same(q.dequantize(np.float32), deq, x, "dequantised")
+            assert_same(q.dequantize(), deq, x, "dequantised, float64")
+            pow2 = CurrentScaling(name, margin, power_of_two=True, float32=True).scale_for(amax)
+            assert pow2 == 2.0 ** floor_log2(Fraction(scale))
+    # explicit scales, saturating ones included: the scale is rounded to float32 first
+    for scale in (3.0, 0.1, 448 / 3.5 * 8, 1e-3):
+        x = _adversarial_float32(fmt, scale, rng)
+        q = quantize_scaled(x, name, scale=scale, float32=True)
+        scale32 = float(np.float32(scale))
+        assert q.scale == scale32
+        values, deq, n = _te_reference(x, fmt, scale32)
+        assert_same(q.values, values, x, f"{name} scale {scale}")
+        assert q.n_saturated == n > 0          # the inputs reach 4x max: saturation
+        assert_same(q.dequantize(np.float32), deq, x, "dequantised")
+    # delayed scaling: the history's float32 scale, a spike saturating
+    ds = DelayedScaling(name, history_len=2, float32=True)
+    base = rng.standard_normal(300).astype(np.float32)
+    for factor in (1.0, 0.5, 8.0):
+        x = base * np.float32(factor)
+        expected = ds.scale if ds.scale is not None else fraction_to_float32(
+            Fraction(fmt.max) / Fraction(float(np.max(np.abs(x)))))
+        q = ds.quantize(x)
+        assert q.scale == expected
+        values, deq, n = _te_reference(x, fmt, expected)
+        assert_same(q.values, values, x, f"{name} delayed x{factor}")
+        assert q.n_saturated == n and (n > 0) == (factor == 8.0)
+
+
+def test_te_float32_order_rounds_twice_on_purpose():
+    """The float32 product lands on an E4M3 midpoint that the exact product is above: TE's
+    order ties to the even 256, the float64 order rounds the exact product up to 288."""
+    x = np.nextafter(np.float32(272 / 3), np.float32(np.inf))
+    assert Fraction(float(x)) * 3 > 272 and np.float32(x) * np.float32(3) == np.float32(272)
+    assert quantize_scaled([x], "e4m3fn", scale=3.0, float32=True).values.tolist() == [256.0]
+    assert quantize_scaled([x], "e4m3fn", scale=3.0).values.tolist() == [288.0]
+
+
+def test_te_float32_scale_edges():
+    """amax 0 gives scale 1 (TE's initial scale); an amax so small that the float32 quotient
+    overflows gives float32's max (TE's value for inf); epsilon floors amax; float64 inputs
+    are rounded to float32 first; formats float32 cannot hold and huge margins are refused."""
+    from floatlab.quant.delayed import CurrentScaling
+
+    assert CurrentScaling("e4m3fn", float32=True).scale_for(0.0) == 1.0
+    f32max = float(np.finfo(np.float32).max)
+    assert CurrentScaling("e4m3fn", float32=True).scale_for(1e-44) == f32max
+    assert CurrentScaling("e4m3fn", amax_epsilon=0.5, float32=True).scale_for(1e-3) == 896.0
+    q = quantize_scaled(np.array([0.1, 1.0 + 2.0**-30]), "e4m3fn", float32=True)
+    assert q.scale == 448.0 and q.values.dtype == np.float32       # 1 + 2**-30 -> 1.0 first
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        quantize_scaled(np.array([1e39, 1.0]), "e4m3fn", scale=1e-40, float32=True)
+    with pytest.raises(ValueError, match="does not fit in float32"):
+        quantize_scaled([1.0], "float64", scale=1.0, float32=True)
+    with pytest.raises(ValueError, match="normal float32"):
+        CurrentScaling("e4m3fn", margin=200, float32=True).scale_for(1.0)
+    with pytest.raises(TypeError, match="float32"):
+        CurrentScaling("e4m3fn", float32="yes")
+    assert "float32" in repr(DelayedScaling("e5m2", float32=True))
+    assert repr(q).endswith("0 saturated, float32)")
+
+
+@pytest.mark.parametrize("power_of_two", [False, True])
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_rowwise_float32_order_against_exact_reference(name, power_of_two):
+    """floatlab.quant.axiswise follows torchao's order exactly, row by row: scale =
+    fl32(fmax / max(amax, 1e-12)) (power_of_two: 2**floor(log2(scale)), exactly), element =
+    fp8(clamp(fl32(x * scale))), dequantised fl32(fp8 * fl32(1 / scale)). Rows of midpoints
+    (ties), values one float32 ulp around them, subnormals of the format, signed zeros, an
+    all-zero row; inputs unchanged."""
+    from floatlab.quant.axiswise import quantize_rowwise
+
+    fmt = get_format(name)
+    rng = np.random.default_rng(9)
+    rows = []
+    for amax in (3.0, 0.7, 1e-3, 2.5e4, 0.1, 1e-30):
+        x = _adversarial_float32(fmt, fmt.max / amax, rng)
+        x = np.where(np.abs(x) <= np.float32(amax), x, np.float32(0.0))
+        x[0] = np.float32(amax)
+        rows.append(x.astype(np.float32))
+    rows.append(np.array([0.0, -0.0] * (rows[0].size // 2), np.float32))
+    x = np.stack(rows)
+    before = x.copy()
+    q = quantize_rowwise(x, name, power_of_two=power_of_two, count=True)
+    assert np.array_equal(x, before)
+    for i, row in enumerate(x):
+        amax = Fraction(max(float(np.max(np.abs(row))), 1e-12))
+        scale = fraction_to_float32(Fraction(fmt.max) / amax)
+        if power_of_two:
+            scale = 2.0 ** floor_log2(Fraction(scale))
+        assert float(q.scales[i, 0]) == scale
+        values, deq, n = _te_reference(row, fmt, scale)
+        assert_same(q.values[i], values, row, f"{name} row {i}")
+        assert_same(q.dequantize()[i], deq, row, f"{name} row {i} dequantised")
+        assert n == 0        # a row's own amax never lands beyond the overflow threshold
+    assert q.n_saturated == 0 and q.values.dtype == np.float32
+    with pytest.raises(ValueError, match="NaN"):
+        quantize_rowwise(np.array([[1.0, np.nan]]), name)
+    with pytest.raises(ValueError, match="cannot take rowwise"):
+        quantize_rowwise(np.ones((2, 2)), "float64")
+
+
+def test_rfloor_scale_rule_is_msamps_and_equals_rceil_for_fp8():
+    """"rfloor" (MS-AMP's ScalingMeta, TE's force_pow_2_scales): s = 2**-j with 2**j the
+    float32 quotient fmax / amax rounded down to a power of two, against the exact Fraction
+    definition; for E4M3 and E5M2 it equals "rceil" on every float32 amax of a binade (the
+    rules are invariant under powers of two away from the range ends), for float16 it
+    differs on one amax per binade (where fl32(65504 / amax) rounds up to a power of two)."""
+    from floatlab.quant.scales import pow2_exponents
+
+    rng = np.random.default_rng(2)
+    amax = np.concatenate([(rng.standard_normal(300) * np.exp(rng.normal(0, 8, 300))),
+                           [448.0, 224.0, 1.0, 3.0, 57344.0, 65504.0, 2.0**-126, 1e-40]])
+    amax = np.abs(amax).astype(np.float32)
+    for name in ("e4m3fn", "e5m2", "float16"):
+        fmt = get_format(name)
+        k = pow2_exponents(amax, fmt, "rfloor")
+        for a, got in zip(amax.tolist(), k.tolist(), strict=True):
+            q = fraction_to_float32(Fraction(fmt.max) / Fraction(a)) if a else math.inf
+            if q > float(np.finfo(np.float32).max):  # an infinite float32 quotient: clamped
+                assert got < -1000
+            else:
+                assert got == -floor_log2(Fraction(q)), (name, a)
+        binade = np.arange(0x3F800000, 0x40000000, dtype=np.uint32).view(np.float32)
+        differ = np.count_nonzero(pow2_exponents(binade, fmt, "rfloor")
+                                  != pow2_exponents(binade, fmt, "rceil"))
+        assert differ == (1 if name == "float16" else 0)
+    assert pow2_exponents(np.float32([0.0]), get_format("e4m3fn"), "rfloor")[0] < -1000

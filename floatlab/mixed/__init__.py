@@ -44,7 +44,15 @@ from floatlab.mixed.policy import (
     Policy,
     get_policy,
 )
-from floatlab.mixed.recipe import RECIPES, Gemm, Recipe, TensorScaling, get_recipe, recipe_names
+from floatlab.mixed.recipe import (
+    RECIPES,
+    Gemm,
+    Recipe,
+    RowScaling,
+    TensorScaling,
+    get_recipe,
+    recipe_names,
+)
 from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.scaler import GradScaler, GradScalerError, GradScalerValueError, StaticScaler
 from floatlab.mixed.telemetry import StepStats, log2_histogram
@@ -97,8 +105,8 @@ __all__ = [
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # training recipes (FP8, MX, NVFP4, DeepSeek, MS-AMP) and 8-bit optimizer states
-    "Recipe", "Gemm", "TensorScaling", "get_recipe", "recipe_names", "RECIPES", "RecipeRun",
-    "recipe_run", "Adam8bit", "StateAdam",
+    "Recipe", "Gemm", "TensorScaling", "RowScaling", "get_recipe", "recipe_names", "RECIPES",
+    "RecipeRun", "recipe_run", "Adam8bit", "StateAdam",
     # data
     "Dataset", "teacher_gaussians", "spirals", "digits",
     "SequenceDataset", "char_lm", "digit_reversal",

@@ -49,7 +49,7 @@ from floatlab.formats import Format, get_format
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
 from floatlab.quant.scheme import Scheme, get_scheme
 
-__all__ = ["Recipe", "Gemm", "TensorScaling", "Operand", "get_recipe", "recipe_names",
+__all__ = ["Recipe", "Gemm", "TensorScaling", "RowScaling", "Operand", "get_recipe", "recipe_names",
            "RECIPES", "is_tensorwise", "msamp_scheme"]
 
 FP32 = get_format("float32")
@@ -69,6 +69,12 @@ class TensorScaling:
         default history is 1024, the lab's 16 so a spike's effect fits in a short run).
     margin : the scale is divided by ``2**margin`` (headroom).
     amax_compute_algo : "max" or "most_recent" (delayed only).
+    power_of_two : round the float32 scale down to a power of two (TE's ``force_pow_2_scales``:
+        the quotient's mantissa bits cleared), which is MS-AMP's ``ScalingMeta`` scale
+        ``2**floor(log2(fp8_max / amax))`` with its float32 quotient.
+
+    The lab quantises in Transformer Engine's float32 order (:mod:`floatlab.quant.delayed`,
+    ``float32=True``).
 
     >>> TensorScaling("e5m2")
     TensorScaling(float8_e5m2, current, margin 0)
@@ -79,6 +85,7 @@ class TensorScaling:
     history_len: int = 16
     margin: int = 0
     amax_compute_algo: str = "max"
+    power_of_two: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fmt", get_format(self.fmt))
@@ -91,16 +98,50 @@ class TensorScaling:
                                                                                   "history_len"):
                 raise ValueError(f"{name} must be an int >= {int(name == 'history_len')}, got "
                                  f"{value!r}")
+        if not isinstance(self.power_of_two, bool):
+            raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
 
     def __repr__(self) -> str:
+        pow2 = ", power-of-two" if self.power_of_two else ""
         if self.delayed:
             return (f"TensorScaling({self.fmt.name}, delayed, history {self.history_len}, "
-                    f"margin {self.margin}, {self.amax_compute_algo})")
-        return f"TensorScaling({self.fmt.name}, current, margin {self.margin})"
+                    f"margin {self.margin}, {self.amax_compute_algo}{pow2})")
+        return f"TensorScaling({self.fmt.name}, current, margin {self.margin}{pow2})"
+
+
+@dataclass(frozen=True)
+class RowScaling:
+    """torchao's axiswise ("rowwise") float8 scaling, in torchao's float32 order
+    (:mod:`floatlab.quant.axiswise`): one float32 multiplier ``fp8_max / amax`` per row along
+    the inner dimension, ``fp8(clamp(float32(x) * scale))``, dequantised with
+    ``float32(1 / scale)``.
+
+    fmt : the FP8 format (torchao's rowwise recipes use E4M3 for every operand).
+    power_of_two : round each scale down to a power of two (torchao's "rowwise" recipe sets
+        ``round_scales_to_power_of_2=True``; "rowwise_with_gw_hp" does not).
+    name : the label of its bytes in ``bytes_held`` (the storage of the "fp8_rowwise" scheme:
+        the codes plus one float32 scale per row).
+
+    >>> RowScaling("e4m3fn", power_of_two=True)
+    RowScaling(float8_e4m3fn, power-of-two scales)
+    """
+
+    fmt: Any
+    power_of_two: bool = False
+    name: str = field(default="fp8_rowwise", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fmt", get_format(self.fmt))
+        if not isinstance(self.power_of_two, bool):
+            raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
+
+    def __repr__(self) -> str:
+        how = "power-of-two scales" if self.power_of_two else "float32 scales"
+        return f"RowScaling({self.fmt.name}, {how})"
 
 
 #: How one GEMM operand is quantised (see the module docstring).
-Operand = Union[Scheme, TensorScaling, Format, None]  # noqa: UP007 - a runtime alias
+Operand = Union[Scheme, TensorScaling, RowScaling, Format, None]  # noqa: UP007 - runtime alias
 
 
 def is_tensorwise(spec: Operand) -> bool:
@@ -117,10 +158,10 @@ def is_tensorwise(spec: Operand) -> bool:
 
 
 def _check_operand(spec: Any, where: str) -> Operand:
-    if spec is None or isinstance(spec, (Scheme, TensorScaling, Format)):
+    if spec is None or isinstance(spec, (Scheme, TensorScaling, RowScaling, Format)):
         return spec
-    raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a Format or "
-                    f"None (high precision), got {spec!r}")
+    raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a RowScaling, "
+                    f"a Format or None (high precision), got {spec!r}")
 
 
 @dataclass(frozen=True)
@@ -281,14 +322,19 @@ def _transformer_engine_fp16(*, fp8_format: str = "HYBRID", history_len: int = 1
 
 def _rowwise(gw_hp: bool = False) -> Callable[..., Recipe]:
     def build() -> Recipe:
-        row = get_scheme("fp8_rowwise")
+        # torchao's Float8LinearRecipeName.ROWWISE: every operand axiswise E4M3 with
+        # power-of-two scales; ROWWISE_WITH_GW_HP: float32 scales, the dgrad GEMM's weight
+        # tensorwise (current scaling), the wgrad GEMM unquantised (here: bf16).
+        row = RowScaling(E4M3, power_of_two=not gw_hp)
+        if gw_hp:
+            return Recipe("fp8-rowwise-gw-hp", Gemm(row, row),
+                          Gemm(row, TensorScaling(E4M3)), Gemm(BF16, BF16),
+                          note="torchao rowwise_with_gw_hp: axiswise E4M3 (float32 scales), "
+                               "tensorwise weight for dgrad, weight gradient GEMM in bf16")
         gemm = Gemm(row, row)
-        wgrad = Gemm(BF16, BF16) if gw_hp else gemm
-        name = "fp8-rowwise-gw-hp" if gw_hp else "fp8-rowwise"
-        note = ("torchao rowwise_with_gw_hp: axiswise E4M3, weight gradient GEMM in bf16"
-                if gw_hp else "torchao rowwise: E4M3 with one float32 scale per row / column "
-                "along the inner dimension")
-        return Recipe(name, gemm, gemm, wgrad, note=note)
+        return Recipe("fp8-rowwise", gemm, gemm, gemm,
+                      note="torchao rowwise: E4M3 with one power-of-two float32 scale per "
+                           "row / column along the inner dimension")
     return build
 
 
@@ -366,13 +412,15 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
     """MS-AMP's ScalingTensor as a Scheme: one power-of-two float32 scale per tensor, from the
     tensor's own amax (``ScalingMeta`` with ``window_size=1``), so that ``amax / scale`` lands
     in ``(fmax / 2, fmax]``: MS-AMP's ``2**(floor(log2(fmax / amax)) - margin)`` multiplier
-    (margin 0) is the reciprocal of the lab's "rceil" power-of-two scale. MS-AMP uses it for FP8
+    (margin 0, the quotient in float32) is the reciprocal of the "rfloor" power-of-two scale,
+    and its cast ``fp8(float32(x) * multiplier)`` is exact up to the element rounding, as the
+    lab's division by that power of two is. MS-AMP uses it for FP8
     weights and weight gradients (E4M3), the FP8 first moment and the FP16 second moment and
     masters ("float16": fmax 65504, so small moments stay in fp16's normal range).
 
     >>> s = msamp_scheme()
     >>> s.name, s.block, s.scale, s.scale_rounding
-    ('msamp e4m3fn', 'tensor', 'pow2', 'rceil')
+    ('msamp e4m3fn', 'tensor', 'pow2', 'rfloor')
     >>> import numpy as np; from floatlab.quant.quantize import fake_quantize
     >>> fake_quantize(np.array([150.0, 1.0]), s).tolist()   # scale 2**-1: 300 -> 288 -> 144
     [144.0, 1.0]
@@ -380,16 +428,18 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
     fmt = get_format(element)
     short = {"float8_e4m3fn": "e4m3fn", "float8_e5m2": "e5m2", "float16": "fp16"}
     return get_scheme("fp8_tensorwise").replace(
-        element=fmt, scale="pow2", scale_rounding="rceil",
+        element=fmt, scale="pow2", scale_rounding="rfloor",
         name=f"msamp {short.get(fmt.name, fmt.name)}")
 
 
 def _msamp(level: int) -> Callable[..., Recipe]:
     def build() -> Recipe:
         # MS-AMP's FP8Linear (msamp/nn/linear.py): input E4M3 with an amax window of 16,
-        # output gradient E5M2 with a window of 16, the weight cast with its own amax.
-        inputs = TensorScaling(E4M3, delayed=True, history_len=16)
-        grads = TensorScaling(E5M2, delayed=True, history_len=16)
+        # output gradient E5M2 with a window of 16, the weight cast with its own amax; every
+        # ScalingMeta scale is 2**floor(log2(fp_max / amax)) (meta.py), and the cast is TE's
+        # fp8(float32(x) * scale) (cast.py), exact for a power-of-two scale.
+        inputs = TensorScaling(E4M3, delayed=True, history_len=16, power_of_two=True)
+        grads = TensorScaling(E5M2, delayed=True, history_len=16, power_of_two=True)
         e4m3 = msamp_scheme("e4m3fn")
         gemms = {"forward": Gemm(inputs, e4m3), "dgrad": Gemm(grads, e4m3),
                  "wgrad": Gemm(grads, inputs)}

@@ -38,8 +38,10 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
-from floatlab.mixed.recipe import Operand, Recipe, TensorScaling, is_tensorwise
+from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
+from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+from floatlab.quant.elements import _format_fits_float32
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scheme import Scheme
 from floatlab.rounding import round as round_to_format
@@ -167,15 +169,18 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     operand is rotated by the same matrix (NVFP4's wgrad); the telemetry's QSNR and flushed
     fraction then compare the rotated operand with the rotated input.
 
+    A :class:`TensorScaling` operand follows Transformer Engine's float32 order
+    (:mod:`floatlab.quant.delayed`, ``float32=True``), so its dequantised values are float32
+    numbers: ``x_fp8 * float32(1 / scale)``.
+
     ``blas=True``: the caller only feeds the result to float32 BLAS products (:func:`gemm`
     with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
-    given as those float32 values directly, each float64 quotient rounded once to float32 in
-    the dequantising pass (:meth:`ScaledTensor.dequantize`): the same numbers, one pass and
-    one float64 array fewer. (Only without telemetry, which compares float64 values.)
+    given as those float32 values directly (:meth:`ScaledTensor.dequantize`): the same
+    numbers, without the widened copy. (Only without telemetry, which compares float64 values.)
 
     >>> run = RecipeRun()
     >>> quantize_operand(np.array([[0.3, -2.0]]), TensorScaling("e4m3fn"), run, "x").tolist()
-    [[0.2857142857142857, -2.0]]
+    [[0.2857142984867096, -2.0]]
     >>> run._pending["x"].scale, run._pending["x"].clipped
     (224.0, 0.0)
     """
@@ -191,21 +196,38 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         clipped = float(np.count_nonzero(~np.isfinite(q) | (np.abs(x) > spec.max))) / x.size
         q = np.where(np.isfinite(q), q, np.sign(x) * spec.max) if clipped else q
     elif isinstance(spec, TensorScaling):
+        # Transformer Engine's float32 order (floatlab.quant.delayed): float32 scale, float32
+        # product x * scale rounded to FP8, dequantised as x_fp8 * float32(1 / scale).
         scaler = run.scalers.get(key)
         if scaler is None:
             scaler = run.scalers[key] = (
                 DelayedScaling(spec.fmt, spec.history_len, spec.margin,
-                               amax_compute_algo=spec.amax_compute_algo)
-                if spec.delayed else CurrentScaling(spec.fmt, spec.margin))
+                               power_of_two=spec.power_of_two,
+                               amax_compute_algo=spec.amax_compute_algo, float32=True)
+                if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True,
+                                                    power_of_two=spec.power_of_two))
         st = scaler.quantize(x)
         if blas and not run.telemetry:
             return st.dequantize(np.float32)
         q, scale = st.dequantize(), st.scale
         clipped = st.n_saturated / x.size
-        lag = spec.delayed and amax * scale > spec.fmt.max
+        # the scaled amax in the quantiser's float32 arithmetic beyond max: the history's
+        # scale was too large for this step (it saturates the amax element)
+        lag = spec.delayed and float(np.float32(amax) * np.float32(scale)) > spec.fmt.max
+    elif isinstance(spec, RowScaling):  # torchao's float32 order (floatlab.quant.axiswise)
+        q, n = fake_quantize_rowwise(x, spec.fmt, power_of_two=spec.power_of_two,
+                                     count=run.telemetry)
+        if not run.telemetry:
+            return q
+        q, scale, clipped = q.astype(np.float64), math.nan, n / x.size
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
+            twin = _pow2_tensor_twin(spec) if x.dtype == np.float32 else None
+            if twin is not None:  # MS-AMP's per-tensor operands: the same values, faster
+                st = twin.quantize(x)
+                if st.scale != _TWIN_LIMIT:
+                    return st.dequantize(np.float32)
             return fake_quantize(x, spec, rng, rotated=rotated)
         q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
         run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
@@ -218,6 +240,46 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         run.record(key, OperandStats(amax, float(scale), clipped, _flushed(x, q), _qsnr(x, q),
                                      bool(lag), x.size, limit))
     return q
+
+
+def _pow2_tensor_twin(spec: Scheme) -> CurrentScaling | None:
+    """For MS-AMP's per-tensor power-of-two Scheme (``msamp_scheme``: one "pow2" scale per
+    tensor, the "rfloor" rule, nearest-even elements of a Format, no margin, Hadamard or
+    global scale), the float32 :class:`CurrentScaling` with power-of-two scales that gives
+    the same dequantised float32 values for float32 inputs (about 20 us less per operand);
+    None for any other Scheme.
+
+    Proof, for a float32 x with amax = max|x| (exact in float32) and q = fl32(fmax / amax):
+    the Scheme's scale is 2**k with k = 1 - e, e the frexp exponent of q (the "rfloor" rule),
+    unclamped because a finite normal q has e in [-125, 128]; the twin's multiplier is q with
+    its mantissa bits cleared, 2**(e - 1) = 2**-k. The Scheme divides x by 2**k in float32,
+    the twin multiplies by 2**-k in float32: the same real number, rounded once to float32
+    alike; both saturate and round it with the same nearest-even rounding to the element; the
+    Scheme dequantises element * 2**k in float32, the twin element * fl32(1 / 2**-k), and that
+    reciprocal is exactly 2**k (k <= 126). An all-zero x gives zeros of the same signs either
+    way (scale 2**-149 against 1: a product of +-0). The one case apart: an amax so small that
+    q overflows float32 (the twin then takes float32's max, 2**127 once cleared, the Scheme
+    2**-149); the caller sees the twin's scale 2**127 and takes the Scheme path for it (a
+    finite q of 2**127 gives k = -127 on both sides, so that fallback is only conservative).
+    Tests check training bit-identical without the twin (tests/test_mixed_recipe_fastpaths.py).
+    """
+    if not _POW2_TWINS:
+        return None
+    twin = _TWINS.get(spec, False)
+    if twin is False:
+        element = spec.element
+        ok = (spec.block == "tensor" and spec.scale == "pow2" and spec.scale_rounding == "rfloor"
+              and spec.rounding == "nearest_even" and not spec.margin and not spec.hadamard
+              and not spec.global_scale and isinstance(element, Format)
+              and element.signed and element.has_zero and _format_fits_float32(element))
+        twin = _TWINS[spec] = CurrentScaling(element, float32=True, power_of_two=True) \
+            if ok else None
+    return twin
+
+
+_TWINS: dict[Scheme, CurrentScaling | None] = {}
+_TWIN_LIMIT = 2.0**127  # the twin's scale when fl32(fmax / amax) overflowed: not a twin then
+_POW2_TWINS = True  # switch for the tests, which check training bit-identical without
 
 
 def gemm(a: np.ndarray, b_rows: np.ndarray, accumulate: Accumulator | None) -> np.ndarray:
@@ -335,8 +397,9 @@ def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -
     The copy is read by the dgrad GEMM and, when wgrad reads the same quantised tensor
     (``_same``), by wgrad; with neither, no product reads it. Its other effects:
 
-    * a Format or a deterministic Scheme is a pure function of g: leaving it out changes
-      nothing but the telemetry's record of it, so it is still made when telemetry is on;
+    * a Format, a RowScaling (a function of each row's values) or a deterministic Scheme is a
+      pure function of g: leaving it out changes nothing but the telemetry's record of it, so
+      it is still made when telemetry is on;
     * a stochastic Scheme (NVFP4's SR gradients) draws random numbers from the run's
       generator: leaving it out changes the stream the later draws see, so training results
       differ (by design: the copy only advanced the stream). It is left out with telemetry
@@ -350,7 +413,7 @@ def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -
         return False
     if isinstance(dgrad_a, Scheme) and dgrad_a.rounding == "stochastic":
         return True
-    return not run.telemetry and isinstance(dgrad_a, (Format, Scheme))
+    return not run.telemetry and isinstance(dgrad_a, (Format, RowScaling, Scheme))
 
 
 _SKIP_UNREAD_COPIES = True  # switch for the tests (off: every copy made, the old random stream)

@@ -31,7 +31,7 @@ import numpy as np
 
 from floatlab.formats import Format
 from floatlab.mixed.policy import nbytes
-from floatlab.mixed.recipe import Operand, TensorScaling
+from floatlab.mixed.recipe import Operand, RowScaling, TensorScaling
 from floatlab.quant.quantize import QuantizedTensor, fake_quantize, quantize
 from floatlab.quant.scheme import Scheme
 
@@ -45,7 +45,7 @@ def spec_label(spec: Operand, compute: Format) -> str:
         return compute.name
     if isinstance(spec, Scheme):
         return spec.name or spec.describe()
-    return spec.fmt.name if isinstance(spec, TensorScaling) else spec.name
+    return spec.fmt.name if isinstance(spec, TensorScaling) else spec.name  # RowScaling too
 
 
 @lru_cache(maxsize=512)
@@ -74,14 +74,16 @@ def operand_nbytes(spec: Operand, shape: tuple[int, ...], compute: Format | None
     if spec is None and compute is None:
         raise ValueError("operand_nbytes(None, shape) needs compute=: the format the "
                          "unquantised operand is held in")
-    if spec is not None and not isinstance(spec, (Scheme, TensorScaling, Format)):
-        raise TypeError(f"an operand spec is a Scheme, a TensorScaling, a Format or None, got "
-                        f"{spec!r}")
+    if spec is not None and not isinstance(spec, (Scheme, TensorScaling, RowScaling, Format)):
+        raise TypeError(f"an operand spec is a Scheme, a TensorScaling, a RowScaling, a Format "
+                        f"or None, got {spec!r}")
     label = spec_label(spec, compute)
     if isinstance(spec, Scheme):
         return label, _scheme_nbytes(spec, shape)
     if isinstance(spec, TensorScaling):
         return label, nbytes(spec.fmt, n) + 4
+    if isinstance(spec, RowScaling):  # the codes and one float32 scale per row
+        return label, nbytes(spec.fmt, n) + 4 * (n // shape[-1] if shape[-1] else 0)
     if isinstance(spec, Format):
         return label, nbytes(spec, n)
     return label, nbytes(compute, n)

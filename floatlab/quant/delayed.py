@@ -12,16 +12,19 @@ One implementation: :func:`quantize_scaled` (and so :class:`CurrentScaling` and
 product ``x * scale`` is one float64 rounding (none for a power-of-two scale), then
 :func:`floatlab.round` rounds it once to the format, saturating.
 
-Transformer Engine's order of operations, for comparison (``recipe_common.cuh``,
-``delayed_scaling.cu``, ``dequantize_fp8.cuh``): ``scale = fp8_max * 2**-margin / amax`` as
-one float32 division (``__fdiv_rn``; amax below ``amax_epsilon`` is raised to it; amax 0, inf
-or NaN keeps the previous scale, 1.0 at first; an infinite quotient becomes float32's max);
-quantise ``fp8(float32(x) * scale)``, the product rounded to float32 and then to FP8
-(saturating); ``scale_inv = 1 / scale`` in float32; dequantise ``x_fp8 * scale_inv`` in
-float32. floatlab keeps float64 throughout and dequantises by dividing by the scale (exact
-for power-of-two scales): a deliberate, documented difference of at most one float32 rounding
-of the scale and of the product (2**-24 relative), far below the 8-bit elements' own error.
-The core's multiply convention on float32 data is TE's float32 order.
+Transformer Engine's order of operations (``recipe_common.cuh``, ``delayed_scaling.cu``,
+``dequantize_fp8.cuh``), available with ``float32=True`` and used by the lab's FP8 recipes:
+``scale = fp8_max * 2**-margin / amax`` as one float32 division (``__fdiv_rn``; amax below
+``amax_epsilon`` is raised to it; amax 0 gives 1.0; an infinite quotient becomes float32's
+max; TE's ``force_pow_2_scales`` clears the quotient's mantissa bits); quantise
+``fp8(float32(x) * scale)``: the product rounded to float32 (round to nearest even, as
+``__fmul_rn``), then that float32 rounded to FP8 by floatlab, saturating (CUDA's
+``__NV_SATFINITE`` conversion): a double rounding on purpose, since that is what the hardware
+does; ``scale_inv = 1 / scale`` in float32; dequantise ``x_fp8 * scale_inv`` in float32. The
+default (``float32=False``) keeps float64 throughout and dequantises by dividing by the scale
+(exact for power-of-two scales): the scale and the product then carry no float32 rounding, a
+difference of at most 2**-24 relative before the FP8 rounding (which can move an element by
+one FP8 step where the float32 rounding crosses an FP8 midpoint).
 
 * :func:`amax_scale` computes the scale, :func:`quantize_scaled` applies it.
 * :class:`CurrentScaling` (Transformer Engine's ``Float8CurrentScaling``): the scale comes from
@@ -49,7 +52,8 @@ from floatlab._rounding_fast import per_format
 from floatlab._validate import check_flag, resolve_rng
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import raise_nonfinite
-from floatlab.quant.elements import _round_scaled
+from floatlab.quant.elements import _format_fits_float32, _round_scaled
+from floatlab.quant.te_scale import _scale_from_amax32, _to_float32
 from floatlab.rounding import _resolve_mode, as_float_array, overflow_threshold
 
 __all__ = [
@@ -185,18 +189,26 @@ def _scale_from_amax(amax: float, fmt: Format, margin: int, power_of_two: bool) 
     return scale
 
 
+def _scale_rule(float32: Any):
+    """The scale computation of the chosen order: TE's float32 one or the float64 one."""
+    return _scale_from_amax32 if check_flag(float32, "float32") else _scale_from_amax
+
+
 @dataclass(frozen=True, eq=False)
 class ScaledTensor:
     """A tensor quantised with one scale: ``values`` are the format's values of ``x * scale``.
 
     Attributes
     ----------
-    values : float64 array, the rounded ``x * scale`` (every entry a value of ``fmt``).
-    scale : the scale that was applied.
+    values : float64 array, the rounded ``x * scale`` (every entry a value of ``fmt``); a
+        float32 array with ``float32=True``.
+    scale : the scale that was applied (a float32 number with ``float32=True``).
     fmt : the :class:`Format` of ``values``.
     n_saturated : how many finite entries of ``x`` landed beyond the format's range, i.e.
         round-to-nearest would overflow them: ``|x * scale|`` above ``max + ulp(max) / 2``
         (E4M3FN: 464). Saturation clipped them to +-max (``saturate=False``: inf / NaN).
+    float32 : whether Transformer Engine's float32 order made it (module docstring): then
+        :meth:`dequantize` multiplies by ``scale_inv = float32(1 / scale)`` in float32.
 
     The arrays are read-only.
 
@@ -211,15 +223,27 @@ class ScaledTensor:
     scale: float
     fmt: Format
     n_saturated: int = 0
+    float32: bool = False
 
     def dequantize(self, dtype: Any = np.float64) -> np.ndarray:
         """``values / scale`` computed in float64 (exact when the scale is a power of two),
         returned as ``dtype``: float32 rounds each float64 quotient once to float32, in the
         same pass (NumPy runs the float64 loop and casts on store), as ``.astype`` would.
+        With ``float32=True``: Transformer Engine's ``values * scale_inv`` in float32, with
+        ``scale_inv = float32(1 / scale)`` (the float32 products, widened exactly for float64).
 
         >>> quantize_scaled([1.0], "e4m3fn", scale=3.0).dequantize(np.float32)
         array([1.], dtype=float32)
+        >>> te = quantize_scaled([0.00703125], "e4m3fn", scale=5.0, float32=True)
+        >>> te.values.tolist(), te.dequantize(np.float32).tolist()   # times float32(1 / 5)
+        ([0.03515625], [0.007031250279396772])
+        >>> quantize_scaled([0.00703125], "e4m3fn", scale=5.0).dequantize(np.float32).tolist()
+        [0.007031249813735485]
         """
+        if self.float32:
+            scale_inv = np.float32(1.0) / np.float32(self.scale)   # IEEE float32 division
+            out = np.multiply(self.values, scale_inv, dtype=np.float32)
+            return out if np.dtype(dtype) == np.float32 else out.astype(dtype)
         if np.dtype(dtype) == np.float64:
             return self.values / self.scale
         out = np.empty(self.values.shape, dtype)
@@ -235,7 +259,7 @@ class ScaledTensor:
     def __repr__(self) -> str:
         return (
             f"ScaledTensor({self.fmt.name}, shape {self.values.shape}, scale {self.scale:.6g}, "
-            f"{self.n_saturated} saturated)"
+            f"{self.n_saturated} saturated{', float32' if self.float32 else ''})"
         )
 
 
@@ -287,6 +311,7 @@ def quantize_scaled(
     rounding: str = "nearest_even",
     saturate: bool = True,
     rng: np.random.Generator | int | None = None,
+    float32: bool = False,
 ) -> ScaledTensor:
     """Scale ``x``, round it to ``fmt`` and keep the scale: ``round(x * scale)``.
 
@@ -299,11 +324,14 @@ def quantize_scaled(
     margin, power_of_two : passed to :func:`amax_scale` when ``scale`` is None.
     rounding, saturate, rng : passed to :func:`floatlab.round`. ``saturate=True`` (default)
         clips to +-max as the FP8 recipes do; False gives inf / NaN on overflow.
+    float32 : Transformer Engine's float32 order (module docstring): x is rounded to float32,
+        the scale is TE's float32 quotient (an explicit scale is rounded to float32, as TE
+        stores it), ``x * scale`` is one float32 rounding, then the FP8 rounding.
 
-    ``x * scale`` is computed in float64 (one rounding unless the scale is a power of two),
-    then rounded to the format once by :func:`floatlab.round`: the quantisation core's step
-    with the multiply convention (see the module docstring for Transformer Engine's float32
-    order and where floatlab differs).
+    By default ``x * scale`` is computed in float64 (one rounding unless the scale is a
+    power of two), then rounded to the format once by :func:`floatlab.round`: the quantisation
+    core's step with the multiply convention (see the module docstring for Transformer
+    Engine's float32 order).
 
     >>> q = quantize_scaled([0.001, 0.5, -1.0], "e4m3fn")
     >>> q.scale, q.values.tolist()
@@ -312,14 +340,17 @@ def quantize_scaled(
     [0.0009765625, 0.3125]
     >>> quantize_scaled([3.0], "e4m3fn", power_of_two=True).scale   # exact scaling
     128.0
+    >>> quantize_scaled([3.0], "e4m3fn", float32=True).scale        # float32(448 / 3)
+    149.3333282470703
     """
     fmt = _signed_format(fmt, "scaled into")
     margin = _check_margin(margin)
+    rule = _scale_rule(float32)
     arr = _as_float64(x)
     amax = None
     if scale is None:
         amax = _amax(arr)
-        scale = _scale_from_amax(amax, fmt, margin, power_of_two)
+        scale = rule(amax, fmt, margin, power_of_two)
     elif margin or power_of_two:
         raise ValueError(
             "margin and power_of_two shape a scale computed from amax; with an explicit scale "
@@ -327,32 +358,49 @@ def quantize_scaled(
         )
     else:
         scale = _check_scale(scale)
-    return _scaled(arr, fmt, scale, rounding, saturate, rng, amax)
+        if float32:
+            scale = _check_scale(float(np.float32(scale)))  # TE keeps its scale in float32
+    return _scaled(arr, fmt, scale, rounding, saturate, rng, amax, float32=bool(float32))
 
 
 def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate: Any, rng: Any,
-            amax: float | None = None) -> ScaledTensor:
+            amax: float | None = None, *, float32: bool = False) -> ScaledTensor:
     """quantize_scaled's work on a float64 (or float32) array and a checked scale (``amax``:
     max|arr| when the caller has it, e.g. the scaling classes, which computed the scale from
-    it). The product ``x * scale`` is float64 either way: the scale is a float64 scalar, so
-    NumPy widens float32 values (exactly) inside the multiplication."""
+    it). By default the product ``x * scale`` is float64: the scale is a float64 scalar, so
+    NumPy widens float32 values (exactly) inside the multiplication. ``float32``: x is taken
+    as float32 (rounded to nearest even if wider; its amax is then the float32 of ``amax``, by
+    monotonicity) and the scale is a float32 scalar, so NumPy forms the IEEE float32 product,
+    Transformer Engine's ``float32(x) * scale``."""
     saturate = check_flag(saturate, "saturate")
     mode = _resolve_mode(rounding)
     rng = resolve_rng(rng, mode == "stochastic", mode)
     peak = amax if amax is not None else float(np.max(np.abs(arr))) if arr.size else math.nan
     finite = math.isfinite(peak)
-    scale64 = np.float64(scale)  # a float64 scalar: float32 values * scale64 is float64
+    if float32:
+        if not _format_fits_float32(fmt):
+            raise ValueError(f"float32=True rounds float32 products, but {fmt.name} does not "
+                             "fit in float32; use float32=False")
+        if finite and _to_float32(peak) == math.inf:
+            raise ValueError(f"x holds finite values beyond float32's range (amax {peak:g}): "
+                             "float32=True rounds x to float32 first, as Transformer Engine "
+                             "reads a float32 tensor; scale x down or use float32=False")
+        if arr.dtype != np.float32:
+            arr = arr.astype(np.float32)
+        peak_w, scale_w = np.float32(peak), np.float32(scale)
+    else:
+        peak_w, scale_w = np.float64(peak), np.float64(scale)
     # The quantisation core's step with Transformer Engine's multiply convention.
-    values, _, _, scaled = _round_scaled(arr, scale64, np.float64(peak), fmt, mode, rng,
-                                         multiply=True,
+    values, _, _, scaled = _round_scaled(arr, scale_w, peak_w, fmt, mode, rng, multiply=True,
                                          saturate=saturate, finite=finite)
-    if scaled is None and peak * scale >= overflow_threshold(fmt):
-        # clipped in place: count from the largest |x * scale| first (Python floats)
-        with np.errstate(over="ignore"):
-            scaled = arr * scale64
+    with np.errstate(over="ignore"):
+        if scaled is None and float(peak_w * scale_w) >= overflow_threshold(fmt):
+            # clipped in place: count from the largest |x * scale| first
+            scaled = arr * scale_w
     n_saturated = 0 if scaled is None else _count_beyond_range(scaled, fmt, arr)
     values.setflags(write=False)
-    return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated)
+    return ScaledTensor(values=values, scale=scale, fmt=fmt, n_saturated=n_saturated,
+                        float32=float32)
 
 
 def _count_beyond_range(scaled: np.ndarray, fmt: Format, source: np.ndarray) -> int:
@@ -411,7 +459,8 @@ class CurrentScaling:
     ``scale = fmt.max / max(amax(x), amax_epsilon) / 2**margin``. ``amax_epsilon`` (TE's
     ``Float8CurrentScaling(amax_epsilon=...)``, default 0) floors the amax, so a tiny or zero
     amax never gives a huge or infinite scale; with amax 0 and no epsilon the scale is 1.0
-    (TE's initial scale). NaN / inf in x raise ValueError.
+    (TE's initial scale). NaN / inf in x raise ValueError. ``float32=True``: Transformer
+    Engine's float32 order (module docstring), as the lab's FP8 recipes use it.
 
     >>> cs = CurrentScaling("e4m3fn")
     >>> q = cs.quantize([1.0, -3.5])
@@ -420,26 +469,29 @@ class CurrentScaling:
     """
 
     def __init__(self, fmt: str | Format | Any, margin: int = 0, *, amax_epsilon: float = 0.0,
-                 power_of_two: bool = False):
+                 power_of_two: bool = False, float32: bool = False):
         self.fmt = _signed_format(fmt, "scaled into")
         self.margin = _check_margin(margin)
         self.amax_epsilon = _check_epsilon(amax_epsilon)
         self.power_of_two = bool(power_of_two)
+        self._rule = _scale_rule(float32)
+        self.float32 = bool(float32)
 
     def scale_for(self, amax: float) -> float:
         """The scale for a tensor with this amax."""
-        return _scale_from_amax(max(float(amax), self.amax_epsilon), self.fmt, self.margin,
-                                self.power_of_two)
+        return self._rule(max(float(amax), self.amax_epsilon), self.fmt, self.margin,
+                          self.power_of_two)
 
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the scale of its own amax."""
         arr, amax = _as_float_with_amax(x)
-        return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax)
+        return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax,
+                       float32=self.float32)
 
     def __repr__(self) -> str:
         return (f"CurrentScaling({self.fmt.name}, margin={self.margin}, "
-                f"amax_epsilon={self.amax_epsilon:g})")
+                f"amax_epsilon={self.amax_epsilon:g}{', float32' if self.float32 else ''})")
 
 
 # ================================================================================ delayed
@@ -459,6 +511,7 @@ class DelayedScaling:
       scaling. (Transformer Engine starts from scale 1.0 instead.)
     * **All-zero history** without epsilon: scale 1.0, as :func:`amax_scale` gives for amax 0.
     * **NaN / inf in x**: ValueError, and the history is left unchanged.
+    * ``float32=True``: Transformer Engine's float32 order (module docstring).
 
     >>> ds = DelayedScaling("e4m3fn", history_len=2)
     >>> ds.scale is None                         # nothing seen yet
@@ -475,7 +528,7 @@ class DelayedScaling:
 
     def __init__(self, fmt: str | Format | Any, history_len: int = 16, margin: int = 0, *,
                  power_of_two: bool = False, amax_compute_algo: str = "max",
-                 amax_epsilon: float = 0.0):
+                 amax_epsilon: float = 0.0, float32: bool = False):
         self.fmt = _signed_format(fmt, "scaled into")
         self.history_len = _check_int(
             history_len, "history_len", 1, "it is how many past amaxes are kept"
@@ -487,6 +540,8 @@ class DelayedScaling:
                              f"Transformer Engine's recipe), got {amax_compute_algo!r}")
         self.amax_compute_algo = amax_compute_algo
         self.amax_epsilon = _check_epsilon(amax_epsilon)
+        self._rule = _scale_rule(float32)
+        self.float32 = bool(float32)
         self._history: deque[float] = deque(maxlen=self.history_len)
 
     @property
@@ -495,8 +550,7 @@ class DelayedScaling:
         return tuple(self._history)
 
     def _scale_of(self, amax: float) -> float:
-        return _scale_from_amax(max(amax, self.amax_epsilon), self.fmt, self.margin,
-                                self.power_of_two)
+        return self._rule(max(amax, self.amax_epsilon), self.fmt, self.margin, self.power_of_two)
 
     @property
     def scale(self) -> float | None:
@@ -513,7 +567,7 @@ class DelayedScaling:
         scale = self.scale
         if scale is None:
             scale = self._scale_of(amax)
-        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax)
+        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax, float32=self.float32)
         self._history.append(amax)
         return out
 
@@ -521,6 +575,8 @@ class DelayedScaling:
         extra = "" if self.amax_compute_algo == "max" else ", amax_compute_algo='most_recent'"
         if self.amax_epsilon:
             extra += f", amax_epsilon={self.amax_epsilon:g}"
+        if self.float32:
+            extra += ", float32"
         return (
             f"DelayedScaling({self.fmt.name}, history_len={self.history_len}, "
             f"margin={self.margin}{extra}, {len(self._history)} amaxes recorded)"

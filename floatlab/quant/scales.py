@@ -22,6 +22,12 @@ format's ``max`` (its largest exponent ``emax = floor(log2 max)``), as torchao's
   rounds the exponent up. 150 * (1/448) = 0.3348 = 1.339 * 2**-2 -> k = -1 (E8M0 code 126),
   s = 0.5, amax / s = 300. So rceil gives code 126 where ceil gives 127: rceil never clips
   (amax / s <= max) and never wastes a binade.
+* ``"rfloor"`` (MS-AMP's ``ScalingMeta``, Transformer Engine's ``force_pow_2_scales``): the
+  *multiplier* ``max / amax`` as a float32 quotient, rounded down to a power of two 2**j
+  (``2**floor(log2(...))``, exactly: the quotient's exponent), and ``s = 2**-j``.
+  448 / 150 = 2.987 -> j = 1, s = 0.5. It is rceil up to where the two float32 roundings put
+  the amax: equal for every float32 amax with E4M3 and E5M2 elements, one amax per binade apart
+  with float16 (tests/test_quant_fastpaths.py checks both, exhaustively over binades).
 
 E8M0 holds 2**-127 .. 2**127: k is clamped below at -127 (an all-zero block gets 2**-127, as
 torchao and microxcaling give it), and a k above 127 raises (torchao would write the NaN scale
@@ -49,7 +55,8 @@ from floatlab.rounding import round_finite_in_range
 
 __all__ = ["block_scales", "pow2_exponents"]
 
-_RULE_MODE = {"even": "nearest_even", "floor": "down", "ceil": "up", "rceil": "up"}
+_RULE_MODE = {"even": "nearest_even", "floor": "down", "ceil": "up", "rceil": "up",
+              "rfloor": "up"}
 _E8M0 = get_format("e8m0")
 _FLOAT32 = get_format("float32")
 
@@ -72,6 +79,16 @@ def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.
         mant, e = np.frexp(descale.astype(np.float64))
         k = e.astype(np.int64) - 1 + (mant != 0.5)
         return np.where(descale > 0, k, -100000)
+    if rule == "rfloor":
+        # MS-AMP: the float32 quotient max / amax (a float64 quotient of float32 operands
+        # rounded to float32 is the correctly rounded float32 one: p = 53 >= 2 * 24 + 2), its
+        # exact floor(log2) from frexp, negated. An infinite quotient (amax 0 or subnormal-tiny)
+        # gets the very negative k that is clamped later.
+        with np.errstate(divide="ignore", over="ignore"):
+            q = (float(np.float32(element_max(element))) / amax.astype(np.float64)
+                 ).astype(np.float32)
+        e = np.frexp(q.astype(np.float64))[1].astype(np.int64)
+        return np.where(np.isfinite(q) & (amax > 0), 1 - e, -100000)
     # frexp of a float32 amax gives the same significand and exponent as of its (exact)
     # float64 widening; "even" compares the significand in float64.
     work = amax.astype(np.float64) if rule == "even" else amax

@@ -29,7 +29,7 @@ __all__ = ["Scheme", "get_scheme", "scheme_names", "SCALE_FORMATS", "SCALE_ROUND
            "resolve_element"]
 
 SCALE_FORMATS = ("float32", "pow2", "e8m0", "e4m3fn", "bf16", "dq8")
-SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
+SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil", "rfloor")
 _SCALE_BITS = {"float32": 32, "pow2": 32, "e8m0": 8, "e4m3fn": 8, "bf16": 16, "dq8": 8}
 _SCALE_FORMAT_NAMES = {"float32": "float32", "pow2": "float32", "e8m0": "float8_e8m0fnu",
                        "e4m3fn": "float8_e4m3fn", "bf16": "bfloat16", "dq8": "float32"}
@@ -106,7 +106,8 @@ class Scheme:
     scale : "float32", "pow2" (float32 powers of two), "e8m0", "e4m3fn", "bf16", or "dq8"
         (QLoRA's double quantisation: float32 absmax values, stored as 8-bit dynamic-map codes
         in blocks of 256 after subtracting their mean).
-    scale_rounding : "floor", "ceil", "even", "rceil" -- see :mod:`floatlab.quant.scales`.
+    scale_rounding : "floor", "ceil", "even", "rceil", "rfloor" -- see
+        :mod:`floatlab.quant.scales`.
     rounding : element rounding, any :func:`floatlab.round` mode ("nearest_even",
         "stochastic", ...).
     global_scale : NVFP4's second level: a per-tensor float32 scale ``amax / (scale.max *
