@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_fast import _in_range_constants, in_range_kernel_applies
+from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import _amax
 from floatlab.quant.elements import _format_fits_float32, _round_scaled
@@ -49,6 +51,10 @@ from floatlab.rounding import overflow_threshold
 __all__ = ["quantize_rowwise", "fake_quantize_rowwise", "RowwiseTensor", "TORCHAO_EPS"]
 
 TORCHAO_EPS = 1e-12  # torchao's floor on amax ("avoid division by zero")
+# Dequantised power-of-two rows in one fused rounding (_round_rows_pow2, proved identical to
+# scale / round / dequantise; tests/test_scaling.py checks it bit-equal): False runs the general
+# path everywhere.
+_FUSED_POW2 = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,13 +96,21 @@ def fake_quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = Fal
                           count: bool = False) -> tuple[np.ndarray, int]:
     """``(quantize_rowwise(x, ...).dequantize(), n_saturated)`` without keeping the FP8
     values: they are dequantised in place (the recipes' per-step entry)."""
+    values, scales, n = _quantize_rows(x, fmt, power_of_two, count, dequantized=True)
+    if values is not None:  # the fused power-of-two path dequantised them already
+        return values, n
     values, scales, n = _quantize_rows(x, fmt, power_of_two, count)
     inverse = np.float32(1.0) / scales                     # IEEE float32 division, per row
     return np.multiply(values, inverse, out=values), n
 
 
-def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
-    """(FP8 values as a fresh float32 array, float32 scales, saturation count)."""
+def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
+                   dequantized: bool = False):
+    """(FP8 values as a fresh float32 array, float32 scales, saturation count).
+
+    ``dequantized=True`` asks for the dequantised values of the fused power-of-two path
+    (:func:`_round_rows_pow2`) instead; its values are None where that path does not apply.
+    """
     fmt = get_format(fmt)
     if not (fmt.signed and fmt.has_zero and _format_fits_float32(fmt)):
         raise ValueError(f"{fmt.name} cannot take rowwise float8 scaling: it needs a signed "
@@ -108,6 +122,8 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
     if arr.dtype != np.float32:
         with np.errstate(over="ignore"):
             arr = arr.astype(np.float32)
+    if dequantized and power_of_two and _FUSED_POW2 and not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
     amax = _amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
     # float64 quotient of float32 operands, rounded to float32: the float32 quotient
@@ -116,16 +132,82 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
     scales = (top / np.maximum(amax.astype(np.float64), TORCHAO_EPS)).astype(np.float32)
     if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
         scales = (scales.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
+    if dequantized:
+        values = _round_rows_pow2(arr, amax, scales, fmt) if power_of_two and _FUSED_POW2 \
+            else None
+        return values, scales, _count_saturated(arr, amax, scales, fmt) if count else 0
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
                                     multiply=True)
+    return values, scales, _count_saturated(arr, amax, scales, fmt) if count else 0
+
+
+def _count_saturated(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt: Format
+                     ) -> int:
+    """How many products ``arr * scales`` lie beyond the format's overflow threshold."""
     n = 0
-    if count:
-        threshold = overflow_threshold(fmt)
-        with np.errstate(over="ignore"):
-            if float((amax * scales).max()) >= threshold:
-                mag = np.abs(arr * scales)
-                beyond = mag > threshold
-                if fmt.max_code & 1:
-                    beyond |= mag == threshold
-                n = int(np.count_nonzero(beyond))
-    return values, scales, n
+    threshold = overflow_threshold(fmt)
+    with np.errstate(over="ignore"):
+        if float((amax * scales).max()) >= threshold:
+            mag = np.abs(arr * scales)
+            beyond = mag > threshold
+            if fmt.max_code & 1:
+                beyond |= mag == threshold
+            n = int(np.count_nonzero(beyond))
+    return n
+
+
+def _round_rows_pow2(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt: Format
+                     ) -> np.ndarray | None:
+    """``fp8(clamp(arr * s)) * float32(1 / s)`` for power-of-two row scales ``s = 2**k``, in
+    one rounding of ``arr`` on the FP8 grid scaled by ``2**-k`` (six passes instead of a
+    multiply, the seven-pass rounding kernel and a dequantising multiply); None (the caller
+    runs the general path) where a row falls outside the conditions checked below.
+
+    Proof (notation of :func:`floatlab._rounding_fast.round_in_range_nearest_even`, whose
+    proof this reuses; M mantissa bits, emin / emax the format's, float32 arithmetic IEEE
+    round-to-nearest-even). Let x be an element of a row with scale 2**k.
+
+    * No clamp: every row has ``fl32(amax * s) <= fmax`` (checked; always true here, as
+      ``s <= fl32(fmax / amax)`` makes the exact ``amax * s <= fmax * (1 + 2**-24)``, which
+      rounds to fmax), and ``x * s`` is exact unless it underflows float32, so
+      ``|x * s| <= amax * s <= fmax``: the clamp changes nothing, and x*s is in range.
+    * The general path rounds y = fl32(x * s) with the kernel's magic constant c =
+      1.5 * 2**(E + 23 - M), E = max(e(y), emin), then multiplies by fl32(1 / s) = 2**-k.
+      Here c' = 1.5 * 2**(E' + 23 - M) with E' = max(e(x), emin - k), built from x's
+      exponent bits and a per-row floor ``floor_bits - (k << 23)``. Where x * s is normal,
+      e(x * s) = e(x) + k, so E' = E - k and c' = c * 2**-k. Where |x * s| < 2**-126 (x a
+      float32 subnormal with any k, or x * s underflowing) both E and E' are at their floors
+      (e(x) + k <= -126 < emin, the field of a subnormal x reading as below -126), and both
+      paths round to a signed zero: |y|, |x| lie far below half their quantum.
+    * Checked per row: c' is a normal float32 (exponent E' + 23 - M between -126 and 127 for
+      every E' from emin - k to emax - k, as |x| <= fmax * 2**-k < 2**(emax + 1 - k)).
+      Then x + c' lies in (C', 2C'), C' = 2**(E' + 23 - M), the same binade scaled by 2**-k
+      as the general path's x*s + c in (C, 2C): the float32 grids correspond exactly, ties
+      and their even neighbours included, so fl32(x + c') = 2**-k * fl32(x*s + c), and
+      fl32(x + c') - c' = 2**-k * RNE_q(x*s) (Sterbenz), which is the general path's
+      dequantised value, y's FP8 rounding times 2**-k: exact, since it is a multiple of
+      2**(emin - M - k) >= 2**-149 of magnitude at most fmax * 2**-k (the same checks).
+    * Signs: nonzero results carry x's sign already; a zero result is +0, and ``copysign``
+      gives x's sign, as the general path ORs the sign of x * s (x's, for s > 0) into it.
+    """
+    if not in_range_kernel_applies(fmt):
+        return None
+    uint, floor_bits, offset, exponent_mask, _ = _in_range_constants(fmt)[np.dtype(np.float32)]
+    with np.errstate(over="ignore"):
+        if float((amax * scales).max()) > fmt.max:  # never for power-of-two scales (proof)
+            return None  # pragma: no cover - defensive
+    k_bits = scales.view(np.uint32).astype(np.int64) & 0x7F800000  # (k + 127) << 23
+    row_floor = int(floor_bits) + (127 << 23) - k_bits               # (emin - k + 127) << 23
+    top = ((fmt.emax + 127 + 127) << 23) - k_bits + int(offset)      # c' for E' = emax - k
+    if int((row_floor + int(offset)).min()) < (1 << 23) or int(top.max()) >= (255 << 23):
+        return None  # c' would leave the normal float32 range (huge or tiny amax)
+    out = np.empty(arr.shape, np.float32)
+    magic = _buffers(arr.size, np.dtype(uint), 2)[0]  # (the rounding kernel asks for two)
+    magic = magic.reshape(arr.shape)
+    np.bitwise_and(arr.view(uint), exponent_mask, out=magic)
+    np.maximum(magic, row_floor.astype(uint), out=magic)
+    magic += offset                               # c' = 1.5 * 2**(E' + 23 - M) per element
+    c = magic.view(np.float32)
+    np.add(arr, c, out=out)
+    out -= c
+    return np.copysign(out, arr, out=out)
