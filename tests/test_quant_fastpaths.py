@@ -360,3 +360,26 @@ def test_fused_pow2_rowwise_equals_scale_round_dequantise(name, monkeypatch):
         assert np.array_equal(case, before, equal_nan=True)
     assert fused_rows == [False, False, False, False, True, True, True]  # huge amax declines
     assert np.signbit(fast).any()                                       # -0 kept
+
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_rowwise_float32_scales_equal_torchaos_float64_division(name):
+    """axiswise._row_scales divides in float32 and caps at fl32(fmax / 1e-12): the same
+    scales as torchao's float64 quotient of the amax clamped at 1e-12, rounded to float32,
+    on amax around 1e-12 (float32 neighbours), 0, float32 subnormals, huge and random."""
+    from floatlab.quant.axiswise import TORCHAO_EPS, _row_scales
+
+    fmt = floatlab.get_format(name)
+    rng = np.random.default_rng(5)
+    eps = np.float32(TORCHAO_EPS)
+    around = [eps, np.nextafter(eps, np.float32(0)), np.nextafter(eps, np.float32(1)),
+              np.nextafter(np.nextafter(eps, np.float32(0)), np.float32(0))]
+    amax = np.concatenate([
+        np.array(around + [0.0, 1e-45, 2.0**-126, 3.4e38, 1.0, fmt.max, 1e-12], np.float32),
+        (np.abs(rng.standard_normal(20000)) * 10.0 ** rng.uniform(-44, 38, 20000)
+         ).astype(np.float32)])[:, None]
+    reference = (float(np.float32(fmt.max)) / np.maximum(amax.astype(np.float64), TORCHAO_EPS)
+                 ).astype(np.float32)
+    assert _row_scales(amax, fmt, False).tobytes() == reference.tobytes()
+    pow2 = (reference.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
+    assert _row_scales(amax, fmt, True).tobytes() == pow2.tobytes()

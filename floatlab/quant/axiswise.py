@@ -7,7 +7,8 @@ slice along the GEMM's inner dimension) by a float32 *multiplier*:
 * ``amax`` of each row, in float32 (bf16 inputs are widened to float32 first: exact);
 * ``scale = fp8_max / max(amax, 1e-12)``, divided in float64 and rounded to float32, which is
   the correctly rounded float32 quotient (both operands are float32 numbers, and double
-  rounding through float64, p = 53 >= 2 * 24 + 2, is innocuous for a division: Figueroa 1995);
+  rounding through float64, p = 53 >= 2 * 24 + 2, is innocuous for a division: Figueroa 1995),
+  so floatlab divides in float32 (``_row_scales``);
 * the "rowwise" recipe rounds that scale *down* to a power of two (``round_scales_to_power_of_2
   =True``, torchao's ``exp2(floor(log2(scale)))``); floatlab takes the exact floor of log2
   from the float32 exponent field. (torch's float32 ``log2`` can round a scale within a few
@@ -41,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._rounding_fast import _in_range_constants, in_range_kernel_applies
+from floatlab._rounding_fast import _in_range_constants, in_range_kernel_applies, per_format
 from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import _amax
@@ -96,20 +97,16 @@ def fake_quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = Fal
                           count: bool = False) -> tuple[np.ndarray, int]:
     """``(quantize_rowwise(x, ...).dequantize(), n_saturated)`` without keeping the FP8
     values: they are dequantised in place (the recipes' per-step entry)."""
-    values, scales, n = _quantize_rows(x, fmt, power_of_two, count, dequantized=True)
-    if values is not None:  # the fused power-of-two path dequantised them already
-        return values, n
-    values, scales, n = _quantize_rows(x, fmt, power_of_two, count)
-    inverse = np.float32(1.0) / scales                     # IEEE float32 division, per row
-    return np.multiply(values, inverse, out=values), n
+    values, _, n = _quantize_rows(x, fmt, power_of_two, count, dequantized=True)
+    return values, n
 
 
 def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
                    dequantized: bool = False):
     """(FP8 values as a fresh float32 array, float32 scales, saturation count).
 
-    ``dequantized=True`` asks for the dequantised values of the fused power-of-two path
-    (:func:`_round_rows_pow2`) instead; its values are None where that path does not apply.
+    ``dequantized=True`` returns the dequantised values instead (in place), from the fused
+    power-of-two path (:func:`_round_rows_pow2`) where it applies.
     """
     fmt = get_format(fmt)
     if not (fmt.signed and fmt.has_zero and _format_fits_float32(fmt)):
@@ -126,19 +123,45 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
         arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
     amax = _amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
-    # float64 quotient of float32 operands, rounded to float32: the float32 quotient
-    top = float(np.float32(fmt.max))
-    # (the floor applies in float64, as torchao clamps its float64 amax: exactly 1e-12)
-    scales = (top / np.maximum(amax.astype(np.float64), TORCHAO_EPS)).astype(np.float32)
-    if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
-        scales = (scales.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
-    if dequantized:
-        values = _round_rows_pow2(arr, amax, scales, fmt) if power_of_two and _FUSED_POW2 \
-            else None
-        return values, scales, _count_saturated(arr, amax, scales, fmt) if count else 0
+    scales = _row_scales(amax, fmt, power_of_two)
+    n = _count_saturated(arr, amax, scales, fmt) if count else 0
+    if dequantized and power_of_two and _FUSED_POW2:
+        values = _round_rows_pow2(arr, amax, scales, fmt)
+        if values is not None:
+            return values, scales, n
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
                                     multiply=True)
-    return values, scales, _count_saturated(arr, amax, scales, fmt) if count else 0
+    if dequantized:
+        inverse = np.float32(1.0) / scales                 # IEEE float32 division, per row
+        np.multiply(values, inverse, out=values)
+    return values, scales, n
+
+
+def _row_scales(amax: np.ndarray, fmt: Format, power_of_two: bool) -> np.ndarray:
+    """torchao's ``fl32(fmax / max(amax, 1e-12))`` per row (float32 amax), in float32 only.
+
+    torchao divides the float32 fmax by its float64 amax clamped at 1e-12 and rounds the
+    quotient to float32. For amax >= 1e-12 that is the float32 quotient (correctly rounded:
+    double rounding through float64 is innocuous for a division, module docstring). For
+    amax < 1e-12 it is the constant ``cap = fl32(fmax / 1e-12)``, and by the monotonicity of
+    rounding fl32(fmax / a) >= cap exactly when a <= 1e-12 (for a = 1e-12 both are cap): so
+    ``min(fl32(fmax / max(amax, 1e-30)), cap)`` is torchao's scale for every amax (the 1e-30
+    floor, below 1e-12, only keeps the division away from zero).
+    """
+    top, cap = _scale_constants(fmt)
+    scales = np.maximum(amax, np.float32(1e-30))
+    np.divide(top, scales, out=scales)
+    np.minimum(scales, cap, out=scales)
+    if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
+        scales.view(np.uint32)[...] &= np.uint32(0xFF800000)
+    return scales
+
+
+@per_format
+def _scale_constants(fmt: Format) -> tuple[np.float32, np.float32]:
+    """(float32 fmax, fl32(fmax / 1e-12)): the latter divided in float64 as torchao does."""
+    top = np.float32(fmt.max)
+    return top, np.float32(float(top) / TORCHAO_EPS)
 
 
 def _count_saturated(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt: Format
@@ -193,19 +216,21 @@ def _round_rows_pow2(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt:
     if not in_range_kernel_applies(fmt):
         return None
     uint, floor_bits, offset, exponent_mask, _ = _in_range_constants(fmt)[np.dtype(np.float32)]
-    with np.errstate(over="ignore"):
-        if float((amax * scales).max()) > fmt.max:  # never for power-of-two scales (proof)
-            return None  # pragma: no cover - defensive
-    k_bits = scales.view(np.uint32).astype(np.int64) & 0x7F800000  # (k + 127) << 23
-    row_floor = int(floor_bits) + (127 << 23) - k_bits               # (emin - k + 127) << 23
-    top = ((fmt.emax + 127 + 127) << 23) - k_bits + int(offset)      # c' for E' = emax - k
-    if int((row_floor + int(offset)).min()) < (1 << 23) or int(top.max()) >= (255 << 23):
-        return None  # c' would leave the normal float32 range (huge or tiny amax)
+    if float((amax * scales).max()) > fmt.max:  # never for power-of-two scales (proof)
+        return None  # pragma: no cover - defensive
+    # A power-of-two float32 scale's bits are (k + 127) << 23 (positive, mantissa zero).
+    k_bits = scales.view(np.uint32)
+    low, high = int(k_bits.min()), int(k_bits.max())
+    floor_for_k0 = int(floor_bits) + (127 << 23)                     # (emin - k + 127) << 23
+    if floor_for_k0 - high + int(offset) < (1 << 23) or \
+            ((fmt.emax + 254) << 23) - low + int(offset) >= (255 << 23):
+        return None  # c' (from E' = emin - k to emax - k) would leave the normal float32 range
+    row_floor = np.subtract(uint(floor_for_k0), k_bits)              # no wrap: checked above
     out = np.empty(arr.shape, np.float32)
     magic = _buffers(arr.size, np.dtype(uint), 2)[0]  # (the rounding kernel asks for two)
     magic = magic.reshape(arr.shape)
     np.bitwise_and(arr.view(uint), exponent_mask, out=magic)
-    np.maximum(magic, row_floor.astype(uint), out=magic)
+    np.maximum(magic, row_floor, out=magic)
     magic += offset                               # c' = 1.5 * 2**(E' + 23 - M) per element
     c = magic.view(np.float32)
     np.add(arr, c, out=out)
