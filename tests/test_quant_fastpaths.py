@@ -383,3 +383,28 @@ def test_rowwise_float32_scales_equal_torchaos_float64_division(name):
     assert _row_scales(amax, fmt, False).tobytes() == reference.tobytes()
     pow2 = (reference.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
     assert _row_scales(amax, fmt, True).tobytes() == pow2.tobytes()
+
+
+def test_rowwise_amax_from_bit_patterns_equals_blocks_amax():
+    """axiswise._row_amax (the maximum of |x|'s bit patterns, rows of 32 and more) equals
+    floatlab.quant.blocks._amax on random, +-0, float32-subnormal and float32-max rows, and
+    NaN / inf still raise the same error."""
+    from floatlab.quant.axiswise import _row_amax
+    from floatlab.quant.blocks import _amax
+
+    rng = np.random.default_rng(6)
+    for shape in [(512, 64), (64, 512), (4, 64), (16, 32), (512, 16), (3, 7)]:
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-45, 38, shape[:1] + (1,))
+             ).astype(np.float32)
+        x[0] = -0.0
+        x[-1, 0] = -np.finfo(np.float32).max
+        x[1 % shape[0], :2] = [np.float32(-2.0**-149), np.float32(0.0)]
+        assert _row_amax(x).tobytes() == _amax(x).tobytes()
+        for bad in (np.nan, -np.inf):
+            y = x.copy()
+            y[-1, -1] = bad
+            with pytest.raises(ValueError) as ours:
+                _row_amax(y)
+            with pytest.raises(ValueError) as theirs:
+                _amax(y)
+            assert str(ours.value) == str(theirs.value)
