@@ -351,13 +351,20 @@ def test_fused_pow2_rowwise_equals_scale_round_dequantise(name, monkeypatch):
              x[-3:], x[:1].astype(np.float64)]
     for case in cases:
         before = case.copy()
-        monkeypatch.setattr(axiswise, "_FUSED_POW2", True)
+        monkeypatch.setattr(axiswise, "_FAST_ROWS", True)
         fast, n_fast = axiswise.fake_quantize_rowwise(case, fmt, power_of_two=True, count=True)
-        monkeypatch.setattr(axiswise, "_FUSED_POW2", False)
+        monkeypatch.setattr(axiswise, "_FAST_ROWS", False)
         slow, n_slow = axiswise.fake_quantize_rowwise(case, fmt, power_of_two=True, count=True)
         assert fast.tobytes() == slow.tobytes() and n_fast == n_slow == 0
         assert fast.flags.c_contiguous and slow.flags.c_contiguous and fast.dtype == slow.dtype
         assert np.array_equal(case, before, equal_nan=True)
+        for fast_rows in (True, False):  # float32 scales: the direct path against _round_scaled
+            monkeypatch.setattr(axiswise, "_FAST_ROWS", fast_rows)
+            got = axiswise.fake_quantize_rowwise(case, fmt, count=True)
+            if fast_rows:
+                direct = got
+        assert direct[0].tobytes() == got[0].tobytes() and direct[1] == got[1]
+        assert direct[0].flags.c_contiguous
     assert fused_rows == [False, False, False, False, True, True, True]  # huge amax declines
     assert np.signbit(fast).any()                                       # -0 kept
 

@@ -42,7 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._rounding_fast import _in_range_constants, in_range_kernel_applies, per_format
+from floatlab._rounding_fast import (
+    _in_range_constants,
+    in_range_kernel_applies,
+    per_format,
+    round_in_range_nearest_even,
+)
 from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import _amax
@@ -52,10 +57,11 @@ from floatlab.rounding import overflow_threshold
 __all__ = ["quantize_rowwise", "fake_quantize_rowwise", "RowwiseTensor", "TORCHAO_EPS"]
 
 TORCHAO_EPS = 1e-12  # torchao's floor on amax ("avoid division by zero")
-# Dequantised power-of-two rows in one fused rounding (_round_rows_pow2, proved identical to
-# scale / round / dequantise; tests/test_scaling.py checks it bit-equal): False runs the general
-# path everywhere.
-_FUSED_POW2 = True
+# The recipes' dequantised rows: power-of-two rows in one fused rounding (_round_rows_pow2),
+# float32-scaled rows straight through the rounding kernel (_quantize_rows), both proved
+# identical to the general scale / clip / round / dequantise path and tested bit-equal to it
+# (tests/test_quant_fastpaths.py): False runs the general path everywhere.
+_FAST_ROWS = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,16 +125,25 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
     if arr.dtype != np.float32:
         with np.errstate(over="ignore"):
             arr = arr.astype(np.float32)
-    if dequantized and power_of_two and _FUSED_POW2 and not arr.flags.c_contiguous:
+    if dequantized and power_of_two and _FAST_ROWS and not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
     amax = _row_amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
     scales = _row_scales(amax, fmt, power_of_two)
     n = _count_saturated(arr, amax, scales, fmt) if count else 0
-    if dequantized and power_of_two and _FUSED_POW2:
+    if dequantized and power_of_two and _FAST_ROWS:
         values = _round_rows_pow2(arr, amax, scales, fmt)
         if values is not None:
             return values, scales, n
+    if dequantized and _FAST_ROWS and in_range_kernel_applies(fmt) and \
+            float((amax * scales).max()) < overflow_threshold(fmt):
+        # _round_scaled's steps without its dispatch (5-7 us a call): its float32 product
+        # (C order, as its rounded result), no clipping (below the overflow threshold it
+        # clips nothing: such values round to max or below either way), and floatlab.round's
+        # nearest-even kernel, which is floatlab.round for finite values below the threshold
+        values = np.multiply(arr, scales, out=np.empty(arr.shape, np.float32))
+        round_in_range_nearest_even(values, fmt, out=values)
+        return np.multiply(values, np.float32(1.0) / scales, out=values), scales, n
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
                                     multiply=True)
     if dequantized:
