@@ -82,7 +82,8 @@ from floatlab.mixed.seqtrain import EVAL_TOKENS  # noqa: E402
 SIZES = (16, 64, 64, 4)
 BATCH = 512
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
-RECIPES = {"fp8-delayed": 6, "fp8-current": 6, "fp8-rowwise": 6, "msamp-O2": 6, "msamp-O3": 6,
+RECIPES = {"fp8-delayed": 6, "fp8-current": 6, "fp8-rowwise": 6, "fp8-rowwise-gw-hp": 6,
+           "msamp-O2": 6, "msamp-O3": 6,
            "mxfp8": 8, "mxfp4": 8, "nvfp4": 8, "deepseek-fp8": 6}  # name: target ratio to the floor
 COMPARE_RECIPES = ("bf16-mixed", "fp8-delayed", "fp8-current", "mxfp8", "mxfp4", "nvfp4")
 

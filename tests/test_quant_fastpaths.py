@@ -292,3 +292,126 @@ def test_small_arrays_clipped_whole_equal_the_flagged_blocks(element, count, mon
         assert results[0][0] == results[1][0]
         if results[0][1] is not None:
             assert results[0][1].tobytes() == results[1][1].tobytes()
+
+
+def _pow2_row_cases(name, rng, width: int = 512) -> np.ndarray:
+    """float32 rows whose power-of-two scale is 2**j (amax = fmax * 2**-j is in the row), so
+    x * scale lands on every FP8 value, midpoint (tie) and midpoint +- 1 float32 ulp, the FP8
+    subnormals and below; and rows at the edges: float32-subnormal inputs, amax under
+    torchao's 1e-12 floor, huge amax (the fused path declines), +-0 and all-zero rows."""
+    import ml_dtypes
+
+    fmt = floatlab.get_format(name)
+    dtype = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[name]
+    grid = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+    grid = np.unique(np.abs(grid[np.isfinite(grid)]))
+    mids = (grid[:-1] + grid[1:]) / np.float32(2)                  # exact in float32
+    v = np.concatenate([grid, mids, np.nextafter(mids, np.float32(0)),
+                        np.nextafter(mids, np.float32(np.inf)), grid[1:4] / np.float32(3)])
+    v = v[v <= np.float32(fmt.max)]
+    rows = []
+    lowest = fmt.emax + 23 - fmt.man_bits - 127   # the smallest k the fused path takes
+    for j in (0, 5, -3, 17, 40, -60, lowest, 30, -30):
+        signs = np.where(rng.random(v.size) < 0.5, -1, 1).astype(np.float32)
+        row = np.resize(v * signs, width) * np.float32(2.0**-j)
+        row[0] = np.float32(fmt.max * 2.0**-j)
+        rows.append(row.astype(np.float32))
+    tiny = np.float32(2.0**-149) * rng.integers(-2**20, 2**20, width).astype(np.float32)
+    rows += [tiny,                                                 # float32 subnormals
+             (rng.standard_normal(width) * 1e-14).astype(np.float32),  # amax < 1e-12
+             (rng.standard_normal(width) * 1e37).astype(np.float32),   # huge amax
+             np.resize(np.array([0.0, -0.0], np.float32), width),
+             np.zeros(width, np.float32),
+             (rng.standard_normal(width) * np.exp(rng.normal(0, 5, width))).astype(np.float32)]
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_fused_pow2_rowwise_equals_scale_round_dequantise(name, monkeypatch):
+    """quant.axiswise._round_rows_pow2 (one rounding of x on the per-row scaled FP8 grid) is
+    bit-equal to the general fp8(clamp(x * s)) * fl32(1 / s) on ties, +-1 ulp around them,
+    FP8 subnormal results, float32-subnormal inputs, +-0, all-zero rows, amax under 1e-12
+    and huge amax (where it declines), for C-ordered, transposed and 3-D inputs; and it runs
+    on the ordinary rows (not only the general path)."""
+    from floatlab.quant import axiswise
+
+    fmt = floatlab.get_format(name)
+    rng = np.random.default_rng(11)
+    x = _pow2_row_cases(name, rng)
+    fused_rows = []
+    real = axiswise._round_rows_pow2
+
+    def spy(arr, amax, scales, f):
+        out = real(arr, amax, scales, f)
+        fused_rows.append(out is not None)
+        return out
+
+    monkeypatch.setattr(axiswise, "_round_rows_pow2", spy)
+    cases = [x, np.ascontiguousarray(x.T).T, x[:, :48].T, x.reshape(3, -1, 64), x[:-4],
+             x[-3:], x[:1].astype(np.float64)]
+    for case in cases:
+        before = case.copy()
+        monkeypatch.setattr(axiswise, "_FAST_ROWS", True)
+        fast, n_fast = axiswise.fake_quantize_rowwise(case, fmt, power_of_two=True, count=True)
+        monkeypatch.setattr(axiswise, "_FAST_ROWS", False)
+        slow, n_slow = axiswise.fake_quantize_rowwise(case, fmt, power_of_two=True, count=True)
+        assert fast.tobytes() == slow.tobytes() and n_fast == n_slow == 0
+        assert fast.flags.c_contiguous and slow.flags.c_contiguous and fast.dtype == slow.dtype
+        assert np.array_equal(case, before, equal_nan=True)
+        for fast_rows in (True, False):  # float32 scales: the direct path against _round_scaled
+            monkeypatch.setattr(axiswise, "_FAST_ROWS", fast_rows)
+            got = axiswise.fake_quantize_rowwise(case, fmt, count=True)
+            if fast_rows:
+                direct = got
+        assert direct[0].tobytes() == got[0].tobytes() and direct[1] == got[1]
+        assert direct[0].flags.c_contiguous
+    assert fused_rows == [False, False, False, False, True, True, True]  # huge amax declines
+    assert np.signbit(fast).any()                                       # -0 kept
+
+
+@pytest.mark.parametrize("name", ["e4m3fn", "e5m2"])
+def test_rowwise_float32_scales_equal_torchaos_float64_division(name):
+    """axiswise._row_scales divides in float32 and caps at fl32(fmax / 1e-12): the same
+    scales as torchao's float64 quotient of the amax clamped at 1e-12, rounded to float32,
+    on amax around 1e-12 (float32 neighbours), 0, float32 subnormals, huge and random."""
+    from floatlab.quant.axiswise import TORCHAO_EPS, _row_scales
+
+    fmt = floatlab.get_format(name)
+    rng = np.random.default_rng(5)
+    eps = np.float32(TORCHAO_EPS)
+    around = [eps, np.nextafter(eps, np.float32(0)), np.nextafter(eps, np.float32(1)),
+              np.nextafter(np.nextafter(eps, np.float32(0)), np.float32(0))]
+    amax = np.concatenate([
+        np.array(around + [0.0, 1e-45, 2.0**-126, 3.4e38, 1.0, fmt.max, 1e-12], np.float32),
+        (np.abs(rng.standard_normal(20000)) * 10.0 ** rng.uniform(-44, 38, 20000)
+         ).astype(np.float32)])[:, None]
+    reference = (float(np.float32(fmt.max)) / np.maximum(amax.astype(np.float64), TORCHAO_EPS)
+                 ).astype(np.float32)
+    assert _row_scales(amax, fmt, False).tobytes() == reference.tobytes()
+    pow2 = (reference.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
+    assert _row_scales(amax, fmt, True).tobytes() == pow2.tobytes()
+
+
+def test_rowwise_amax_from_bit_patterns_equals_blocks_amax():
+    """axiswise._row_amax (the maximum of |x|'s bit patterns, rows of 32 and more) equals
+    floatlab.quant.blocks._amax on random, +-0, float32-subnormal and float32-max rows, and
+    NaN / inf still raise the same error."""
+    from floatlab.quant.axiswise import _row_amax
+    from floatlab.quant.blocks import _amax
+
+    rng = np.random.default_rng(6)
+    for shape in [(512, 64), (64, 512), (4, 64), (16, 32), (512, 16), (3, 7)]:
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-45, 38, shape[:1] + (1,))
+             ).astype(np.float32)
+        x[0] = -0.0
+        x[-1, 0] = -np.finfo(np.float32).max
+        x[1 % shape[0], :2] = [np.float32(-2.0**-149), np.float32(0.0)]
+        assert _row_amax(x).tobytes() == _amax(x).tobytes()
+        for bad in (np.nan, -np.inf):
+            y = x.copy()
+            y[-1, -1] = bad
+            with pytest.raises(ValueError) as ours:
+                _row_amax(y)
+            with pytest.raises(ValueError) as theirs:
+                _amax(y)
+            assert str(ours.value) == str(theirs.value)

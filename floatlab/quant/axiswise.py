@@ -7,7 +7,8 @@ slice along the GEMM's inner dimension) by a float32 *multiplier*:
 * ``amax`` of each row, in float32 (bf16 inputs are widened to float32 first: exact);
 * ``scale = fp8_max / max(amax, 1e-12)``, divided in float64 and rounded to float32, which is
   the correctly rounded float32 quotient (both operands are float32 numbers, and double
-  rounding through float64, p = 53 >= 2 * 24 + 2, is innocuous for a division: Figueroa 1995);
+  rounding through float64, p = 53 >= 2 * 24 + 2, is innocuous for a division: Figueroa 1995),
+  so floatlab divides in float32 (``_row_scales``);
 * the "rowwise" recipe rounds that scale *down* to a power of two (``round_scales_to_power_of_2
   =True``, torchao's ``exp2(floor(log2(scale)))``); floatlab takes the exact floor of log2
   from the float32 exponent field. (torch's float32 ``log2`` can round a scale within a few
@@ -41,6 +42,13 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._rounding_fast import (
+    _in_range_constants,
+    in_range_kernel_applies,
+    per_format,
+    round_in_range_nearest_even,
+)
+from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format, get_format
 from floatlab.quant.blocks import _amax
 from floatlab.quant.elements import _format_fits_float32, _round_scaled
@@ -49,6 +57,11 @@ from floatlab.rounding import overflow_threshold
 __all__ = ["quantize_rowwise", "fake_quantize_rowwise", "RowwiseTensor", "TORCHAO_EPS"]
 
 TORCHAO_EPS = 1e-12  # torchao's floor on amax ("avoid division by zero")
+# The recipes' dequantised rows: power-of-two rows in one fused rounding (_round_rows_pow2),
+# float32-scaled rows straight through the rounding kernel (_quantize_rows), both proved
+# identical to the general scale / clip / round / dequantise path and tested bit-equal to it
+# (tests/test_quant_fastpaths.py): False runs the general path everywhere.
+_FAST_ROWS = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,13 +103,17 @@ def fake_quantize_rowwise(x: Any, fmt: str | Format, *, power_of_two: bool = Fal
                           count: bool = False) -> tuple[np.ndarray, int]:
     """``(quantize_rowwise(x, ...).dequantize(), n_saturated)`` without keeping the FP8
     values: they are dequantised in place (the recipes' per-step entry)."""
-    values, scales, n = _quantize_rows(x, fmt, power_of_two, count)
-    inverse = np.float32(1.0) / scales                     # IEEE float32 division, per row
-    return np.multiply(values, inverse, out=values), n
+    values, _, n = _quantize_rows(x, fmt, power_of_two, count, dequantized=True)
+    return values, n
 
 
-def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
-    """(FP8 values as a fresh float32 array, float32 scales, saturation count)."""
+def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
+                   dequantized: bool = False):
+    """(FP8 values as a fresh float32 array, float32 scales, saturation count).
+
+    ``dequantized=True`` returns the dequantised values instead (in place), from the fused
+    power-of-two path (:func:`_round_rows_pow2`) where it applies.
+    """
     fmt = get_format(fmt)
     if not (fmt.signed and fmt.has_zero and _format_fits_float32(fmt)):
         raise ValueError(f"{fmt.name} cannot take rowwise float8 scaling: it needs a signed "
@@ -108,24 +125,151 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool):
     if arr.dtype != np.float32:
         with np.errstate(over="ignore"):
             arr = arr.astype(np.float32)
+    if dequantized and power_of_two and _FAST_ROWS and not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
-    amax = _amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
-    # float64 quotient of float32 operands, rounded to float32: the float32 quotient
-    top = float(np.float32(fmt.max))
-    # (the floor applies in float64, as torchao clamps its float64 amax: exactly 1e-12)
-    scales = (top / np.maximum(amax.astype(np.float64), TORCHAO_EPS)).astype(np.float32)
-    if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
-        scales = (scales.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
+    amax = _row_amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
+    scales = _row_scales(amax, fmt, power_of_two)
+    n = _count_saturated(arr, amax, scales, fmt) if count else 0
+    if dequantized and power_of_two and _FAST_ROWS:
+        values = _round_rows_pow2(arr, amax, scales, fmt)
+        if values is not None:
+            return values, scales, n
+    if dequantized and _FAST_ROWS and in_range_kernel_applies(fmt) and \
+            float((amax * scales).max()) < overflow_threshold(fmt):
+        # _round_scaled's steps without its dispatch (5-7 us a call): its float32 product
+        # (C order, as its rounded result), no clipping (below the overflow threshold it
+        # clips nothing: such values round to max or below either way), and floatlab.round's
+        # nearest-even kernel, which is floatlab.round for finite values below the threshold
+        values = np.multiply(arr, scales, out=np.empty(arr.shape, np.float32))
+        round_in_range_nearest_even(values, fmt, out=values)
+        return np.multiply(values, np.float32(1.0) / scales, out=values), scales, n
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
                                     multiply=True)
-    n = 0
-    if count:
-        threshold = overflow_threshold(fmt)
-        with np.errstate(over="ignore"):
-            if float((amax * scales).max()) >= threshold:
-                mag = np.abs(arr * scales)
-                beyond = mag > threshold
-                if fmt.max_code & 1:
-                    beyond |= mag == threshold
-                n = int(np.count_nonzero(beyond))
+    if dequantized:
+        inverse = np.float32(1.0) / scales                 # IEEE float32 division, per row
+        np.multiply(values, inverse, out=values)
     return values, scales, n
+
+
+def _row_amax(rows: np.ndarray) -> np.ndarray:
+    """max |row| of a 2-D float32 array, shaped (rows, 1): floatlab.quant.blocks' ``_amax``.
+
+    Rows of 32 or more (the wide operands) take the maximum of the bit patterns with the sign
+    cleared, one integer reduction per row and no float |x| temporary (measured 1.4-1.9x
+    faster at 64 and 512 wide; blocks' folding wins on shorter rows). For finite float32 the
+    pattern of |x| read as an unsigned integer increases with |x| (-0 reads as +0), so the
+    largest pattern is that of the largest |x|: the same amax. inf and NaN patterns are
+    larger than every finite one; when one is the maximum, ``_amax`` runs and raises.
+    """
+    if rows.shape[1] < 32:
+        return _amax(rows)
+    mag = np.bitwise_and(rows.view(np.uint32), np.uint32(0x7FFFFFFF))
+    top = mag.max(axis=1, keepdims=True)
+    if int(top.max()) >= 0x7F800000:
+        return _amax(rows)  # raises ValueError naming the NaN / inf
+    return top.view(np.float32)
+
+
+def _row_scales(amax: np.ndarray, fmt: Format, power_of_two: bool) -> np.ndarray:
+    """torchao's ``fl32(fmax / max(amax, 1e-12))`` per row (float32 amax), in float32 only.
+
+    torchao divides the float32 fmax by its float64 amax clamped at 1e-12 and rounds the
+    quotient to float32. For amax >= 1e-12 that is the float32 quotient (correctly rounded:
+    double rounding through float64 is innocuous for a division, module docstring). For
+    amax < 1e-12 it is the constant ``cap = fl32(fmax / 1e-12)``, and by the monotonicity of
+    rounding fl32(fmax / a) >= cap exactly when a <= 1e-12 (for a = 1e-12 both are cap): so
+    ``min(fl32(fmax / max(amax, 1e-30)), cap)`` is torchao's scale for every amax (the 1e-30
+    floor, below 1e-12, only keeps the division away from zero).
+    """
+    top, cap = _scale_constants(fmt)
+    scales = np.maximum(amax, np.float32(1e-30))
+    np.divide(top, scales, out=scales)
+    np.minimum(scales, cap, out=scales)
+    if power_of_two:  # round down to 2**floor(log2(scale)): clear the mantissa bits
+        scales.view(np.uint32)[...] &= np.uint32(0xFF800000)
+    return scales
+
+
+@per_format
+def _scale_constants(fmt: Format) -> tuple[np.float32, np.float32]:
+    """(float32 fmax, fl32(fmax / 1e-12)): the latter divided in float64 as torchao does."""
+    top = np.float32(fmt.max)
+    return top, np.float32(float(top) / TORCHAO_EPS)
+
+
+def _count_saturated(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt: Format
+                     ) -> int:
+    """How many products ``arr * scales`` lie beyond the format's overflow threshold."""
+    n = 0
+    threshold = overflow_threshold(fmt)
+    with np.errstate(over="ignore"):
+        if float((amax * scales).max()) >= threshold:
+            mag = np.abs(arr * scales)
+            beyond = mag > threshold
+            if fmt.max_code & 1:
+                beyond |= mag == threshold
+            n = int(np.count_nonzero(beyond))
+    return n
+
+
+def _round_rows_pow2(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt: Format
+                     ) -> np.ndarray | None:
+    """``fp8(clamp(arr * s)) * float32(1 / s)`` for power-of-two row scales ``s = 2**k``, in
+    one rounding of ``arr`` on the FP8 grid scaled by ``2**-k`` (six passes instead of a
+    multiply, the seven-pass rounding kernel and a dequantising multiply); None (the caller
+    runs the general path) where a row falls outside the conditions checked below.
+
+    Proof (notation of :func:`floatlab._rounding_fast.round_in_range_nearest_even`, whose
+    proof this reuses; M mantissa bits, emin / emax the format's, float32 arithmetic IEEE
+    round-to-nearest-even). Let x be an element of a row with scale 2**k.
+
+    * No clamp: every row has ``fl32(amax * s) <= fmax`` (checked; always true here, as
+      ``s <= fl32(fmax / amax)`` makes the exact ``amax * s <= fmax * (1 + 2**-24)``, which
+      rounds to fmax), and ``x * s`` is exact unless it underflows float32, so
+      ``|x * s| <= amax * s <= fmax``: the clamp changes nothing, and x*s is in range.
+    * The general path rounds y = fl32(x * s) with the kernel's magic constant c =
+      1.5 * 2**(E + 23 - M), E = max(e(y), emin), then multiplies by fl32(1 / s) = 2**-k.
+      Here c' = 1.5 * 2**(E' + 23 - M) with E' = max(e(x), emin - k), built from x's
+      exponent bits and a per-row floor ``floor_bits - (k << 23)``. Where x * s is normal,
+      e(x * s) = e(x) + k, so E' = E - k and c' = c * 2**-k. Where |x * s| < 2**-126 (x a
+      float32 subnormal with any k, or x * s underflowing) both E and E' are at their floors
+      (e(x) + k <= -126 < emin, the field of a subnormal x reading as below -126), and both
+      paths round to a signed zero: |y|, |x| lie far below half their quantum.
+    * Checked per row: c' is a normal float32 (exponent E' + 23 - M between -126 and 127 for
+      every E' from emin - k to emax - k, as |x| <= fmax * 2**-k < 2**(emax + 1 - k)).
+      Then x + c' lies in (C', 2C'), C' = 2**(E' + 23 - M), the same binade scaled by 2**-k
+      as the general path's x*s + c in (C, 2C): the float32 grids correspond exactly, ties
+      and their even neighbours included, so fl32(x + c') = 2**-k * fl32(x*s + c), and
+      fl32(x + c') - c' = 2**-k * RNE_q(x*s) (Sterbenz), which is the general path's
+      dequantised value, y's FP8 rounding times 2**-k: exact, since it is a multiple of
+      2**(emin - M - k) >= 2**-149 of magnitude at most fmax * 2**-k (the same checks).
+    * Signs: nonzero results carry x's sign already; a zero result is +0, and ORing x's sign
+      bit in gives x's sign, as the general path ORs the sign of x * s (x's, s > 0) into it.
+    """
+    if not in_range_kernel_applies(fmt):
+        return None
+    constants = _in_range_constants(fmt)[np.dtype(np.float32)]
+    uint, floor_bits, offset, exponent_mask, sign_mask = constants
+    if float((amax * scales).max()) > fmt.max:  # never for power-of-two scales (proof)
+        return None  # pragma: no cover - defensive
+    # A power-of-two float32 scale's bits are (k + 127) << 23 (positive, mantissa zero).
+    k_bits = scales.view(np.uint32)
+    low, high = int(k_bits.min()), int(k_bits.max())
+    floor_for_k0 = int(floor_bits) + (127 << 23)                     # (emin - k + 127) << 23
+    if floor_for_k0 - high + int(offset) < (1 << 23) or \
+            ((fmt.emax + 254) << 23) - low + int(offset) >= (255 << 23):
+        return None  # c' (from E' = emin - k to emax - k) would leave the normal float32 range
+    row_floor = np.subtract(uint(floor_for_k0), k_bits)              # no wrap: checked above
+    out = np.empty(arr.shape, np.float32)
+    magic, sign = (b.reshape(arr.shape) for b in _buffers(arr.size, np.dtype(uint), 2))
+    np.bitwise_and(arr.view(uint), exponent_mask, out=magic)
+    np.maximum(magic, row_floor, out=magic)
+    magic += offset                               # c' = 1.5 * 2**(E' + 23 - M) per element
+    c = magic.view(np.float32)
+    np.add(arr, c, out=out)
+    out -= c
+    # x's sign bit ORed in (not np.copysign: 2.5x slower than these two SIMD passes)
+    np.bitwise_and(arr.view(uint), sign_mask, out=sign)
+    out.view(uint)[...] |= sign
+    return out
