@@ -299,6 +299,10 @@ def _round_float32_carry_only(work: np.ndarray, fmt: Format, out: np.ndarray) ->
 
 
 _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
+# _round_bits re-rounds the inputs above max on their own in chunks at least this long when
+# they are at most 1/64 of the chunk (measured with 1/200 of them above max: 16384 values
+# 74 us against 81 us; at 4096, 42 us against 34 us, the whole-chunk passes cost less).
+_FEW_BIG_MIN_SIZE = 16384
 
 
 def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
@@ -370,8 +374,23 @@ def _round_bits(
     # One reduction tells whether anything can overflow or is inf / NaN; usually nothing is.
     peak = mag.max(initial=0)
     max_bits = _bits_of(fmt.max, L)
-    if peak <= max_bits and not ftz and fmt.has_zero and fmt.has_negative_zero:
+    plain = not ftz and fmt.has_zero and fmt.has_negative_zero
+    if peak <= max_bits and plain:
         return
+    if _FAST_PATHS and plain and mode != "stochastic" and mag.size >= _FEW_BIG_MIN_SIZE:
+        # A few inputs above max (overflow, inf, NaN: a quotient x / 0, an outlier) among many:
+        # round just those again through this function, instead of the whole-chunk overflow
+        # and special passes. Proof: in a deterministic mode the rounding is element-wise (an
+        # element's result, error or warning depends on that element alone), and an input at
+        # most max rounds to at most max (max is on the grid), so with ``plain`` the passes
+        # below change only the elements above max: rounding those alone gives the same bits.
+        # Stochastic rounding is excluded: the re-rounding would draw new numbers.
+        big = np.flatnonzero(mag > max_bits)
+        if big.size <= mag.size // 64:
+            few = np.empty(big.size, dest.dtype)
+            _round_bits(work[big], fmt, mode, saturate, ftz, rng, L, few)
+            dest[big] = few
+            return
     out = dest
     if _FAST_PATHS and peak < uint(L.exp_all_ones << L.man_bits):
         negative = finite_in = None  # every input is finite (the fast overflow needs neither)

@@ -476,3 +476,27 @@ def test_in_range_stochastic_kernel_rounds_up_only_below_the_draw(fmt, monkeypat
                                  rng=_HalfDraws(np.random.PCG64(0)))
     assert np.array_equal(fast.view(np.uint64), general.view(np.uint64))
     assert not np.array_equal(general, floatlab.round(x, fmt, rounding="toward_zero"))
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS, ids=_fmt_id)
+def test_few_inputs_above_max_rounded_alone_equal_general_path(fmt, monkeypatch):
+    """A few inputs above max (overflow, inf, NaN) among many in range: core._round_bits
+    re-rounds just those (deterministic modes, chunks of at least _FEW_BIG_MIN_SIZE values,
+    at most 1/64 of them above max). Every mode, saturate and FTZ, both input dtypes."""
+    edges = _edge_inputs(fmt)
+    big = edges[edges > fmt.max]
+    if big.size == 0:
+        pytest.skip("no finite input above this format's max")
+    big = np.resize(big, 60)  # 60 of them (repeated where a format has fewer edges above max)
+    x = _diluted(big, 1 / 300, fmt, seed=3)
+    assert x.size >= core._FEW_BIG_MIN_SIZE
+    _check_all_modes(fmt, x, monkeypatch, "few above max")
+    # the path is taken: the count of inputs above max decides, not the values
+    calls = []
+    real = core._round_bits
+    monkeypatch.setattr(core, "_round_bits", lambda w, *a: (calls.append(w.size), real(w, *a)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        floatlab.round(x, fmt)
+    plain = fmt.subnormals and fmt.has_zero and fmt.has_negative_zero  # no FTZ pass to run
+    assert (big.size in calls) == plain, (calls, big.size)
