@@ -252,22 +252,13 @@ for label, acc in (
 # columns one by one; stochastic rounding reproduces the per-step path's draws column by
 # column for up to 3 columns and in lockstep for 4 to 128 (floatlab.kahan_lockstep: its draws
 # per call depend on how many of the columns' values are below 2**emin)
-for label, acc, columns in (
-        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
-            "bf16", "stochastic", compensated=True, rng=0), 2),
-        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
-            "bf16", "stochastic", compensated=True, rng=0), 4),
-        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
-            "bf16", "stochastic", compensated=True, rng=0), 8),
-        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
-            "bf16", "stochastic", compensated=True, rng=0), 125),
-        ("bfloat16 Kahan stochastic", floatlab.Accumulator(
-            "bf16", "stochastic", compensated=True, rng=0), 250),
-        ("float8_e4m3fn Kahan stochastic", floatlab.Accumulator(
-            "e4m3fn", "stochastic", compensated=True, rng=0), 4),
-        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 4),
-        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 125),
-        ("bfloat16 Kahan up", floatlab.Accumulator("bf16", "up", compensated=True), 250)):
+several = ([("bf16", "stochastic", columns) for columns in (2, 4, 8, 125, 250)]
+           + [("e4m3fn", "stochastic", 4)]
+           + [("bf16", "up", columns) for columns in (4, 125, 250)])
+for fmt_name, mode, columns in several:
+    seed = {"rng": 0} if mode == "stochastic" else {}
+    acc = floatlab.Accumulator(fmt_name, mode, compensated=True, **seed)
+    label = f"{acc.fmt.name} Kahan {mode}"
     data = ((values - 0.5) / 8 if acc.fmt.max < 1000 else values).reshape(-1, columns)
     row(f"{label}: {columns} sums of {data.shape[0] / 1000:g}k ({engine_name(acc, columns)})",
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc, axis=0), 1), None,
