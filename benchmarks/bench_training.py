@@ -13,7 +13,8 @@ Targets (from the issue): a mixed step at most 3x the floor; compare() under 30 
 Training recipes (issue 11; --no-recipes skips them): the full step of each recipe against the
 same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8 emulates a
 14-bit truncating tensor-core accumulator, one 32-product block FMA at a time, and is timed
-with few repeats), and compare() of bf16-mixed + 5 recipes x 500 steps serially and with
+with few repeats; a line after the table measures why 6x is out of reach for it: one NumPy pass
+over the step's 7.7M products already costs more than the budget), and compare() of bf16-mixed + 5 recipes x 500 steps serially and with
 workers=2 (targets: under 30 s serially, about half with two workers on two free cores).
 
 The Transformer section (``--transformer only`` runs just it) times the same way a GPT-style
@@ -464,6 +465,8 @@ def recipes(data, X: np.ndarray, y: np.ndarray) -> None:
     for r in [head, tuple("-" * w for w in widths), *rows]:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    if "deepseek-fp8" in RECIPES:
+        deepseek_lower_bound(floor_step, n)
     if ARGS.no_compare:
         return
     times = {}
@@ -476,6 +479,57 @@ def recipes(data, X: np.ndarray, y: np.ndarray) -> None:
     print(f"\ncompare() of {', '.join(COMPARE_RECIPES)} x 500 steps (telemetry on): serial "
           f"{times[1]:.1f} s (target < 30 s), workers=2 {times[2]:.1f} s "
           f"({times[1] / times[2]:.2f}x faster)")
+
+
+def step_gemm_shapes() -> list[tuple[int, int, int]]:
+    """(m, k, n) of every matrix product in one training step of the reference MLP: forward and
+    weight gradient of each layer, input gradient of every layer but the first (nothing reads
+    the first layer's)."""
+    shapes = []
+    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:], strict=True)):
+        shapes += [(BATCH, a, b), (a, BATCH, b)]  # x @ W, x.T @ g
+        if i:
+            shapes.append((BATCH, b, a))  # g @ W.T
+    return shapes
+
+
+def deepseek_lower_bound(floor_step, repeats: int) -> None:
+    """Why deepseek-fp8 cannot reach 6x by exact emulation in NumPy: the least work any
+    per-product accumulator model must do against the budget a 6x step leaves.
+
+    A narrow accumulator (the block FMA's alignment truncation, or a per-addition rounding)
+    changes each product according to its output's running value, so no BLAS call computes the
+    sums: NumPy touches every product at least once, and the block-FMA model needs about six
+    passes per product (see floatlab.blockfma). The cheapest NumPy pass is one multiply of two
+    cache-resident arrays (32768 values), timed here in float64 (the lab's exact products) and
+    float32 (what summing unscaled E4M3 codes would allow), then charged once per product of
+    the step's matrix products."""
+    total = sum(m * k * n for m, k, n in step_gemm_shapes())
+    size = 32768
+    rng = np.random.default_rng(0)
+
+    def one_pass(dtype, calls: int = 64):
+        a, b = rng.random(size).astype(dtype), rng.random(size).astype(dtype)
+        out = np.empty(size, dtype)
+
+        def run() -> None:
+            for _ in range(calls):
+                np.multiply(a, b, out=out)
+        return run, calls * size
+
+    f64, n64 = one_pass(np.float64)
+    f32, n32 = one_pass(np.float32)
+    t = timed_interleaved({"floor": floor_step, "float64": f64, "float32": f32}, repeats,
+                          warmup=2)
+    floor = t["floor"]
+    per64, per32 = t["float64"] / n64, t["float32"] / n32
+    budget = 5 * floor / total  # what a 6x step leaves per product beyond the floor itself
+    print(f"deepseek-fp8 lower bound: {total / 1e6:.2f}M products per step; the cheapest NumPy "
+          f"pass (in cache) costs {per64 * 1e9:.2f} ns a value in float64, "
+          f"{per32 * 1e9:.2f} ns in float32, so ONE pass over the products is "
+          f"{total * per64 / floor:.1f}x / {total * per32 / floor:.1f}x the floor step by "
+          f"itself; a 6x step leaves {budget * 1e9:.2f} ns per product, and the block-FMA model "
+          f"needs about six passes")
 
 
 if __name__ == "__main__":
