@@ -13,9 +13,10 @@ Targets (from the issue): a mixed step at most 3x the floor; compare() under 30 
 Training recipes (issue 11; --no-recipes skips them): the full step of each recipe against the
 same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8 emulates a
 14-bit truncating tensor-core accumulator, one 32-product block FMA at a time, and is timed
-with few repeats; a line after the table measures why 6x is out of reach for it: one NumPy pass
-over the step's 7.7M products already costs more than the budget), and compare() of bf16-mixed + 5 recipes x 500 steps serially and with
-workers=2 (targets: under 30 s serially, about half with two workers on two free cores).
+with few repeats; a line after the table measures why 6x is out of reach for it: the model's
+six NumPy passes over the step's 7.7M products cost several times what a 6x step leaves),
+and compare() of bf16-mixed + 5 recipes x 500 steps serially and with workers=2 (targets:
+under 30 s serially, about half with two workers on two free cores).
 
 The Transformer section (``--transformer only`` runs just it) times the same way a GPT-style
 Transformer (d_model 64, 4 heads, 2 layers, context 64, batch 32 of the character data) against
