@@ -14,8 +14,10 @@ _R = get_recipe("nvfp4")
 SCHEMES = {
     "1x16": _R.forward.a,
     "16x16": _R.forward.b,
-    "SR": _R.dgrad.a,
+    "SR": _R.dgrad.a,                                            # 8 random bits
     "SR RHT": _R.wgrad.a,
+    "SR exact": floatlab.get_scheme("nvfp4").replace(rounding="stochastic"),
+    "SR exact RHT": floatlab.get_scheme("nvfp4").replace(rounding="stochastic", hadamard=16),
     "RHT": _R.wgrad.b,
     "preset": floatlab.get_scheme("nvfp4"),
 }
@@ -107,7 +109,7 @@ def test_fused_equals_the_general_core_on_adversarial_blocks(name):
 def test_stochastic_draws_both_ways_for_values_below_two_to_emin():
     """round_in_range_stochastic redraws the values in (0, 1) when they are at most a quarter
     of the chunk, else reuses the chunk's draws: both cases, and the generator's end state."""
-    scheme = SCHEMES["SR"]
+    scheme = SCHEMES["SR exact"]
     base = np.full((64, 64), 5.0, np.float32)
     base[:, 0] = 6.0
     for share in (0.0, 0.1, 0.25, 0.26, 0.9):
@@ -144,13 +146,14 @@ def test_where_the_fused_path_does_not_apply():
     assert fake_quantize_nvfp4(x, SCHEMES["SR"], None) is None                # no Generator
     big = np.ones((_CHUNK // 16 + 1, 16), np.float32)                         # two chunks
     state = rng.bit_generator.state
-    assert fake_quantize_nvfp4(big, SCHEMES["SR"], rng) is None
+    assert fake_quantize_nvfp4(big, SCHEMES["SR exact"], rng) is None
     assert rng.bit_generator.state == state                                   # nothing drawn
     for other in (floatlab.get_scheme("mxfp4"), SCHEMES["1x16"].replace(margin=1),
                   SCHEMES["1x16"].replace(scale_rounding="ceil"),
                   SCHEMES["1x16"].replace(block=32), SCHEMES["1x16"].replace(hadamard=32),
                   SCHEMES["1x16"].replace(element="e2m3"),
-                  SCHEMES["1x16"].replace(rounding="toward_zero")):
+                  SCHEMES["1x16"].replace(rounding="toward_zero"),
+                  SCHEMES["SR"].replace(random_bits=7)):
         assert not nvfp4_fast_applies(other)
         assert fake_quantize_nvfp4(x, other, rng) is None
     assert all(nvfp4_fast_applies(s) for s in SCHEMES.values())
@@ -191,3 +194,105 @@ def test_training_bit_identical_with_and_without_the_fused_path(monkeypatch, opt
     _, p_telemetry = fit(True, telemetry=True)
     for a, b in zip(p_fast, p_telemetry, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+# ----------------------------------------------------------------- hardware SR (random_bits)
+
+def _hw_sr_reference(v: float, fmt, bits: int, r: int) -> float:
+    """The rule of round_random_bits from its definition, in exact rationals: add r at the
+    top ``bits`` discarded bits of |v|, carry rounds up."""
+    from fractions import Fraction
+
+    a = abs(Fraction(v))
+    e = fmt.emin
+    while a >= Fraction(2) ** (e + 1):
+        e += 1
+    quantum = Fraction(2) ** (e - fmt.man_bits)
+    lo = a // quantum
+    f = a / quantum - lo
+    up = r < int(f * 2**bits)          # floor(f * 2**k)
+    return float(np.copysign(float((lo + up) * quantum), v))
+
+
+def _hw_sr_values(fmt) -> np.ndarray:
+    """Grid points, midpoints, quarter points and one float32 ulp either side, subnormals of
+    the format and of float32, signed zeros, max."""
+    grid = np.unique(np.abs(floatlab.round(np.linspace(0, fmt.max, 4001), fmt)))
+    pts = np.concatenate([grid, (grid[:-1] + grid[1:]) / 2, grid[:-1] * 0.75 + grid[1:] * 0.25,
+                          grid[:-1] + (grid[1:] - grid[:-1]) * (255 / 256)])
+    pts = pts.astype(np.float32)
+    pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)),
+                          np.nextafter(pts, np.float32(0)), [1e-45, 3e-39, 0.0]])
+    pts = pts[(pts >= 0) & (pts <= fmt.max)]
+    return np.concatenate([pts, -pts]).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn", "e5m2", "e3m2"])
+@pytest.mark.parametrize("bits", [1, 8, 13, 16])
+def test_random_bits_float32_kernel_equals_the_float64_definition(fmt, bits):
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format(fmt)
+    assert elements._random_bits_float32_ok(fmt, bits)
+    v = _hw_sr_values(fmt)
+    rng = np.random.default_rng(bits)
+    v = np.concatenate([v, np.clip(rng.standard_normal(5000).astype(np.float32) * fmt.max / 4,
+                                   -fmt.max, fmt.max)])
+    for seed in range(3):
+        fast = elements.round_random_bits(v, fmt, bits, np.random.default_rng(seed))
+        slow = elements.round_random_bits(v.astype(np.float64), fmt, bits,
+                                          np.random.default_rng(seed)).astype(np.float32)
+        assert fast.dtype == np.float32
+        assert np.array_equal(fast.view(np.uint32), slow.view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn"])
+def test_random_bits_rule_against_exact_rationals(monkeypatch, fmt):
+    """Every value with chosen random bits (0, 1, the threshold either side, the largest)
+    against the definition in Fractions."""
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format(fmt)
+    v = _hw_sr_values(fmt)[::3]
+    for r in (0, 1, 63, 64, 127, 128, 191, 192, 254, 255):
+        monkeypatch.setattr(elements, "random_lanes",
+                            lambda rng, n, bits, r=r: np.full(n, r, np.uint8))
+        got = elements.round_random_bits(v, fmt, 8, None)
+        want = np.array([_hw_sr_reference(float(x), fmt, 8, r) for x in v], np.float32)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r
+
+
+def test_random_lanes_are_the_little_endian_pieces_of_32_bit_words():
+    from floatlab.quant.elements import random_lanes
+
+    words = np.random.default_rng(5).integers(0, 2**32, 3, dtype=np.uint32)
+    lanes = random_lanes(np.random.default_rng(5), 12, 8)
+    assert lanes.tolist() == [(int(w) >> (8 * i)) & 255 for w in words for i in range(4)]
+    halves = random_lanes(np.random.default_rng(5), 5, 13)
+    assert halves.tolist() == [((int(w) >> (16 * i)) & 0xFFFF) >> 3
+                               for w in words for i in range(2)][:5]
+
+
+def test_random_bits_probability_is_truncated_to_k_bits():
+    """A value a fraction 0.3 of a quantum above the grid rounds up with probability
+    floor(0.3 * 256) / 256 = 76 / 256 (the hardware's bias), not 0.3."""
+    from floatlab.quant.elements import round_random_bits
+
+    fmt = floatlab.get_format("e2m1")
+    v = np.full(200_000, 2.3, np.float32)                   # quantum 1 between 2 and 3
+    up = np.mean(round_random_bits(v, fmt, 8, np.random.default_rng(0)) == 3.0)
+    f = float(np.float32(2.3)) - 2
+    assert abs(up - int(f * 256) / 256) < 5 * np.sqrt(0.25 / v.size)
+
+
+def test_scheme_random_bits_checks():
+    s = floatlab.get_scheme("nvfp4")
+    assert s.replace(rounding="stochastic", random_bits=8).random_bits == 8
+    for bad in (0, 17, 8.0, True):
+        with pytest.raises(ValueError, match="random_bits"):
+            s.replace(rounding="stochastic", random_bits=bad)
+    with pytest.raises(ValueError, match="rounding='stochastic'"):
+        s.replace(random_bits=8)
+    with pytest.raises(ValueError, match="float element format"):
+        floatlab.get_scheme("nf4").replace(rounding="stochastic", random_bits=8)
+    assert "8 random bits" in repr(_R.dgrad.a)

@@ -54,6 +54,7 @@ from floatlab import rounding
 from floatlab._rounding_fast import round_in_range_nearest_even, round_in_range_stochastic
 from floatlab.formats import get_format
 from floatlab.quant.blocks import _amax, _blocked, _unblock, raise_nonfinite
+from floatlab.quant.elements import round_random_bits
 from floatlab.quant.hadamard import apply_hadamard
 from floatlab.quant.scales import global_block_scales
 from floatlab.quant.scheme import Scheme
@@ -80,6 +81,7 @@ def nvfp4_fast_applies(scheme: Scheme) -> bool:
             and scheme.scale_format == _E4M3 and scheme.scale_rounding == "even"
             and scheme.global_scale and not scheme.margin
             and scheme.rounding in ("nearest_even", "stochastic")
+            and scheme.random_bits in (None, 8)
             and (scheme.block == (16, 16) or (scheme.block == 16 and scheme.axis == -1))
             and scheme.hadamard in (None, 16) and scheme.axis == -1)
     return hit
@@ -101,7 +103,9 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
             and nvfp4_fast_applies(scheme)):
         return None
     stochastic = scheme.rounding == "stochastic"
-    if stochastic and (not isinstance(rng, np.random.Generator) or x.size > _CHUNK):
+    hardware_sr = scheme.random_bits is not None  # float32 work, k-bit draws (no chunks)
+    if stochastic and (not isinstance(rng, np.random.Generator)
+                       or (x.size > _CHUNK and not hardware_sr)):
         return None
     if scheme.hadamard:
         if not rotated:
@@ -114,7 +118,7 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     scales, scales32, g = global_block_scales(amax, scheme, float(amax.max()))
     eff32 = g * scales32
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        if stochastic:
+        if stochastic and not hardware_sr:
             eff = eff32.astype(np.float64)
             q = np.divide(b.view, eff, order="C")  # float64: x widened exactly in the ufunc
             peak = amax.astype(np.float64) / eff
@@ -128,7 +132,10 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     limit = _E2M1.max if stochastic else overflow_threshold(_E2M1)
     if (peak_max > limit) if stochastic else (peak_max >= limit):
         np.maximum(np.minimum(q, _E2M1.max, out=q), -_E2M1.max, out=q)
-    if stochastic:
+    if hardware_sr:
+        elements = round_random_bits(q, _E2M1, scheme.random_bits, rng)
+        out = np.multiply(elements, eff, out=elements)
+    elif stochastic:
         elements = round_in_range_stochastic(q, _E2M1, rng, _CHUNK, q)
         if float32:
             out = np.multiply(elements, eff, out=np.empty(q.shape, np.float32),
