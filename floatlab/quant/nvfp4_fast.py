@@ -39,6 +39,11 @@ for stochastic rounding a float64 result that the float32 BLAS GEMM then narrows
    value the float32 GEMM reads after the general core's float64 result is narrowed by
    ``astype(float32)`` (both round the same exact product to nearest even).
 
+With ``Scheme(random_bits=k)`` (the recipe's gradients: the hardware's 8 random bits) the
+general core works in float32 as for nearest-even (``_work_dtype``), and steps 4-7 are the
+float32 ones with :func:`~floatlab.quant.elements.round_random_bits` as the rounding (the
+general core's own call on the same clipped float32 q: the same lanes in the same C order).
+
 Nothing is drawn from ``rng`` before the last step that can still fall back, so a fallback
 (``None``: the caller runs the general core) leaves the random stream as the general core
 finds it. Tests check the fused path bit for bit against the general core on adversarial
@@ -92,7 +97,8 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     """``fake_quantize(x, scheme, rng, rotated=rotated)`` for a 2-D float32 ``x`` and a scheme
     :func:`nvfp4_fast_applies` accepts (see the module docstring for the proof), or None when
     the general core must run (other inputs, a Hadamard transform to invert, a non-finite
-    block peak, more values than one stochastic chunk); nothing is drawn from ``rng`` then.
+    block peak, more values than one chunk of exact stochastic rounding); nothing is drawn
+    from ``rng`` then.
 
     ``float32=True``: stochastically rounded operands come back as float32 (the values a
     float32 GEMM reads from the general core's float64 result); nearest-even operands are
