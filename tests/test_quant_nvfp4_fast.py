@@ -262,15 +262,22 @@ def test_random_bits_rule_against_exact_rationals(monkeypatch, fmt):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r
 
 
-def test_random_lanes_are_the_little_endian_pieces_of_32_bit_words():
+def test_random_lanes_are_the_little_endian_pieces_of_64_bit_words():
     from floatlab.quant.elements import random_lanes
 
-    words = np.random.default_rng(5).integers(0, 2**32, 3, dtype=np.uint32)
-    lanes = random_lanes(np.random.default_rng(5), 12, 8)
-    assert lanes.tolist() == [(int(w) >> (8 * i)) & 255 for w in words for i in range(4)]
-    halves = random_lanes(np.random.default_rng(5), 5, 13)
+    words = np.random.default_rng(5).integers(0, 2**64, 3, dtype=np.uint64)
+    lanes = random_lanes(np.random.default_rng(5), 20, 8)
+    assert lanes.tolist() == [(int(w) >> (8 * i)) & 255 for w in words for i in range(8)][:20]
+    halves = random_lanes(np.random.default_rng(5), 9, 13)
     assert halves.tolist() == [((int(w) >> (16 * i)) & 0xFFFF) >> 3
-                               for w in words for i in range(2)][:5]
+                               for w in words for i in range(4)][:9]
+    rng = np.random.default_rng(5)
+    random_lanes(rng, 20, 8)                         # 3 words drawn, the rest of one unused
+    assert rng.bit_generator.state == np.random.default_rng(5).bit_generator.advance(3).state
+    # the same bytes as 32-bit words, low half first (how numpy splits the 64-bit outputs)
+    words32 = np.random.default_rng(5).integers(0, 2**32, 6, dtype=np.uint32)
+    assert lanes[:8].tolist() == [(int(w) >> (8 * i)) & 255 for w in words32[:2]
+                                  for i in range(4)]
 
 
 def test_random_bits_probability_is_truncated_to_k_bits():

@@ -23,16 +23,17 @@ from floatlab.rounding import round as round_to_format
 
 def random_lanes(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
     """n random ``bits``-bit integers (uint8 lanes for up to 8 bits, uint16 up to 16), the
-    hardware's random bits: 32-bit words ``rng.integers(0, 2**32, dtype=uint32)`` split into
-    little-endian lanes (four bytes or two halves per word, as Transformer Engine splits one
+    hardware's random bits: the generator's 64-bit words ``rng.integers(0, 2**64,
+    dtype=uint64)`` split into little-endian lanes (eight bytes or four halves per word; the
+    same bytes as 32-bit words taken low half first, as Transformer Engine splits one 32-bit
     Philox word over four NVFP4 values), each lane's top ``bits`` bits.
 
     >>> random_lanes(np.random.default_rng(0), 6, 8).tolist()
     [95, 130, 194, 217, 207, 235]
     """
     lane = np.dtype("<u1") if bits <= 8 else np.dtype("<u2")
-    words = rng.integers(0, 2**32, -(-n * lane.itemsize // 4), dtype=np.uint32)
-    lanes = words.astype("<u4", copy=False).view(lane)[:n]
+    words = rng.integers(0, 2**64, -(-n * lane.itemsize // 8), dtype=np.uint64)
+    lanes = words.astype("<u8", copy=False).view(lane)[:n]
     shift = 8 * lane.itemsize - bits
     return lanes >> lane.type(shift) if shift else lanes
 

@@ -70,7 +70,7 @@ __all__ = ["fake_quantize_nvfp4", "nvfp4_fast_applies"]
 _E2M1 = get_format("e2m1")
 _E4M3 = get_format("float8_e4m3fn")
 _FAST_NVFP4 = True  # switch for the tests, which check the fused path against the general core
-_APPLIES: dict[Scheme, bool] = {}
+_APPLIES: dict[int, tuple[Scheme, bool]] = {}
 
 
 def nvfp4_fast_applies(scheme: Scheme) -> bool:
@@ -79,9 +79,12 @@ def nvfp4_fast_applies(scheme: Scheme) -> bool:
     along the last axis or 16x16 tiles, nearest-even or stochastic elements, and no Hadamard
     transform or one of 16 along the last axis (the NVFP4 presets and the recipe's variants).
     """
-    hit = _APPLIES.get(scheme)
-    if hit is None:
-        hit = _APPLIES[scheme] = bool(
+    cached = _APPLIES.get(id(scheme))  # by identity: a Scheme's hash walks its fields
+    if cached is not None and cached[0] is scheme:
+        return cached[1]
+    if len(_APPLIES) >= 256:  # a bound, for code that builds ever new Schemes
+        _APPLIES.clear()
+    hit = bool(
             scheme.element == _E2M1 and scheme.scale == "e4m3fn"
             and scheme.scale_format == _E4M3 and scheme.scale_rounding == "even"
             and scheme.global_scale and not scheme.margin
@@ -89,6 +92,7 @@ def nvfp4_fast_applies(scheme: Scheme) -> bool:
             and scheme.random_bits in (None, 8)
             and (scheme.block == (16, 16) or (scheme.block == 16 and scheme.axis == -1))
             and scheme.hadamard in (None, 16) and scheme.axis == -1)
+    _APPLIES[id(scheme)] = (scheme, hit)  # keeps the Scheme alive, so its id is not reused
     return hit
 
 
