@@ -47,6 +47,8 @@ _parser.add_argument("--repeats", type=int, default=200, help="timed steps per r
 _parser.add_argument("--no-compare", action="store_true", help="skip timing compare()")
 _parser.add_argument("--no-recipes", action="store_true", help="skip the training recipes")
 _parser.add_argument("--recipe-repeats", type=int, default=30, help="timed steps per recipe")
+_parser.add_argument("--recipes", default="", help="comma-separated recipes to time (default: "
+                     "all): only their rows, e.g. --recipes nvfp4,mxfp8 --no-compare")
 _parser.add_argument("--blas-threads", default="1", help="BLAS threads ('auto': leave as is)")
 _parser.add_argument("--transformer", choices=("also", "only", "no"), default="also",
                      help="time the Transformer section too, only, or not")
@@ -400,6 +402,9 @@ def main() -> int:
         return 0
     data = teacher_gaussians()
     X, y = data.X_train[:BATCH], data.y_train[:BATCH]
+    if ARGS.recipes:  # only the chosen recipes' rows (and their compare() unless --no-compare)
+        recipes(data, X, y)
+        return 0
     n = ARGS.repeats
     fns = {("numpy", "fb"): numpy_floor(np.array(X), y, full=False),
            ("numpy", "step"): numpy_floor(np.array(X), y, full=True)}
@@ -450,7 +455,12 @@ def recipes(data, X: np.ndarray, y: np.ndarray) -> None:
     floor_step = numpy_floor(np.array(X), y, full=True)
     head = ("recipe", "step ms", "floor ms", "x floor", "target")
     rows = []
-    for name, target in RECIPES.items():
+    chosen = [r.strip() for r in ARGS.recipes.split(",") if r.strip()] or list(RECIPES)
+    unknown = [r for r in chosen if r not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown {unknown}; timed recipes: {', '.join(RECIPES)}")
+    for name in chosen:
+        target = RECIPES[name]
         reps = max(n // 10, 3) if name == "deepseek-fp8" else n
         # The floor is timed in the same interleaved rounds as each recipe (its own column), so
         # that load from other processes moves both: a floor timed once varies 0.35-0.55 ms.

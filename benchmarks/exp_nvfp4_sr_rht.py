@@ -7,7 +7,8 @@ Prints the tables notebook 08 (section 4) quotes, over seeds 0..N-1:
    model can learn. MLP 16-64-64-4, Adam lr 1e-3, batches of ``--batch`` (128), ``--steps`` (600)
    steps; test
    MSE on the learnable targets for: bf16-mixed with the hidden layers frozen (only the output
-   layer trains: random features), bf16-mixed, nvfp4 (SR on gradients), nvfp4 without SR.
+   layer trains: random features), bf16-mixed, nvfp4 (SR on gradients, the hardware's 8
+   random bits per value), nvfp4 without SR.
    Every row of the output layer's dgrad operand holds the loud residual (about 32) with the
    three quiet ones, so the block's amax is 32 and round-to-nearest flushes everything below
    32 / 24 -- every quiet residual, on every step: the hidden layers never see the learnable

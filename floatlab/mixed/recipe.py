@@ -392,8 +392,14 @@ def _nvfp4(*, stochastic_rounding: bool = True, hadamard: bool = True,
     base = get_scheme("nvfp4")
     acts = base.replace(name="nvfp4 1x16")
     weights = base.replace(block=(16, 16), name="nvfp4 16x16") if two_d_weights else acts
-    grads = base.replace(rounding="stochastic", name="nvfp4 SR") if stochastic_rounding \
-        else acts
+    # Stochastic rounding as the hardware does it: 8 random bits per value. PTX's
+    # cvt.rs.satfinite.e2m1x4.f32 takes one 32-bit rbits operand for its four E2M1 results,
+    # 8 bits each (PTX ISA, cvt: "rbits"), and Transformer Engine feeds it one Philox word
+    # per 4 values (transformer_engine/common/cast/nvfp4/core_nvfp4.cuh, get_rbits), on the
+    # float32 scaled values: Scheme(random_bits=8) (the round-up probability truncated to 8
+    # bits, a bias toward zero below 2**-8 of a quantum).
+    grads = base.replace(rounding="stochastic", random_bits=8, name="nvfp4 SR") \
+        if stochastic_rounding else acts
     # The random Hadamard transform (16-point, fixed seed) goes on both wgrad operands, along
     # the reduced (batch) dimension -- where outliers of activations and gradients meet.
     wg_a = grads.replace(hadamard=16, name=grads.name + " RHT") if hadamard else grads

@@ -42,6 +42,7 @@ from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is
 from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.elements import _format_fits_float32
+from floatlab.quant.nvfp4_fast import fake_quantize_nvfp4
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scheme import Scheme
 from floatlab.rounding import round as round_to_format
@@ -223,6 +224,10 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if not run.telemetry:
+            # NVFP4's operands: the fused path (proved equal; None where it does not apply)
+            fused = fake_quantize_nvfp4(x, spec, rng, rotated=rotated, float32=blas)
+            if fused is not None:
+                return fused
             twin = _pow2_tensor_twin(spec) if x.dtype == np.float32 else None
             if twin is not None:  # MS-AMP's per-tensor operands: the same values, faster
                 st = twin.quantize(x)

@@ -21,8 +21,93 @@ from floatlab.rounding import overflow_threshold, round_finite_in_range
 from floatlab.rounding import round as round_to_format
 
 
+def random_lanes(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
+    """n random ``bits``-bit integers (uint8 lanes for up to 8 bits, uint16 up to 16), the
+    hardware's random bits: the generator's 64-bit words ``rng.integers(0, 2**64,
+    dtype=uint64)`` split into little-endian lanes (eight bytes or four halves per word; the
+    same bytes as 32-bit words taken low half first, as Transformer Engine splits one 32-bit
+    Philox word over four NVFP4 values), each lane's top ``bits`` bits.
+
+    >>> random_lanes(np.random.default_rng(0), 6, 8).tolist()
+    [95, 130, 194, 217, 207, 235]
+    """
+    lane = np.dtype("<u1") if bits <= 8 else np.dtype("<u2")
+    words = rng.integers(0, 2**64, -(-n * lane.itemsize // 8), dtype=np.uint64)
+    lanes = words.astype("<u8", copy=False).view(lane)[:n]
+    shift = 8 * lane.itemsize - bits
+    return lanes >> lane.type(shift) if shift else lanes
+
+
+def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator
+                      ) -> np.ndarray:
+    """Stochastic rounding of finite ``q`` (``|q| <= fmt.max``: the core clips first) with
+    ``bits`` random bits per value, as the hardware does it (PTX ``cvt.rs``): the k = ``bits``
+    random bits r (:func:`random_lanes`, one per value in C order) are added to the top k
+    discarded bits of |q| and a carry rounds up. With Q the element's quantum at |q| (the
+    subnormal quantum below 2**emin) and f = |q| / Q - floor(|q| / Q), it rounds up iff
+    ``r < floor(f * 2**k)``: probability ``floor(f * 2**k) / 2**k``, as
+    ``floatlab.round(..., random_bits=k)``, drawn from k-bit integers. Returns a new array
+    of q's dtype (the results are values of fmt, exact in float32 when fmt fits), -0 kept.
+
+    float32 q and formats whose scaled values stay inside float32 take
+    :func:`_round_random_bits_float32`; the rest this float64 definition (tests check the two
+    equal): ``n = floor(|q| / Q * 2**k)`` (exact: a power-of-two scaling of a float64 below
+    2**(M + 1 + k)), ``lo = floor(n / 2**k)``, up iff ``r < n - lo * 2**k``, result
+    ``(lo + up) * Q`` (at most max: up needs |q| off the grid, so below max).
+    """
+    r = random_lanes(rng, q.size, bits).reshape(q.shape)
+    if q.dtype == np.float32 and _random_bits_float32_ok(fmt, bits):
+        return _round_random_bits_float32(q, fmt, bits, r)
+    a = np.abs(q).astype(np.float64)
+    e = np.frexp(np.maximum(a, 2.0**fmt.emin))[1] - 1      # max(binade, emin)
+    quantum = np.ldexp(1.0, e - fmt.man_bits)
+    n = np.floor(a / quantum * 2.0**bits)
+    lo = np.floor(n / 2.0**bits)
+    out = (lo + (r < n - lo * 2.0**bits)) * quantum
+    return np.copysign(out, q).astype(q.dtype)
+
+
+def _random_bits_float32_ok(fmt: Format, bits: int) -> bool:
+    """The float32 kernel's conditions: 2**(k + M - E) and 2**(E - M) normal float32 numbers
+    for every binade E in [emin, emax], and |q| / Q * 2**k < 2**24 (exact integers)."""
+    return (_format_fits_float32(fmt) and fmt.emin <= 0 and fmt.emin - fmt.man_bits >= -126
+            and fmt.emax <= 127 and bits + fmt.man_bits - fmt.emin <= 127
+            and fmt.man_bits + 1 + bits <= 24)
+
+
+def _round_random_bits_float32(q: np.ndarray, fmt: Format, bits: int, r: np.ndarray
+                               ) -> np.ndarray:
+    """:func:`round_random_bits` for float32 q, in float32 and integer passes.
+
+    Proof: let E = max(binade of |q|, emin): the exponent field of max(|q|, 2**emin) (a
+    float32 maximum, exact; binades are monotone), so its bits masked to the exponent are
+    the bits of 2**E. 2**(k + M - E) has the bits ((k + M + 254) << 23) - bits(2**E) and
+    Q = 2**(E - M) the bits bits(2**E) - (M << 23), both normal under
+    :func:`_random_bits_float32_ok`. t = |q| * 2**(k + M - E) = |q| / Q * 2**k is exact (a
+    power-of-two scaling, below 2**(M + 1 + k) <= 2**24, and not below float32's subnormal
+    range: below 2**emin the factor is 2**(k + M - emin) >= 1, as emin <= 0; from 2**E up the
+    result is at least 2**(k + M)), and an integer-valued float32 below 2**24 converts to
+    int32 exactly, by truncation: n = floor(t). Then lo = n >> k, floor(f * 2**k) =
+    n & (2**k - 1), and (lo + up) * Q is exact (an integer below 2**(M + 2) times a power
+    of two, at most max). copysign keeps q's sign, -0 included. Tests compare it with the
+    float64 definition.
+    """
+    a = np.abs(q)
+    binade = np.maximum(a, np.float32(2.0**fmt.emin)).view(np.uint32)
+    binade &= np.uint32(0x7F800000)                                   # bits of 2**E
+    scale = (np.uint32((bits + fmt.man_bits + 254) << 23) - binade).view(np.float32)
+    n = np.multiply(a, scale, out=a).astype(np.int32)
+    up = r < (n & np.int32((1 << bits) - 1))
+    n >>= np.int32(bits)
+    n += up
+    binade -= np.uint32(fmt.man_bits << 23)                           # bits of Q
+    out = n.astype(np.float32)
+    out *= binade.view(np.float32)
+    return np.copysign(out, q, out=out)
+
+
 def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
-                    in_range: bool = False):
+                    in_range: bool = False, random_bits: int | None = None):
     """(elements, codes or None) of the scaled values q, saturating at the element's max.
 
     q is clipped to [-max, max] first: for finite q, rounding the clipped value with
@@ -35,6 +120,12 @@ def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,
     elements saturate symmetrically at +-max, as symmetric absmax quantisation does: the most
     negative two's-complement code (-2**(w-1) quanta) is never produced.
     """
+    if random_bits is not None:  # the Scheme checked: stochastic, a Format element
+        if not in_range:
+            raise ValueError("a block's effective scale underflowed to 0 (a float32 subnormal "
+                             "global scale), so its values cannot be rounded with random_bits;"
+                             " scale the tensor first")
+        return round_random_bits(q, element, random_bits, rng), None
     if in_range and rounding in ("nearest_even", "stochastic") and isinstance(element, Format):
         return round_finite_in_range(q, element, in_place=True, rounding=rounding,
                                      rng=rng), None  # q is our scratch
@@ -101,9 +192,11 @@ _FLOAT_TYPES = (np.float32, np.float64)
 
 
 def _work_dtype(dtype: np.dtype, scheme: Scheme) -> type:
-    """float32 for float32 inputs rounded to nearest into an element float32 holds (as the
-    kernels do); float64 otherwise (stochastic / directed modes keep tiny quotients exact)."""
-    if dtype == np.float32 and scheme.rounding in ("nearest_even", "nearest_away") \
+    """float32 for float32 inputs rounded to nearest, or stochastically with the hardware's
+    random bits, into an element float32 holds (as the kernels do); float64 otherwise (exact
+    stochastic and directed modes keep tiny quotients exact)."""
+    if dtype == np.float32 and (scheme.rounding in ("nearest_even", "nearest_away")
+                                or scheme.random_bits is not None) \
             and _float32_ok(scheme.element):
         return np.float32
     return np.float64
@@ -178,7 +271,7 @@ def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
 
 def _round_scaled(values: np.ndarray, scale: np.ndarray, amax: np.ndarray, element: Any,
                   rounding: str, rng: Any, *, multiply: bool = False, count: bool = False,
-                  saturate: bool = True, finite: bool = True):
+                  saturate: bool = True, finite: bool = True, random_bits: int | None = None):
     """The quantisation step every scheme shares: scale, clip, round.
 
     ``values`` (blocked, working precision) are scaled by their block's ``scale`` in the
@@ -212,5 +305,6 @@ def _round_scaled(values: np.ndarray, scale: np.ndarray, amax: np.ndarray, eleme
     clipped = _clip_blocks(q, peak, element, count=count,
                            nearest_even=rounding == "nearest_even", peak_max=peak_max)
     # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).
-    elements, codes = _round_elements(q, element, rounding, rng, peak_max < np.inf)
+    elements, codes = _round_elements(q, element, rounding, rng, peak_max < np.inf,
+                                      random_bits)
     return elements, codes, clipped, None

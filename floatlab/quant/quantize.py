@@ -15,7 +15,10 @@ Arithmetic (the choices a reader should know):
   rounding (torchao divides in float32 too). Dequantising multiplies ``e * s`` in the working
   precision (exact for power-of-two scales unless the product underflows).
 * Non-nearest element modes (stochastic, directed) on float32 inputs work in float64, so a
-  quotient below float32's normal range keeps its exact value.
+  quotient below float32's normal range keeps its exact value; except the hardware's
+  stochastic rounding (``Scheme(random_bits=k)``, NVFP4's gradients), which rounds the
+  float32 quotient with k random bits per value, as the kernels do
+  (:func:`floatlab.quant.elements.round_random_bits`).
 * NaN / inf anywhere: ValueError (the amax of a block is undefined). The OCP reference code
   instead gives such a block the NaN scale (all its elements NaN); floatlab refuses so that a
   NaN never hides inside a quantised tensor.
@@ -224,7 +227,8 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     eff = effective.astype(work)
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
     elements, codes, clipped, _ = _round_scaled(b.view, eff, amax, scheme.element,
-                                                scheme.rounding, rng, count=want_codes)
+                                                scheme.rounding, rng, count=want_codes,
+                                                random_bits=scheme.random_bits)
     elements = elements.astype(work, copy=False)
     extra = 0
     if scheme.scale == "dq8":

@@ -142,26 +142,8 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     mode = _RULE_MODE[rule]
     emax_value = element_max(element)
     if scheme.global_scale:
-        f32 = np.float32
-        tmax = f32(tensor_amax)
-        g = f32(tmax / f32(fmt.max * emax_value)) if tmax > 0 else f32(1.0)
-        if not np.isfinite(g) or g == 0:
-            raise ValueError(f"the tensor amax {tensor_amax:g} gives a global scale outside "
-                             "float32's normal range; scale the tensor first")
-        b = amax.astype(f32, copy=False) / f32(emax_value)  # float32 / float32: float32
-        if scheme.margin:
-            b = b * f32(2.0**scheme.margin)
-        ratio = b / g  # float32, finite: clamped (minimum / maximum: np.clip's result, cheaper)
-        ratio = np.maximum(np.minimum(ratio, fmt.max, out=ratio), fmt.smallest_normal,
-                           out=ratio)
-        if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
-            rounded = round_finite_in_range(ratio, fmt)  # float32 values of fmt
-            scales = rounded.astype(np.float64)
-            scales32 = rounded.astype(f32, copy=False)  # = scales.astype(f32): widening exact
-        else:
-            scales = round_to_format(ratio, fmt, rounding=mode)
-            scales32 = scales.astype(f32)
-        effective = (f32(g) * scales32).astype(np.float64)
+        scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
+        effective = (g * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin
@@ -177,6 +159,37 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     else:
         scales = round_to_format(raw, fmt, rounding=mode)
     return scales, _codes(scales, fmt) if want_codes else None, None, scales
+
+
+def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
+    """NVFP4's two levels (``scheme.global_scale``), every step in float32 as torchao's
+    ``nvfp4_quantize``: ``(scales, scales32, g)``, the block scales as float64 and float32
+    values of the scale format and the float32 global scale ``g``; a block's effective
+    (dequantisation) scale is the float32 product ``g * scales32``. Shared by
+    :func:`block_scales` and the fused NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`).
+    """
+    fmt = scheme.scale_format
+    f32 = np.float32
+    emax_value = element_max(scheme.element)
+    tmax = f32(tensor_amax)
+    g = f32(tmax / f32(fmt.max * emax_value)) if tmax > 0 else f32(1.0)
+    if not np.isfinite(g) or g == 0:
+        raise ValueError(f"the tensor amax {tensor_amax:g} gives a global scale outside "
+                         "float32's normal range; scale the tensor first")
+    b = amax.astype(f32, copy=False) / f32(emax_value)  # float32 / float32: float32
+    if scheme.margin:
+        b = b * f32(2.0**scheme.margin)
+    ratio = b / g  # float32, finite: clamped (minimum / maximum: np.clip's result, cheaper)
+    ratio = np.maximum(np.minimum(ratio, fmt.max, out=ratio), fmt.smallest_normal, out=ratio)
+    mode = _RULE_MODE[scheme.scale_rounding]
+    if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
+        rounded = round_finite_in_range(ratio, fmt)  # float32 values of fmt
+        scales = rounded.astype(np.float64)
+        scales32 = rounded.astype(f32, copy=False)  # = scales.astype(f32): widening exact
+    else:
+        scales = round_to_format(ratio, fmt, rounding=mode)
+        scales32 = scales.astype(f32)
+    return scales, scales32, g
 
 
 # Switch for the tests, which check the float32 cast equal to floatlab.round.

@@ -116,6 +116,11 @@ class Scheme:
     axis : the axis of int blocks (and of the Hadamard transform).
     hadamard : None or a power of two ``h`` (NVFP4 uses 16): a random Hadamard transform over
         blocks of ``h`` along ``axis`` before quantising, inverted on dequantising.
+    random_bits : None (exact stochastic rounding) or ``k`` in 1..16 with
+        ``rounding="stochastic"`` and a float element format: the hardware's stochastic
+        rounding with k random bits per value (NVFP4's ``cvt.rs`` E2M1 conversion takes 8),
+        in the kernels' float32 arithmetic. See :func:`floatlab.quant.elements.
+        round_random_bits` for the exact rule and the random stream.
     name : a label (the presets set it); not part of equality.
     """
 
@@ -128,6 +133,7 @@ class Scheme:
     margin: int = 0
     axis: int = -1
     hadamard: int | None = None
+    random_bits: int | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -163,6 +169,16 @@ class Scheme:
             raise ValueError("scale_rounding='even' rounds amax to the element's mantissa "
                              "width: it needs a float element format, not "
                              f"{self.element.name}; use 'floor', 'ceil' or 'rceil'")
+        if self.random_bits is not None:
+            k = self.random_bits
+            if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
+                raise ValueError(f"random_bits must be None or an int in 1..16 (NVFP4's hardware "
+                                 f"uses 8), got {k!r}")
+            if self.rounding != "stochastic" or not isinstance(self.element, Format):
+                raise ValueError("random_bits is the hardware's stochastic rounding with few "
+                                 "random bits: it needs rounding='stochastic' and a float "
+                                 f"element format, not {self.rounding!r} elements of "
+                                 f"{self.element.name}")
         if self.hadamard is not None:
             h = self.hadamard
             if isinstance(h, bool) or not isinstance(h, int) or h < 2 or h & (h - 1):
@@ -226,6 +242,8 @@ class Scheme:
             extra += f", Hadamard {self.hadamard}"
         if self.rounding != "nearest_even":
             extra += f", {self.rounding} elements"
+        if self.random_bits is not None:
+            extra += f" ({self.random_bits} random bits)"
         if self.margin:
             extra += f", margin {self.margin}"
         return (f"{self.element.name} elements, {where}, {self.scale} scales "

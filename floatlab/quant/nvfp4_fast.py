@@ -1,0 +1,158 @@
+"""The fused NVFP4 fake-quantisation of the training recipe's operands (proved equal to
+:func:`floatlab.quant.quantize.fake_quantize`).
+
+The "nvfp4" recipe quantises 13-14 operands per step (1x16 blocks of activations and
+gradients, 16x16 weight tiles, stochastic rounding of gradients, the Hadamard-rotated wgrad
+operands). The general core pays per call for its generality: argument checks, the working
+precision, the scale rules' dispatch, the clipping bookkeeping, floatlab.round's dispatch, and
+for stochastic rounding a float64 result that the float32 BLAS GEMM then narrows.
+:func:`fake_quantize_nvfp4` runs the same steps for the one scheme family with nothing else:
+
+1. the Hadamard transform (the same :func:`~floatlab.quant.hadamard.apply_hadamard` call on
+   the same float32 array, after the same finiteness check);
+2. block amaxes of the float32 values (:func:`~floatlab.quant.blocks._amax` on the same
+   :func:`~floatlab.quant.blocks._blocked` view; the general core takes them from the float32
+   values too, ``_NARROW_AMAX``, also when it then works in float64);
+3. the scales (:func:`~floatlab.quant.scales.global_block_scales`, the general code), and the
+   float32 effective scale ``g * s``, which the general core widens to float64 and, for
+   float32 work, narrows back exactly;
+4. ``q = x / eff`` in the working precision: float32 for nearest-even (the same float32
+   division), float64 for stochastic rounding (``np.divide`` of the float32 view by the
+   float64 scales widens x exactly inside the ufunc: the general core's ``astype(float64)``
+   then division, one rounding of the same exact quotient);
+5. clipping: every |q| of a block is at most its peak ``amax / eff`` (division by a positive
+   scale is monotone, and amax is the block's largest |x|). The general core clips the blocks
+   whose peak exceeds the element's max (stochastic) or reaches the overflow threshold
+   ``max + ulp(max) / 2`` (nearest-even, which rounds everything below it to at most max);
+   clipping all of q instead changes no value of the other blocks (stochastic: they are
+   within max already; nearest-even: their values below the threshold round to the clipped
+   value or below, and rounding then sees max or the value itself, which rounds to the same
+   element). A non-finite peak (a zero effective scale) is left to the general core;
+6. the element rounding by the same proved kernels the general core calls for finite, clipped
+   q (:func:`~floatlab._rounding_fast.round_in_range_nearest_even`,
+   :func:`~floatlab._rounding_fast.round_in_range_stochastic` with the chunk size of
+   ``round_finite_in_range``, so the same random draws in the same order);
+7. dequantisation ``element * eff``: float32 multiplication for float32 work (the general
+   core's product); for stochastic rounding the float64 product is exact (an E2M1 element
+   has at most 2 significant bits, eff 24, both far inside float64's range), and with
+   ``float32=True`` it is rounded once to float32 by the multiplication's output cast: the
+   value the float32 GEMM reads after the general core's float64 result is narrowed by
+   ``astype(float32)`` (both round the same exact product to nearest even).
+
+With ``Scheme(random_bits=k)`` (the recipe's gradients: the hardware's 8 random bits) the
+general core works in float32 as for nearest-even (``_work_dtype``), and steps 4-7 are the
+float32 ones with :func:`~floatlab.quant.elements.round_random_bits` as the rounding (the
+general core's own call on the same clipped float32 q: the same lanes in the same C order).
+
+Nothing is drawn from ``rng`` before the last step that can still fall back, so a fallback
+(``None``: the caller runs the general core) leaves the random stream as the general core
+finds it. Tests check the fused path bit for bit against the general core on adversarial
+blocks and random data, and training bit-identical (tests/test_quant_nvfp4_fast.py);
+``_FAST_NVFP4 = False`` switches it off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from floatlab import rounding
+from floatlab._rounding_fast import round_in_range_nearest_even, round_in_range_stochastic
+from floatlab.formats import get_format
+from floatlab.quant.blocks import _amax, _blocked, _unblock, raise_nonfinite
+from floatlab.quant.elements import round_random_bits
+from floatlab.quant.hadamard import apply_hadamard
+from floatlab.quant.scales import global_block_scales
+from floatlab.quant.scheme import Scheme
+from floatlab.rounding import _CHUNK, overflow_threshold
+
+__all__ = ["fake_quantize_nvfp4", "nvfp4_fast_applies"]
+
+_E2M1 = get_format("e2m1")
+_E4M3 = get_format("float8_e4m3fn")
+_FAST_NVFP4 = True  # switch for the tests, which check the fused path against the general core
+_APPLIES: dict[int, tuple[Scheme, bool]] = {}
+
+
+def nvfp4_fast_applies(scheme: Scheme) -> bool:
+    """Whether :func:`fake_quantize_nvfp4` handles ``scheme``: E2M1 elements, E4M3 block
+    scales rounded to nearest even under a float32 global scale, no margin, 1-D blocks of 16
+    along the last axis or 16x16 tiles, nearest-even or stochastic elements, and no Hadamard
+    transform or one of 16 along the last axis (the NVFP4 presets and the recipe's variants).
+    """
+    cached = _APPLIES.get(id(scheme))  # by identity: a Scheme's hash walks its fields
+    if cached is not None and cached[0] is scheme:
+        return cached[1]
+    if len(_APPLIES) >= 256:  # a bound, for code that builds ever new Schemes
+        _APPLIES.clear()
+    hit = bool(
+            scheme.element == _E2M1 and scheme.scale == "e4m3fn"
+            and scheme.scale_format == _E4M3 and scheme.scale_rounding == "even"
+            and scheme.global_scale and not scheme.margin
+            and scheme.rounding in ("nearest_even", "stochastic")
+            and scheme.random_bits in (None, 8)
+            and (scheme.block == (16, 16) or (scheme.block == 16 and scheme.axis == -1))
+            and scheme.hadamard in (None, 16) and scheme.axis == -1)
+    _APPLIES[id(scheme)] = (scheme, hit)  # keeps the Scheme alive, so its id is not reused
+    return hit
+
+
+def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator | None, *,
+                        rotated: bool = False, float32: bool = False) -> np.ndarray | None:
+    """``fake_quantize(x, scheme, rng, rotated=rotated)`` for a 2-D float32 ``x`` and a scheme
+    :func:`nvfp4_fast_applies` accepts (see the module docstring for the proof), or None when
+    the general core must run (other inputs, a Hadamard transform to invert, a non-finite
+    block peak, more values than one chunk of exact stochastic rounding); nothing is drawn
+    from ``rng`` then.
+
+    ``float32=True``: stochastically rounded operands come back as float32 (the values a
+    float32 GEMM reads from the general core's float64 result); nearest-even operands are
+    float32 either way, as the general core's.
+    """
+    if not (_FAST_NVFP4 and rounding._FAST_PATHS and type(x) is np.ndarray
+            and x.dtype == np.float32 and x.ndim == 2 and x.size
+            and nvfp4_fast_applies(scheme)):
+        return None
+    stochastic = scheme.rounding == "stochastic"
+    hardware_sr = scheme.random_bits is not None  # float32 work, k-bit draws (no chunks)
+    if stochastic and (not isinstance(rng, np.random.Generator)
+                       or (x.size > _CHUNK and not hardware_sr)):
+        return None
+    if scheme.hadamard:
+        if not rotated:
+            return None  # the inverse transform runs on the general core's dtype
+        if not np.all(np.isfinite(x)):
+            raise_nonfinite(x)
+        x = apply_hadamard(x, scheme.hadamard, scheme.axis)
+    b = _blocked(x, scheme)
+    amax = _amax(b.view)  # float32, finite (NaN / inf raise)
+    scales, scales32, g = global_block_scales(amax, scheme, float(amax.max()))
+    eff32 = g * scales32
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        if stochastic and not hardware_sr:
+            eff = eff32.astype(np.float64)
+            q = np.divide(b.view, eff, order="C")  # float64: x widened exactly in the ufunc
+            peak = amax.astype(np.float64) / eff
+        else:
+            eff = eff32
+            q = np.divide(b.view, eff, order="C")  # float32 (C order: the kernels' scratch)
+            peak = amax / eff
+    peak_max = float(peak.max())
+    if not peak_max < np.inf:                 # a zero effective scale: the general core
+        return None
+    limit = _E2M1.max if stochastic else overflow_threshold(_E2M1)
+    if (peak_max > limit) if stochastic else (peak_max >= limit):
+        np.maximum(np.minimum(q, _E2M1.max, out=q), -_E2M1.max, out=q)
+    if hardware_sr:
+        elements = round_random_bits(q, _E2M1, scheme.random_bits, rng)
+        out = np.multiply(elements, eff, out=elements)
+    elif stochastic:
+        elements = round_in_range_stochastic(q, _E2M1, rng, _CHUNK, q)
+        if float32:
+            out = np.multiply(elements, eff, out=np.empty(q.shape, np.float32),
+                              casting="unsafe")
+        else:
+            out = np.multiply(elements, eff, out=elements)
+    else:
+        elements = round_in_range_nearest_even(q, _E2M1, q)
+        out = np.multiply(elements, eff, out=elements)
+    return _unblock(out, b.padded, b.shape)
