@@ -158,6 +158,8 @@ def lab_gemms() -> None:
     for name, (a, b, acc) in zip(names, products, strict=False):
         updates = a.shape[0] * a.shape[1] * b.shape[1]
         magic = sequential._float16_magic_takes(a, b)
+        engine = ("scaled" if sequential._float16_scale_applies(a, b) else "magic") if magic \
+            else "cast"
         times = []
         for _ in range(max(ARGS.repeats, 10)):
             start = time.perf_counter()
@@ -165,7 +167,7 @@ def lab_gemms() -> None:
             times.append(time.perf_counter() - start)
         total += min(times)
         print(f"  {name:<8} {str(a.shape):>10} @ {str(b.shape):<10} {updates / 1e6:5.2f}M updates "
-              f"{'magic' if magic else 'cast ':<6} {min(times) * 1e3:6.2f} ms "
+              f"{engine:<6} {min(times) * 1e3:6.2f} ms "
               f"{min(times) / updates * 1e9:5.2f} ns/update")
     print(f"  {'all':<8} {'':>24} {'':>14} {total * 1e3:13.2f} ms")
 

@@ -145,6 +145,8 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
     multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
     of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
+    Where :func:`_float16_scale_applies` says so, the sums run scaled by 2**-1009 and the clamp
+    is not needed (five passes per addition instead of six; see :func:`_float16_scale_applies`).
     Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v, so the
     running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
     for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
@@ -157,6 +159,8 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     m = b.shape[1]
     if m < n:
         return _float16_magic(b.T, a.T, tile).T
+    scaled = _float16_scale_applies(a, b)
+    a_run, b_run = (a * _SCALE_A, b * _SCALE_B) if scaled else (a, b)  # exact (see there)
     out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
@@ -172,18 +176,85 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
         size = stop - start
         t, mg, mb, low = out[start:stop], magic[:size], magic_bits[:size], floor[:size]
         tb = t.view(np.uint64)
-        for block in _product_blocks(a[start:stop], b):
-            for product in block:  # (local names, positional out: a few % on narrow outputs)
+        blocks = _product_blocks(a_run[start:stop], b_run)
+        if scaled:
+            for block in blocks:
+                for product in block:  # (local names, positional out: a few % on narrow outputs)
+                    add(t, product, t)  # v * 2**-1009
+                    bitwise_and(tb, exponent, mb)
+                    add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
+                    add(t, mg, t)
+                    subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
+            continue
+        for block in blocks:
+            for product in block:
                 add(t, product, t)  # v
                 bitwise_and(tb, exponent, mb)
                 add(mb, offset, mb)
                 maximum(mg, low, out=mg)  # (positional out is deprecated here)
                 add(t, mg, t)
                 subtract(t, mg, t)  # fp16's rounding of v
+    if scaled:
+        out *= _UNSCALE  # exact: multiples of 2**-1033 below 2**-993
     rows, cols = np.nonzero(out == 0)
     if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
         out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
     return out
+
+
+_FAST_SCALE = True  # switch for the tests (the scaled loop without the clamp, else the clamp)
+_SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
+_SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
+
+
+def _float16_scale_applies(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`_float16_magic` may run its sums scaled by 2**-1009, where float64's own
+    subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
+
+    Scaled by 2**-1009, fp16's binade [2**-14, 2**-13) is [2**-1023, 2**-1022), float64's top
+    subnormal binade, and every |v| < 2**-13 is a float64 subnormal (exponent field 0). The
+    mask and the integer addition of :func:`_float16_magic` turn field f into
+    M = 1.5 * 2**(f + 42 - 1023): for f >= 1 (|v| >= 2**-13) that is 1.5 * 2**52 * U with U the
+    scaled fp16 quantum 2**(E - 10 - 1009), as unscaled; for f = 0 it is 1.5 * 2**52 * 2**-1033,
+    and 2**-1033 is fp16's quantum 2**-24 scaled, the right one for all of |v| < 2**-13 (fp16's
+    subnormals and its binade -14). So the maximum with the floor is not needed. The rest of
+    the proof holds scaled if every scaled value is the unscaled one times 2**-1009, exactly:
+
+    * the operands: a * 2**-505 and b * 2**-504 are exact when every nonzero |a|, |b| is at
+      least 2**-500 (normal results), which the lowest-bit bound below also checks;
+    * the products: the unscaled ones are exact (<= 40 bits, the caller's condition); scaled,
+      those of magnitude >= 2**-13 stay normal (exact), and the smaller ones are float64
+      subnormals, exact when they are multiples of 2**-1074, i.e. multiples of 2**-65
+      unscaled: checked by a lower bound on every product's lowest set bit (:func:`_lowest_bit`
+      of each operand, from :func:`_bits`), at least -65. BLAS's products
+      (:func:`_product_blocks`) are single exact products plus zeros, subnormal or not;
+    * the sums: a float64 sum whose result is normal rounds the same scaled or not (the same
+      significands); one whose scaled result is subnormal is exact (both addends are multiples
+      of 2**-1074), and so is the unscaled one (a multiple of 2**-65 below 2**-13: <= 52 bits);
+    * the roundings: (v + M) - M as in :func:`_float16_magic`, with M >= 1.5 * 2**-981 normal;
+      the result times 2**1009 is exact (fp16 values are multiples of 2**-24).
+
+    Float64 subnormals must be computed, not flushed: a process can switch on flush-to-zero /
+    denormals-are-zero (some libraries built with -ffast-math do), so that is checked on every
+    call, on the ufuncs and on a matrix product (:func:`_subnormals_computed`). Operand and
+    product subnormals are rare on real data (fp16 products below 2**-13); on this CPU a
+    subnormal result costs a microcode assist, which is why the operands are not scaled more.
+    """
+    if not _FAST_SCALE or a.size == 0 or b.size == 0:
+        return False
+    low_a, low_b = _lowest_bit(a, _bits(a)), _lowest_bit(b, _bits(b))
+    return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
+            and _subnormals_computed())
+
+
+def _subnormals_computed() -> bool:
+    """Whether float64 subnormals are computed exactly here (no flush-to-zero, no
+    denormals-are-zero): a product, a sum and a BLAS product with subnormal inputs and results."""
+    x = np.array([2.0**-1073, 2.0**-1060])
+    ok = (np.array_equal(x * np.array([0.5, 2.0**-4]), [2.0**-1074, 2.0**-1064])
+          and np.array_equal(x + x, [2.0**-1072, 2.0**-1059]))
+    product = np.array([[2.0**-500, 0.0]]) @ np.array([[2.0**-560], [1.0]])
+    return ok and float(product[0, 0]) == 2.0**-1060
 
 
 def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:

@@ -77,14 +77,19 @@ def _cases(rng):
 CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", "overflow"]
 
 
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
 @pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
 @pytest.mark.parametrize("case", CASES)
-def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, monkeypatch):
+def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
     monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
+    monkeypatch.setattr(sequential, "_FAST_SCALE", scale)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     applies = sequential._float16_magic_applies(a, b)
     assert applies == (case != "overflow")
+    # the scaled loop runs wherever the products' lowest bits allow (fp16 x fp16 products of
+    # values from 2**-14 up: "dead" has 2**-40 operands, "zeros" 2**-20 times 2**-10 ...)
+    assert sequential._float16_scale_applies(a, b) == (scale and case not in ("dead",))
     want = _emulated(a, b)
     fast = floatlab.matmul(a, b, ACC)
     _same_bits(fast, want)
@@ -137,3 +142,76 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     want = a.T[:, :, None] * b[:, None, :]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------ the scaled engine (no clamp): every fp16 sum
+
+
+def _sig_bits(x):
+    """Significant bits of each float64 (0 for zero)."""
+    mant = (x.view(np.uint64) & np.uint64((1 << 52) - 1)) | np.uint64(1 << 52)
+    trailing = np.zeros(x.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):  # count trailing zeros of the 53-bit significand
+        low = (mant & np.uint64((1 << shift) - 1)) == 0
+        trailing += np.where(low, shift, 0)
+        mant = np.where(low, mant >> np.uint64(shift), mant)
+    return np.where(x == 0, 0, 53 - trailing)
+
+
+def _adversarial_sums():
+    """Every finite fp16 running sum t with products p that put t + p on, beside and across
+    fp16's ties and grid points (its own binade, the ones above and below, the subnormals),
+    across zero and onto zero, and random fp16 x fp16 products."""
+    t = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    t = t[np.isfinite(t)].astype(np.float64)
+    with np.errstate(over="ignore"):  # (fp16's max has no next value: its quantum is 32)
+        ulp = np.spacing(np.abs(t).astype(np.float16)).astype(np.float64)  # fp16 quantum at t
+    ulp[~np.isfinite(ulp)] = 32.0
+    rng = np.random.default_rng(5)
+    ps = [k * ulp / 4 for k in range(-12, 13)]
+    for j in (1, 2, 11, 20, 29):  # near ties of this quantum and of the next ones
+        for q in (ulp / 2, ulp, 2 * ulp):
+            ps += [q * (1 - 2.0**-j), q * (1 + 2.0**-j), -q * (1 - 2.0**-j), -q * (1 + 2.0**-j)]
+    tiny = [0.0, 2.0**-25, 3 * 2.0**-26, 2.0**-24, 3 * 2.0**-25, 2.0**-14, 2.0**-13,
+            2.0**-14 - 2.0**-25, 2.0**-13 - 2.0**-25, 2.0**-40, 2.0**-60, 3 * 2.0**-65]
+    for d in tiny:  # across and onto zero, into the subnormals and out of them
+        ps += [-t + d, -t - d, -2 * t + d]
+    for _ in range(8):  # random fp16 x fp16 products of the magnitudes around t
+        x = _fp16(rng.standard_normal(t.size) * 4)
+        with np.errstate(over="ignore"):
+            y = _fp16(ulp * 2.0 ** rng.integers(-3, 12, t.size) * rng.standard_normal(t.size))
+        ps.append(x * y)
+    tt = np.concatenate([t] * len(ps))
+    pp = np.concatenate(ps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = tt + pp
+        exact = (v - tt == pp) & (v - pp == tt)  # no float64 rounding in t + p
+        keep = (exact & (np.abs(v) < 65504) & (_sig_bits(pp) <= 40)
+                & ((pp == 0) | (np.abs(pp) >= 2.0**-500)) & (np.mod(pp * 2.0**65, 1) == 0))
+    return tt[keep], pp[keep]
+
+
+@pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
+def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
+    # One addition t + p for every finite fp16 value t and ~90 adversarial products each
+    # (~5M sums), by the scaled engine (forced on: each pair meets its conditions, the
+    # operand-wide bound would refuse the mix) against NumPy's float64 -> float16 cast of the
+    # exact sum (one RNE rounding), and against the clamped engine.
+    monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
+    t, p = _adversarial_sums()
+    assert t.size > 4_000_000
+    a = np.stack([t, p], axis=1)  # out[i] = round(round(0 + t[i]) + p[i]) = round(t[i] + p[i])
+    b = np.ones((2, 1))
+    want = (t + p).astype(np.float16).astype(np.float64)
+    want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
+    monkeypatch.setattr(sequential, "_float16_scale_applies", lambda a, b: True)
+    scaled = sequential._float16_magic(a, b)
+    monkeypatch.setattr(sequential, "_float16_scale_applies", lambda a, b: False)
+    clamped = sequential._float16_magic(a, b)
+    nonzero = want != 0  # zero totals are replayed for their sign by the cast path
+    _same_bits(scaled[:, 0][nonzero], want[nonzero])
+    _same_bits(clamped, scaled)
+    # the tests above reached every kind of sum
+    assert (np.abs(want) < 2.0**-14).sum() > 10_000 and (want == 0).sum() > 50_000
+    midpoint = np.mod((t + p) * 2.0**25, 2) == 1  # exact fp16 ties in the subnormal range
+    assert (midpoint & (np.abs(t + p) < 2.0**-14)).sum() > 1000
