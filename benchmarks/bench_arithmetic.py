@@ -140,7 +140,7 @@ def lab() -> None:
 
 def lab_gemms() -> None:
     """Each matrix product of one fp16-accumulated step, timed on its own operands."""
-    from floatlab import sequential
+    from floatlab import fp16_matmul
     from floatlab.mixed import gemm
 
     step, products = lab_step(floatlab.Accumulator("fp16")), []
@@ -157,8 +157,8 @@ def lab_gemms() -> None:
     total = 0.0
     for name, (a, b, acc) in zip(names, products, strict=False):
         updates = a.shape[0] * a.shape[1] * b.shape[1]
-        magic = sequential._float16_magic_takes(a, b)
-        engine = ("scaled" if sequential._float16_scale_applies(a, b) else "magic") if magic \
+        magic = fp16_matmul._float16_magic_takes(a, b)
+        engine = ("scaled" if fp16_matmul._float16_scale_applies(a, b) else "magic") if magic \
             else "cast"
         times = []
         for _ in range(max(ARGS.repeats, 10)):

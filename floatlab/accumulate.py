@@ -40,13 +40,12 @@ from floatlab import blockfma as _blockfma
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.fp16_matmul import _float16_cast_adds, _float16_products
 from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 from floatlab.sequential import (
     _bits,
-    _float16_cast_adds,
-    _float16_products,
     _kahan_engine,
     _native_accumulate,
     _native_dtype,

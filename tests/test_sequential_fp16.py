@@ -1,7 +1,7 @@
-"""The fp16 round-to-nearest matmul engines of floatlab.sequential against the emulated path.
+"""The fp16 round-to-nearest matmul engines of floatlab.fp16_matmul against the emulated path.
 
 ``floatlab.matmul(a, b, Accumulator("fp16"))`` on float16 operands runs the magic-constant
-engine (float64 passes, :func:`floatlab.sequential._float16_magic`) where no running sum can
+engine (float64 passes, :func:`floatlab.fp16_matmul._float16_magic`) where no running sum can
 overflow and the output is large enough, else NumPy's float64 -> float16 cast per addition.
 Both must equal the general per-step path (TwoSum, round to odd, floatlab.round per addition)
 bit for bit, signed zeros included, on data with ties, subnormals, sign changes, exact
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import sequential
+from floatlab import fp16_matmul, sequential
 from floatlab.accumulate import Accumulator, _ProductTerms, _sequential
 
 ACC = Accumulator("fp16")
@@ -81,25 +81,25 @@ CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", 
 @pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
 @pytest.mark.parametrize("case", CASES)
 def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
-    monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
-    monkeypatch.setattr(sequential, "_FAST_SCALE", scale)
+    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
+    monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
-    applies = sequential._float16_magic_applies(a, b)
+    applies = fp16_matmul._float16_magic_applies(a, b)
     assert applies == (case != "overflow")
     # the scaled loop runs wherever the products' lowest bits allow (fp16 x fp16 products of
     # values from 2**-14 up: "dead" has 2**-40 operands, "zeros" 2**-20 times 2**-10 ...)
-    assert sequential._float16_scale_applies(a, b) == (scale and case not in ("dead",))
+    assert fp16_matmul._float16_scale_applies(a, b) == (scale and case not in ("dead",))
     want = _emulated(a, b)
     fast = floatlab.matmul(a, b, ACC)
     _same_bits(fast, want)
-    _same_bits(sequential._float16_cast_products(a, b), want)
+    _same_bits(fp16_matmul._float16_cast_products(a, b), want)
     if applies:
-        _same_bits(sequential._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
         # the transposed problem (the engine transposes when the last axis is the shorter)
-        _same_bits(sequential._float16_magic(b.T, a.T), want.T)
+        _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
         # several tiles of rows, the last one short
-        _same_bits(sequential._float16_magic(a, b, tile=5 * b.shape[1]), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
     if case == "zeros":
         assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
     if case == "dead":  # +0 and -0 totals in every row
@@ -130,7 +130,7 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     # aside, which the magic engine never reads): every block size, a ragged last block,
     # subnormal float64 products, zeros of both signs and 35-bit products (float32 times
     # float16 values, the widest the fp16 engines see).
-    monkeypatch.setattr(sequential, "_PRODUCT_BLOCK_INDICES", block)
+    monkeypatch.setattr(fp16_matmul, "_PRODUCT_BLOCK_INDICES", block)
     rng = np.random.default_rng(block)
     a = rng.standard_normal((9, 11)) * 2.0 ** rng.integers(-30, 30, (9, 11))
     b = rng.standard_normal((11, 13)) * 2.0 ** rng.integers(-20, 10, (11, 13))
@@ -138,7 +138,7 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     b = _fp16(b)
     a[0, 0], a[1, 2], b[3, 4] = -0.0, 2.0**-1000, -0.0
     b[2, :] = 2.0**-60  # with a[1, 2]: products below float64's normal range
-    got = np.concatenate([part.copy() for part in sequential._product_blocks(a, b)])
+    got = np.concatenate([part.copy() for part in fp16_matmul._product_blocks(a, b)])
     want = a.T[:, :, None] * b[:, None, :]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
@@ -197,17 +197,17 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     # (~5M sums), by the scaled engine (forced on: each pair meets its conditions, the
     # operand-wide bound would refuse the mix) against NumPy's float64 -> float16 cast of the
     # exact sum (one RNE rounding), and against the clamped engine.
-    monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
+    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
     t, p = _adversarial_sums()
     assert t.size > 4_000_000
     a = np.stack([t, p], axis=1)  # out[i] = round(round(0 + t[i]) + p[i]) = round(t[i] + p[i])
     b = np.ones((2, 1))
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
-    monkeypatch.setattr(sequential, "_float16_scale_applies", lambda a, b: True)
-    scaled = sequential._float16_magic(a, b)
-    monkeypatch.setattr(sequential, "_float16_scale_applies", lambda a, b: False)
-    clamped = sequential._float16_magic(a, b)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b: True)
+    scaled = fp16_matmul._float16_magic(a, b)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b: False)
+    clamped = fp16_matmul._float16_magic(a, b)
     nonzero = want != 0  # zero totals are replayed for their sign by the cast path
     _same_bits(scaled[:, 0][nonzero], want[nonzero])
     _same_bits(clamped, scaled)
