@@ -116,16 +116,28 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
     for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
     zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
-    path (:func:`_float16_cast_dots`). Outputs are computed transposed when that makes the
-    last axis longer (each output's sum has the same terms in the same order), in tiles that
-    stay in cache; the products come from :func:`_product_blocks`.
+    path (:func:`_float16_cast_dots`). Outputs are computed in tiles of rows that stay in
+    cache, transposed where that is cheaper (each output's sum has the same terms in the same
+    order); the products come from :func:`_product_blocks`, or from :func:`_compact_blocks`
+    where the zero products of a's rows are worth leaving out (:func:`_float16_plan`).
     """
+    compact, transpose = _float16_plan(a, b, tile)
+    if transpose:
+        return _float16_magic_rows(b.T, a.T, tile, compact).T
+    return _float16_magic_rows(a, b, tile, compact)
+
+
+def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, compact: bool) -> np.ndarray:
+    """:func:`_float16_magic` in the orientation it chose; ``compact``: leave out the zero
+    products of each row of a (its rows sorted by their count of nonzeros, so that the rows of
+    a tile need about the same number of additions)."""
     n, k = a.shape
     m = b.shape[1]
-    if m < n:
-        return _float16_magic(b.T, a.T, tile).T
     scaled = _float16_scale_applies(a, b)
     a_run, b_run = (a * _SCALE_A, b * _SCALE_B) if scaled else (a, b)  # exact (see there)
+    if compact:
+        perm = np.argsort(np.count_nonzero(a, axis=1), kind="stable")
+        a_run = a_run[perm]
     out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
@@ -141,7 +153,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
         size = stop - start
         t, mg, mb, low = out[start:stop], magic[:size], magic_bits[:size], floor[:size]
         tb = t.view(np.uint64)
-        blocks = _product_blocks(a_run[start:stop], b_run)
+        blocks = (_compact_blocks if compact else _product_blocks)(a_run[start:stop], b_run)
         if scaled:
             for block in blocks:
                 for product in block:  # (local names, positional out: a few % on narrow outputs)
@@ -161,6 +173,8 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
                 subtract(t, mg, t)  # fp16's rounding of v
     if scaled:
         out *= _UNSCALE  # exact: multiples of 2**-1033 below 2**-993
+    if compact:
+        out[perm] = out.copy()
     rows, cols = np.nonzero(out == 0)
     if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
         out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
@@ -287,6 +301,75 @@ def _product_blocks(a: np.ndarray, b: np.ndarray):
     for block in range(blocks):
         np.matmul(diagonal[block], b_rows[block * g : (block + 1) * g], out=work)
         yield work.reshape(g, n, m)[: builtins.min(g, k - block * g)]
+
+
+_FAST_COMPACT = True  # switch for the tests (zero products left out, else all added)
+# Cost model of the loop per tile and addition, in microseconds (this CPU, 2 cores, measured
+# on the lab's shapes): five passes of _CALL_US overhead and _PASS_NS per output; products by
+# BLAS (one call per 4 additions) or gathered (two calls and the loop, a cost per row and
+# per output).
+_CALL_US, _PASS_NS = 0.28, 0.96
+_BLAS_US, _BLAS_NS = 0.15, 0.54
+_GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
+_ORDER_NS = 6.5  # per element of a: the stable sort that puts each row's nonzeros first
+
+
+def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
+    """(compact, transpose) for :func:`_float16_magic`: the cheapest of the dense loop with
+    the longer last axis (as before) and the compact loops on a's rows or on b's columns
+    (ReLU's zeros: half the products of the lab's hidden layers are exact zeros), by the cost
+    model above. The compact loop's additions per tile are the largest count of nonzeros among
+    its rows, after sorting the rows by that count."""
+    n, k = a.shape
+    m = b.shape[1]
+
+    def dense(rows_n: int, cols: int) -> float:
+        tiles = -(-rows_n // builtins.max(1, tile // cols))
+        return k * (tiles * (5 * _CALL_US + _BLAS_US)
+                    + rows_n * cols * (_PASS_NS + _BLAS_NS) * 1e-3)
+
+    def compact(rows_n: int, cols: int, counts: np.ndarray) -> float:
+        rows = builtins.max(1, tile // cols)
+        ends = np.minimum(np.arange(rows, rows_n + rows, rows), rows_n)  # each tile's end
+        steps = np.sort(counts)[ends - 1]  # its largest count
+        per_tile = np.diff(ends, prepend=0)
+        return rows_n * k * _ORDER_NS * 1e-3 + float((steps * (
+            5 * _CALL_US + _GATHER_US
+            + per_tile * (_GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3)).sum())
+
+    options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
+    if _FAST_COMPACT and k > 1:
+        options[(True, False)] = compact(n, m, np.count_nonzero(a, axis=1))
+        options[(True, True)] = compact(m, n, np.count_nonzero(b, axis=0))
+    return min(options, key=options.get)
+
+
+def _compact_blocks(a: np.ndarray, b: np.ndarray):
+    """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out:
+    step s adds, to row i, its s-th product with a nonzero a[i, k] (in order of k), or an exact
+    zero once the row has none left; (1, n, m) blocks (valid until the next is asked for).
+
+    Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
+    sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
+    value, which its rounding keeps; and the order of the other additions is kept (a stable
+    sort). The padding products are 0 * b[k, j] = +-0 (b finite: the caller's bound). Each
+    product is NumPy's float64 product ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows
+    are gathered by ``np.take(mode="clip")`` (every index is in range), a few times faster than
+    the default mode's bounds checks.
+    """
+    n = a.shape[0]
+    m = b.shape[1]
+    b = np.ascontiguousarray(b)  # (a transposed operand gathers rows many times slower)
+    nonzero = np.ascontiguousarray(a) != 0
+    steps = int(np.count_nonzero(nonzero, axis=1).max(initial=0))
+    order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]  # nonzeros first, in order
+    values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)[:, :, None]
+    index = np.ascontiguousarray(order.T)
+    work = np.empty((1, n, m))
+    for s in range(steps):
+        np.take(b, index[s], axis=0, out=work[0], mode="clip")
+        np.multiply(work[0], values[s], out=work[0])
+        yield work
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:

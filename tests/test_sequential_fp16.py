@@ -108,6 +108,37 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypa
         assert np.isinf(want).any()
 
 
+@pytest.mark.parametrize("plan", [(False, False), (False, True), (True, False), (True, True)],
+                         ids=["dense", "dense-transposed", "compact-rows", "compact-columns"])
+@pytest.mark.parametrize("case", CASES[:-1])
+def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
+    # _float16_plan picks the loop by a cost model; every choice must give the same bits:
+    # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
+    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short
+    rng = np.random.default_rng(11)
+    _, a, b = next(c for c in _cases(rng) if c[0] == case)
+    a, b = a.copy(), b.copy()
+    a[10:16], b[:, 20:26] = 0.0, -0.0
+    want = _emulated(a, b)
+    monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile: plan)
+    for scale in (True, False):
+        monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=7 * a.shape[0]), want)
+
+
+def test_the_plan_leaves_out_relu_zeros():
+    # the lab's hidden layer: half of x's entries are ReLU zeros, so the compact loop on x's
+    # rows does about half the additions; dense operands keep the dense loop
+    rng = np.random.default_rng(3)
+    x = _fp16(np.maximum(rng.standard_normal((512, 64)), 0))
+    w = _fp16(rng.standard_normal((64, 64)) * 0.1)
+    assert fp16_matmul._float16_plan(x, w, 16384) == (True, False)
+    assert fp16_matmul._float16_plan(w.T, x.T, 16384) == (True, True)
+    assert fp16_matmul._float16_plan(np.abs(x) + 1, w, 16384)[0] is False
+
+
 def test_bits_bounds_the_significant_bits():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((30, 40))
