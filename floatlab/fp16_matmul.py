@@ -312,6 +312,8 @@ _CALL_US, _PASS_NS = 0.28, 0.96
 _BLAS_US, _BLAS_NS = 0.15, 0.54
 _GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
 _ORDER_NS = 6.5  # per element of a: the stable sort that puts each row's nonzeros first
+_GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow outputs (fewer
+#                          calls), one step on wide ones (the buffer stays in L1 / L2)
 
 
 def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
@@ -333,8 +335,9 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
         ends = np.minimum(np.arange(rows, rows_n + rows, rows), rows_n)  # each tile's end
         steps = np.sort(counts)[ends - 1]  # its largest count
         per_tile = np.diff(ends, prepend=0)
+        gather = _GATHER_US * (0.2 + 0.8 / np.clip(_GATHER_OUTPUTS // (per_tile * cols), 1, 8))
         return rows_n * k * _ORDER_NS * 1e-3 + float((steps * (
-            5 * _CALL_US + _GATHER_US
+            5 * _CALL_US + gather
             + per_tile * (_GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3)).sum())
 
     options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
@@ -347,7 +350,7 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
 def _compact_blocks(a: np.ndarray, b: np.ndarray):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out:
     step s adds, to row i, its s-th product with a nonzero a[i, k] (in order of k), or an exact
-    zero once the row has none left; (1, n, m) blocks (valid until the next is asked for).
+    zero once the row has none left; (g, n, m) blocks (valid until the next is asked for).
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -365,11 +368,14 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray):
     order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]  # nonzeros first, in order
     values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)[:, :, None]
     index = np.ascontiguousarray(order.T)
-    work = np.empty((1, n, m))
-    for s in range(steps):
-        np.take(b, index[s], axis=0, out=work[0], mode="clip")
-        np.multiply(work[0], values[s], out=work[0])
-        yield work
+    g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
+    work = np.empty((g, n, m))
+    take, multiply = b.take, np.multiply  # (the method: np.take's wrapper costs a microsecond)
+    for s in range(0, steps, g):
+        block = work[: builtins.min(g, steps - s)]
+        take(index[s : s + g], 0, block, "clip")
+        multiply(block, values[s : s + g], block)
+        yield block
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
