@@ -135,8 +135,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, compact: bool) 
     m = b.shape[1]
     scaled = _float16_scale_applies(a, b)
     a_run, b_run = (a * _SCALE_A, b * _SCALE_B) if scaled else (a, b)  # exact (see there)
-    if compact:
-        perm = np.argsort(np.count_nonzero(a, axis=1), kind="stable")
+    if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
+        perm = np.argsort(-np.count_nonzero(a, axis=1), kind="stable")
         a_run = a_run[perm]
     out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
@@ -151,19 +151,24 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, compact: bool) 
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
         size = stop - start
-        t, mg, mb, low = out[start:stop], magic[:size], magic_bits[:size], floor[:size]
-        tb = t.view(np.uint64)
-        blocks = (_compact_blocks if compact else _product_blocks)(a_run[start:stop], b_run)
-        if scaled:
-            for block in blocks:
+        if compact:
+            blocks = _compact_blocks(a_run[start:stop], b_run)
+        else:
+            blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
+        active = -1
+        for r, block in blocks:  # the first r rows of the tile take part in these steps
+            if r != active:
+                active = r
+                t, mg, mb = out[start : start + r], magic[:r], magic_bits[:r]
+                tb, low = t.view(np.uint64), floor[:r]
+            if scaled:
                 for product in block:  # (local names, positional out: a few % on narrow outputs)
                     add(t, product, t)  # v * 2**-1009
                     bitwise_and(tb, exponent, mb)
                     add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
                     add(t, mg, t)
                     subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
-            continue
-        for block in blocks:
+                continue
             for product in block:
                 add(t, product, t)  # v
                 bitwise_and(tb, exponent, mb)
@@ -332,13 +337,14 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
 
     def compact(rows_n: int, cols: int, counts: np.ndarray) -> float:
         rows = builtins.max(1, tile // cols)
-        ends = np.minimum(np.arange(rows, rows_n + rows, rows), rows_n)  # each tile's end
-        steps = np.sort(counts)[ends - 1]  # its largest count
-        per_tile = np.diff(ends, prepend=0)
+        counts = np.sort(counts)[::-1]
+        starts = np.arange(0, rows_n, rows)
+        steps = counts[starts]  # each tile's largest count: its number of steps
+        per_tile = np.diff(np.append(starts, rows_n))
         gather = _GATHER_US * (0.2 + 0.8 / np.clip(_GATHER_OUTPUTS // (per_tile * cols), 1, 8))
-        return rows_n * k * _ORDER_NS * 1e-3 + float((steps * (
-            5 * _CALL_US + gather
-            + per_tile * (_GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3)).sum())
+        # every step costs its calls; each row only the steps it takes part in
+        return (rows_n * k * _ORDER_NS * 1e-3 + float((steps * (5 * _CALL_US + gather)).sum())
+                + float(counts.sum()) * (_GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3)
 
     options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
     if _FAST_COMPACT and k > 1:
@@ -348,34 +354,40 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
 
 
 def _compact_blocks(a: np.ndarray, b: np.ndarray):
-    """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out:
-    step s adds, to row i, its s-th product with a nonzero a[i, k] (in order of k), or an exact
-    zero once the row has none left; (g, n, m) blocks (valid until the next is asked for).
+    """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
+    rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
+    nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
+    take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
+    is asked for); the rows of a block that run out before its last step get exact zeros.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
     value, which its rounding keeps; and the order of the other additions is kept (a stable
     sort). The padding products are 0 * b[k, j] = +-0 (b finite: the caller's bound). Each
     product is NumPy's float64 product ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows
-    are gathered by ``np.take(mode="clip")`` (every index is in range), a few times faster than
+    are gathered by ``b.take(mode="clip")`` (every index is in range), a few times faster than
     the default mode's bounds checks.
     """
     n = a.shape[0]
     m = b.shape[1]
     b = np.ascontiguousarray(b)  # (a transposed operand gathers rows many times slower)
     nonzero = np.ascontiguousarray(a) != 0
-    steps = int(np.count_nonzero(nonzero, axis=1).max(initial=0))
+    counts = np.count_nonzero(nonzero, axis=1)
+    steps = int(counts.max(initial=0))
+    # active[s]: the rows with more than s nonzeros (counts fall along the rows)
+    active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]  # nonzeros first, in order
     values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)[:, :, None]
     index = np.ascontiguousarray(order.T)
     g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
-    work = np.empty((g, n, m))
+    work = np.empty(g * n * m)
     take, multiply = b.take, np.multiply  # (the method: np.take's wrapper costs a microsecond)
     for s in range(0, steps, g):
-        block = work[: builtins.min(g, steps - s)]
-        take(index[s : s + g], 0, block, "clip")
-        multiply(block, values[s : s + g], block)
-        yield block
+        r, h = int(active[s]), builtins.min(g, steps - s)
+        block = work[: h * r * m].reshape(h, r, m)
+        take(index[s : s + h, :r], 0, block, "clip")
+        multiply(block, values[s : s + h, :r], block)
+        yield r, block
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
