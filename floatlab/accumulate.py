@@ -343,7 +343,7 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         return partial if keep else (partial[-1] if n else np.zeros(m))
     if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
             and _float16_cast_adds(acc, terms):
-        return _float16_products(terms.a, terms.b).reshape(-1)
+        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b)).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):

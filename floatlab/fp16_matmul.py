@@ -23,7 +23,8 @@ from floatlab.sequential import _bits, _lowest_bit
 if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fields
     from floatlab.accumulate import Accumulator, _Terms
 
-def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _float16_products(a: np.ndarray, b: np.ndarray,
+                      bits: tuple[int, int] | None = None) -> np.ndarray:
     """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
 
     Where :func:`_float16_magic_applies` says so, :func:`_float16_magic` (float64 passes, no
@@ -32,7 +33,7 @@ def _float16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     :func:`_float16_cast_adds`.
     """
     if _float16_magic_takes(a, b):
-        return _float16_magic(a, b)
+        return _float16_magic(a, b, bits=bits)
     return _float16_cast_products(a, b)
 
 
@@ -96,7 +97,8 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
     return peak * growth < 65504.0  # (NaN compares false)
 
 
-def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarray:
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384,
+                   bits: tuple[int, int] | None = None) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 
     Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
@@ -121,23 +123,31 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384) -> np.ndarra
     order); the products come from :func:`_product_blocks`, or from :func:`_compact_blocks`
     where the zero products of a's rows are worth leaving out (:func:`_float16_plan`).
     """
-    compact, transpose = _float16_plan(a, b, tile)
+    counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
+    compact, transpose = _float16_plan(a, b, tile, counts)
+    bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
+    if compact and transpose not in counts:
+        counts[transpose] = np.count_nonzero(b, axis=0) if transpose else np.count_nonzero(
+            a, axis=1)
+    rows = counts[transpose] if compact else None
     if transpose:
-        return _float16_magic_rows(b.T, a.T, tile, compact).T
-    return _float16_magic_rows(a, b, tile, compact)
+        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
+    return _float16_magic_rows(a, b, tile, rows, bits)
 
 
-def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, compact: bool) -> np.ndarray:
-    """:func:`_float16_magic` in the orientation it chose; ``compact``: leave out the zero
-    products of each row of a (its rows sorted by their count of nonzeros, so that the rows of
-    a tile need about the same number of additions)."""
+def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
+                        bits: tuple[int, int]) -> np.ndarray:
+    """:func:`_float16_magic` in the orientation it chose. With ``counts``, each row of a's
+    count of nonzeros: leave out the zero products of each row (:func:`_compact_blocks`);
+    ``bits``: a's and b's (:func:`_bits`)."""
     n, k = a.shape
     m = b.shape[1]
-    scaled = _float16_scale_applies(a, b)
+    compact = counts is not None
+    scaled = _float16_scale_applies(a, b, bits)
     a_run, b_run = (a * _SCALE_A, b * _SCALE_B) if scaled else (a, b)  # exact (see there)
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
-        perm = np.argsort(-np.count_nonzero(a, axis=1), kind="stable")
-        a_run = a_run[perm]
+        perm = np.argsort(-counts, kind="stable")
+        a_run, counts = a_run[perm], counts[perm]
     out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
@@ -152,7 +162,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, compact: bool) 
         stop = builtins.min(n, start + rows)
         size = stop - start
         if compact:
-            blocks = _compact_blocks(a_run[start:stop], b_run)
+            blocks = _compact_blocks(a_run[start:stop], b_run, counts[start:stop])
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -191,7 +201,8 @@ _SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
 _SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
 
 
-def _float16_scale_applies(a: np.ndarray, b: np.ndarray) -> bool:
+def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
+                           bits: tuple[int, int] | None = None) -> bool:
     """Whether :func:`_float16_magic` may run its sums scaled by 2**-1009, where float64's own
     subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
 
@@ -226,7 +237,8 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray) -> bool:
     """
     if not _FAST_SCALE or a.size == 0 or b.size == 0:
         return False
-    low_a, low_b = _lowest_bit(a, _bits(a)), _lowest_bit(b, _bits(b))
+    bits_a, bits_b = (_bits(a), _bits(b)) if bits is None else bits
+    low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)
     return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
             and _subnormals_computed())
 
@@ -321,12 +333,14 @@ _GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow o
 #                          calls), one step on wide ones (the buffer stays in L1 / L2)
 
 
-def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
+def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
+                  counts: dict[bool, np.ndarray] | None = None) -> tuple[bool, bool]:
     """(compact, transpose) for :func:`_float16_magic`: the cheapest of the dense loop with
     the longer last axis (as before) and the compact loops on a's rows or on b's columns
     (ReLU's zeros: half the products of the lab's hidden layers are exact zeros), by the cost
     model above. The compact loop's additions per tile are the largest count of nonzeros among
-    its rows, after sorting the rows by that count."""
+    its rows, after sorting the rows by that count. ``counts`` gets the counts of nonzeros of
+    a's rows (key False) and b's columns (key True), for the loop to reuse."""
     n, k = a.shape
     m = b.shape[1]
 
@@ -348,12 +362,15 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int) -> tuple[bool, bool]:
 
     options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
     if _FAST_COMPACT and k > 1:
-        options[(True, False)] = compact(n, m, np.count_nonzero(a, axis=1))
-        options[(True, True)] = compact(m, n, np.count_nonzero(b, axis=0))
+        counted = {False: np.count_nonzero(a, axis=1), True: np.count_nonzero(b, axis=0)}
+        if counts is not None:
+            counts.update(counted)
+        options[(True, False)] = compact(n, m, counted[False])
+        options[(True, True)] = compact(m, n, counted[True])
     return min(options, key=options.get)
 
 
-def _compact_blocks(a: np.ndarray, b: np.ndarray):
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
@@ -372,7 +389,7 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray):
     m = b.shape[1]
     b = np.ascontiguousarray(b)  # (a transposed operand gathers rows many times slower)
     nonzero = np.ascontiguousarray(a) != 0
-    counts = np.count_nonzero(nonzero, axis=1)
+    counts = np.count_nonzero(nonzero, axis=1) if counts is None else counts  # (rows of a)
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]

@@ -120,12 +120,17 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
     a, b = a.copy(), b.copy()
     a[10:16], b[:, 20:26] = 0.0, -0.0
     want = _emulated(a, b)
-    monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile: plan)
+    monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile, counts=None: plan)
+    calls = []
+    compact_blocks = fp16_matmul._compact_blocks
+    monkeypatch.setattr(fp16_matmul, "_compact_blocks",
+                        lambda *args: calls.append(1) or compact_blocks(*args))
     for scale in (True, False):
         monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
         _same_bits(fp16_matmul._float16_magic(a, b), want)
         _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
         _same_bits(fp16_matmul._float16_magic(a, b, tile=7 * a.shape[0]), want)
+    assert bool(calls) == plan[0]  # the compact loop ran where asked, and only there
 
 
 def test_the_plan_leaves_out_relu_zeros():
@@ -235,9 +240,9 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     b = np.ones((2, 1))
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: True)
     scaled = fp16_matmul._float16_magic(a, b)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b: False)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: False)
     clamped = fp16_matmul._float16_magic(a, b)
     nonzero = want != 0  # zero totals are replayed for their sign by the cast path
     _same_bits(scaled[:, 0][nonzero], want[nonzero])
