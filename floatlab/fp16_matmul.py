@@ -6,9 +6,11 @@ products of at most 40 bits, see :func:`_float16_cast_adds`). Where a cheap boun
 overflow it runs :func:`_float16_magic`: float64 passes that round each running sum with a
 magic constant built from its exponent bits, scaled by 2**-1009 where float64's subnormal
 range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
-few inner indices at a time (:func:`_product_blocks`). Elsewhere NumPy's float64 -> float16
-cast rounds each addition (:func:`_float16_cast_products`). Every fast path has a switch and
-is tested bit for bit against the emulated per-step path (``tests/test_sequential_fp16.py``).
+few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
+(:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
+(:func:`_compact_blocks`). Elsewhere NumPy's float64 -> float16 cast rounds each addition
+(:func:`_float16_cast_products`). Every fast path has a switch and is tested bit for bit
+against the emulated per-step path (``tests/test_sequential_fp16.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from floatlab.sequential import _bits, _lowest_bit
 
 if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fields
     from floatlab.accumulate import Accumulator, _Terms
+
 
 def _float16_products(a: np.ndarray, b: np.ndarray,
                       bits: tuple[int, int] | None = None) -> np.ndarray:
@@ -156,7 +159,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
     # loop is faster with two arrays than with an array and a scalar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
-    floor = np.full(shape, _FP16_SUBNORMAL_MAGIC)
+    floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
     add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
