@@ -16,8 +16,9 @@ Three tables (targets from the issue):
    DeepSeek's truncating e8m13 accumulator promoted to float32 every 128: target at most 10x.
    BLAS is pinned to one thread (tiny matrices; see bench_training.py). ``--lab-gemms`` adds
    the fp16 step's eight matrix products one by one: shape, accumulator updates (M * K * N),
-   the engine that runs it, time (best of the repeats: the machine may be shared) and
-   nanoseconds per update.
+   the engine that runs it (floatlab.fp16_matmul: "scaled" / "magic" float64 passes, "compact"
+   when each row's zero products are left out, or NumPy's float16 "cast"), time (best of the
+   repeats: the machine may be shared) and nanoseconds per update.
 
     python benchmarks/bench_arithmetic.py [--repeats 5] [--lab-only] [--lab-gemms]
 """
@@ -158,8 +159,11 @@ def lab_gemms() -> None:
     for name, (a, b, acc) in zip(names, products, strict=False):
         updates = a.shape[0] * a.shape[1] * b.shape[1]
         magic = fp16_matmul._float16_magic_takes(a, b)
-        engine = ("scaled" if fp16_matmul._float16_scale_applies(a, b) else "magic") if magic \
-            else "cast"
+        engine = "cast"
+        if magic:
+            compact, transpose = fp16_matmul._float16_plan(a, b, 16384)
+            engine = ("scaled" if fp16_matmul._float16_scale_applies(a, b) else "magic") + (
+                " compact" if compact else "")
         times = []
         for _ in range(max(ARGS.repeats, 10)):
             start = time.perf_counter()
@@ -167,9 +171,9 @@ def lab_gemms() -> None:
             times.append(time.perf_counter() - start)
         total += min(times)
         print(f"  {name:<8} {str(a.shape):>10} @ {str(b.shape):<10} {updates / 1e6:5.2f}M updates "
-              f"{engine:<6} {min(times) * 1e3:6.2f} ms "
+              f"{engine:<14} {min(times) * 1e3:6.2f} ms "
               f"{min(times) / updates * 1e9:5.2f} ns/update")
-    print(f"  {'all':<8} {'':>24} {'':>14} {total * 1e3:13.2f} ms")
+    print(f"  {'all':<8} {'':>24} {'':>14} {total * 1e3:21.2f} ms")
 
 
 if ARGS.lab_only or ARGS.lab_gemms:
