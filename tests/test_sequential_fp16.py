@@ -251,3 +251,25 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     assert (np.abs(want) < 2.0**-14).sum() > 10_000 and (want == 0).sum() > 50_000
     midpoint = np.mod((t + p) * 2.0**25, 2) == 1  # exact fp16 ties in the subnormal range
     assert (midpoint & (np.abs(t + p) < 2.0**-14)).sum() > 1000
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept-buffers", "fresh-buffers"])
+def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
+    # the engines reuse per-thread work buffers (_scratch): a result must not change when the
+    # next product runs, inputs are never written, and buffers too large to keep give the same
+    # bits
+    if not keep:
+        monkeypatch.setattr(fp16_matmul, "_SCRATCH_MAX", 0)
+    rng = np.random.default_rng(4)
+    cases = {name: (a, b) for name, a, b in _cases(rng)}
+    a, b = cases["lab"]
+    a0, b0 = a.copy(), b.copy()
+    first = floatlab.matmul(a, b, ACC)
+    kept = first.copy()
+    for name in ("random", "zeros", "dead", "lab"):
+        floatlab.matmul(*cases[name], ACC)
+        floatlab.matmul(cases[name][1].T, cases[name][0].T, ACC)
+    _same_bits(first, kept)
+    _same_bits(first, _emulated(a0, b0))
+    _same_bits(a, a0)
+    _same_bits(b, b0)
