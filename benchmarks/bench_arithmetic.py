@@ -161,7 +161,7 @@ def lab_gemms() -> None:
         magic = fp16_matmul._float16_magic_takes(a, b)
         engine = "cast"
         if magic:
-            compact, transpose = fp16_matmul._float16_plan(a, b, 16384)
+            compact, transpose = fp16_matmul._float16_plan(a, b, fp16_matmul._TILE_OUTPUTS)
             engine = ("scaled" if fp16_matmul._float16_scale_applies(a, b) else "magic") + (
                 " compact" if compact else "")
         times = []

@@ -105,6 +105,7 @@ _PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
 
 
 _FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
+_TILE_OUTPUTS = 32768  # running sums per tile: 256 KiB per buffer, in L2 (a few % over 16K)
 _FP16_EXPONENT = np.uint64(0x7FF0000000000000)
 _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
 _FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
@@ -127,7 +128,7 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
     return peak * growth < 65504.0  # (NaN compares false)
 
 
-def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = 16384,
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
                    bits: tuple[int, int] | None = None) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 

@@ -139,9 +139,9 @@ def test_the_plan_leaves_out_relu_zeros():
     rng = np.random.default_rng(3)
     x = _fp16(np.maximum(rng.standard_normal((512, 64)), 0))
     w = _fp16(rng.standard_normal((64, 64)) * 0.1)
-    assert fp16_matmul._float16_plan(x, w, 16384) == (True, False)
-    assert fp16_matmul._float16_plan(w.T, x.T, 16384) == (True, True)
-    assert fp16_matmul._float16_plan(np.abs(x) + 1, w, 16384)[0] is False
+    assert fp16_matmul._float16_plan(x, w, fp16_matmul._TILE_OUTPUTS) == (True, False)
+    assert fp16_matmul._float16_plan(w.T, x.T, fp16_matmul._TILE_OUTPUTS) == (True, True)
+    assert fp16_matmul._float16_plan(np.abs(x) + 1, w, fp16_matmul._TILE_OUTPUTS)[0] is False
 
 
 def test_bits_bounds_the_significant_bits():
