@@ -174,7 +174,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
-    scaled = _float16_scale_applies(a, b, bits)
+    scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits)
     a_run, b_run = a, b
     if scaled:  # exact (see there)
         a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
@@ -236,6 +236,17 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
 _FAST_SCALE = True  # switch for the tests (the scaled loop without the clamp, else the clamp)
 _SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
 _SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
+
+
+def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int) -> bool:
+    """Whether the scaled loop's saving (one pass and one call per addition) outweighs what it
+    adds (its check, scaling the operands and the result; measured, microseconds): not on the
+    lab's narrow products with few additions per output (fwd 3, dgrad 3)."""
+    n, k = a.shape
+    m = b.shape[1]
+    tiles = -(-n // builtins.max(1, tile // m))
+    saving = k * (tiles * _CALL_US + n * m * _PASS_NS / 5 * 1e-3)
+    return saving > 8.0 + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
 
 
 def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
@@ -391,22 +402,25 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
 
     def compact(rows_n: int, cols: int, counts: np.ndarray) -> float:
         rows = builtins.max(1, tile // cols)
-        counts = np.sort(counts)[::-1]
-        starts = np.arange(0, rows_n, rows)
-        steps = counts[starts]  # each tile's largest count: its number of steps
-        per_tile = np.diff(np.append(starts, rows_n))
-        gather = _GATHER_US * (0.2 + 0.8 / np.clip(_GATHER_OUTPUTS // (per_tile * cols), 1, 8))
-        # every step costs its calls; each row only the steps it takes part in
-        return (rows_n * k * _ORDER_NS * 1e-3 + float((steps * (5 * _CALL_US + gather)).sum())
-                + float(counts.sum()) * (_GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3)
+        counts = np.sort(counts)[::-1] if rows < rows_n else counts
+        cost = rows_n * k * _ORDER_NS * 1e-3 + float(counts.sum()) * (
+            _GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3
+        for start in range(0, rows_n, rows):  # every step costs its calls (each tile's
+            size = builtins.min(rows, rows_n - start)  # largest count: its steps)
+            steps = int(counts[start]) if rows < rows_n else int(counts.max())
+            per_call = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // (size * cols)))
+            cost += steps * (5 * _CALL_US + _GATHER_US * (0.2 + 0.8 / per_call))
+        return cost
 
     options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
     if _FAST_COMPACT and k > 1:
-        counted = {False: np.count_nonzero(a, axis=1), True: np.count_nonzero(b, axis=0)}
-        if counts is not None:
-            counts.update(counted)
-        options[(True, False)] = compact(n, m, counted[False])
-        options[(True, True)] = compact(m, n, counted[True])
+        for transpose, (rows_n, cols, operand, axis) in enumerate(((n, m, a, 1), (m, n, b, 0))):
+            if rows_n * k * _ORDER_NS * 1e-3 >= 0.5 * options[(False, m < n)]:
+                continue  # its sort costs more than leaving out half the products saves
+            counted = np.count_nonzero(operand, axis=axis)
+            if counts is not None:
+                counts[bool(transpose)] = counted
+            options[(True, bool(transpose))] = compact(rows_n, cols, counted)
     return min(options, key=options.get)
 
 

@@ -83,6 +83,7 @@ CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", 
 def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
     monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
     monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     applies = fp16_matmul._float16_magic_applies(a, b)
@@ -121,6 +122,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
     a[10:16], b[:, 20:26] = 0.0, -0.0
     want = _emulated(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile, counts=None: plan)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
     calls = []
     compact_blocks = fp16_matmul._compact_blocks
     monkeypatch.setattr(fp16_matmul, "_compact_blocks",
@@ -142,6 +144,18 @@ def test_the_plan_leaves_out_relu_zeros():
     assert fp16_matmul._float16_plan(x, w, fp16_matmul._TILE_OUTPUTS) == (True, False)
     assert fp16_matmul._float16_plan(w.T, x.T, fp16_matmul._TILE_OUTPUTS) == (True, True)
     assert fp16_matmul._float16_plan(np.abs(x) + 1, w, fp16_matmul._TILE_OUTPUTS)[0] is False
+
+
+def test_the_scaled_loop_runs_where_it_pays():
+    # one pass fewer per addition against a check and two scalings: worth it on the lab's
+    # wide products (fwd 1: 32K outputs x 16 additions), not on fwd 3 (2K outputs x 64)
+    rng = np.random.default_rng(5)
+    x = _fp16(rng.standard_normal((512, 16)))
+    w = _fp16(rng.standard_normal((16, 64)) * 0.1)
+    tile = fp16_matmul._TILE_OUTPUTS
+    assert fp16_matmul._float16_scale_pays(w.T, x.T, tile)
+    w3, x2 = _fp16(rng.standard_normal((4, 64))), _fp16(rng.standard_normal((64, 512)))
+    assert not fp16_matmul._float16_scale_pays(w3, x2, tile)
 
 
 def test_bits_bounds_the_significant_bits():
@@ -240,6 +254,7 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     b = np.ones((2, 1))
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: True)
     scaled = fp16_matmul._float16_magic(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: False)
