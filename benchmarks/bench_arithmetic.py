@@ -161,9 +161,12 @@ def lab_gemms() -> None:
         magic = fp16_matmul._float16_magic_takes(a, b)
         engine = "cast"
         if magic:
-            compact, transpose = fp16_matmul._float16_plan(a, b, fp16_matmul._TILE_OUTPUTS)
-            engine = ("scaled" if fp16_matmul._float16_scale_applies(a, b) else "magic") + (
-                " compact" if compact else "")
+            tile = fp16_matmul._TILE_OUTPUTS
+            compact, transpose = fp16_matmul._float16_plan(a, b, tile)
+            x, y = (b.T, a.T) if transpose else (a, b)  # the orientation the engine runs
+            scaled = fp16_matmul._float16_scale_pays(x, y, tile) and \
+                fp16_matmul._float16_scale_applies(x, y)
+            engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
         times = []
         for _ in range(max(ARGS.repeats, 10)):
             start = time.perf_counter()
