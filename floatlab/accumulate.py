@@ -40,13 +40,12 @@ from floatlab import blockfma as _blockfma
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.fp16_matmul import _float16_cast_adds, _float16_products
 from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
 from floatlab.sequential import (
     _bits,
-    _float16_cast_adds,
-    _float16_products,
     _kahan_engine,
     _native_accumulate,
     _native_dtype,
@@ -344,7 +343,7 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         return partial if keep else (partial[-1] if n else np.zeros(m))
     if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
             and _float16_cast_adds(acc, terms):
-        return _float16_products(terms.a, terms.b).reshape(-1)
+        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b)).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):

@@ -1,7 +1,7 @@
-"""The fp16 round-to-nearest matmul engines of floatlab.sequential against the emulated path.
+"""The fp16 round-to-nearest matmul engines of floatlab.fp16_matmul against the emulated path.
 
 ``floatlab.matmul(a, b, Accumulator("fp16"))`` on float16 operands runs the magic-constant
-engine (float64 passes, :func:`floatlab.sequential._float16_magic`) where no running sum can
+engine (float64 passes, :func:`floatlab.fp16_matmul._float16_magic`) where no running sum can
 overflow and the output is large enough, else NumPy's float64 -> float16 cast per addition.
 Both must equal the general per-step path (TwoSum, round to odd, floatlab.round per addition)
 bit for bit, signed zeros included, on data with ties, subnormals, sign changes, exact
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import sequential
+from floatlab import fp16_matmul, sequential
 from floatlab.accumulate import Accumulator, _ProductTerms, _sequential
 
 ACC = Accumulator("fp16")
@@ -77,30 +77,85 @@ def _cases(rng):
 CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", "overflow"]
 
 
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
 @pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
 @pytest.mark.parametrize("case", CASES)
-def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, monkeypatch):
-    monkeypatch.setattr(sequential, "_FAST_BLAS_PRODUCTS", blas)
+def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
+    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
+    monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
-    applies = sequential._float16_magic_applies(a, b)
+    applies = fp16_matmul._float16_magic_applies(a, b)
     assert applies == (case != "overflow")
+    # the scaled loop runs wherever the products' lowest bits allow (fp16 x fp16 products of
+    # values from 2**-14 up: "dead" has 2**-40 operands, "zeros" 2**-20 times 2**-10 ...)
+    assert fp16_matmul._float16_scale_applies(a, b) == (scale and case not in ("dead",))
     want = _emulated(a, b)
     fast = floatlab.matmul(a, b, ACC)
     _same_bits(fast, want)
-    _same_bits(sequential._float16_cast_products(a, b), want)
+    _same_bits(fp16_matmul._float16_cast_products(a, b), want)
     if applies:
-        _same_bits(sequential._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
         # the transposed problem (the engine transposes when the last axis is the shorter)
-        _same_bits(sequential._float16_magic(b.T, a.T), want.T)
+        _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
         # several tiles of rows, the last one short
-        _same_bits(sequential._float16_magic(a, b, tile=5 * b.shape[1]), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
     if case == "zeros":
         assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
     if case == "dead":  # +0 and -0 totals in every row
         assert (want == 0).any(axis=1).all() and (np.signbit(want) & (want == 0)).any()
     if case == "overflow":
         assert np.isinf(want).any()
+
+
+@pytest.mark.parametrize("plan", [(False, False), (False, True), (True, False), (True, True)],
+                         ids=["dense", "dense-transposed", "compact-rows", "compact-columns"])
+@pytest.mark.parametrize("case", CASES[:-1])
+def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
+    # _float16_plan picks the loop by a cost model; every choice must give the same bits:
+    # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
+    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short
+    rng = np.random.default_rng(11)
+    _, a, b = next(c for c in _cases(rng) if c[0] == case)
+    a, b = a.copy(), b.copy()
+    a[10:16], b[:, 20:26] = 0.0, -0.0
+    want = _emulated(a, b)
+    monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile, counts=None: plan)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    calls = []
+    compact_blocks = fp16_matmul._compact_blocks
+    monkeypatch.setattr(fp16_matmul, "_compact_blocks",
+                        lambda *args: calls.append(1) or compact_blocks(*args))
+    for scale in (True, False):
+        monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
+        _same_bits(fp16_matmul._float16_magic(a, b, tile=7 * a.shape[0]), want)
+    assert bool(calls) == plan[0]  # the compact loop ran where asked, and only there
+
+
+def test_the_plan_leaves_out_relu_zeros():
+    # the lab's hidden layer: half of x's entries are ReLU zeros, so the compact loop on x's
+    # rows does about half the additions; dense operands keep the dense loop
+    rng = np.random.default_rng(3)
+    x = _fp16(np.maximum(rng.standard_normal((512, 64)), 0))
+    w = _fp16(rng.standard_normal((64, 64)) * 0.1)
+    assert fp16_matmul._float16_plan(x, w, fp16_matmul._TILE_OUTPUTS) == (True, False)
+    assert fp16_matmul._float16_plan(w.T, x.T, fp16_matmul._TILE_OUTPUTS) == (True, True)
+    assert fp16_matmul._float16_plan(np.abs(x) + 1, w, fp16_matmul._TILE_OUTPUTS)[0] is False
+
+
+def test_the_scaled_loop_runs_where_it_pays():
+    # one pass fewer per addition against a check and two scalings: worth it on the lab's
+    # wide products (fwd 1: 32K outputs x 16 additions), not on fwd 3 (2K outputs x 64)
+    rng = np.random.default_rng(5)
+    x = _fp16(rng.standard_normal((512, 16)))
+    w = _fp16(rng.standard_normal((16, 64)) * 0.1)
+    tile = fp16_matmul._TILE_OUTPUTS
+    assert fp16_matmul._float16_scale_pays(w.T, x.T, tile)
+    w3, x2 = _fp16(rng.standard_normal((4, 64))), _fp16(rng.standard_normal((64, 512)))
+    assert not fp16_matmul._float16_scale_pays(w3, x2, tile)
 
 
 def test_bits_bounds_the_significant_bits():
@@ -125,7 +180,7 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     # aside, which the magic engine never reads): every block size, a ragged last block,
     # subnormal float64 products, zeros of both signs and 35-bit products (float32 times
     # float16 values, the widest the fp16 engines see).
-    monkeypatch.setattr(sequential, "_PRODUCT_BLOCK_INDICES", block)
+    monkeypatch.setattr(fp16_matmul, "_PRODUCT_BLOCK_INDICES", block)
     rng = np.random.default_rng(block)
     a = rng.standard_normal((9, 11)) * 2.0 ** rng.integers(-30, 30, (9, 11))
     b = rng.standard_normal((11, 13)) * 2.0 ** rng.integers(-20, 10, (11, 13))
@@ -133,7 +188,103 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     b = _fp16(b)
     a[0, 0], a[1, 2], b[3, 4] = -0.0, 2.0**-1000, -0.0
     b[2, :] = 2.0**-60  # with a[1, 2]: products below float64's normal range
-    got = np.concatenate([part.copy() for part in sequential._product_blocks(a, b)])
+    got = np.concatenate([part.copy() for part in fp16_matmul._product_blocks(a, b)])
     want = a.T[:, :, None] * b[:, None, :]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------ the scaled engine (no clamp): every fp16 sum
+
+
+def _sig_bits(x):
+    """Significant bits of each float64 (0 for zero)."""
+    mant = (x.view(np.uint64) & np.uint64((1 << 52) - 1)) | np.uint64(1 << 52)
+    trailing = np.zeros(x.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):  # count trailing zeros of the 53-bit significand
+        low = (mant & np.uint64((1 << shift) - 1)) == 0
+        trailing += np.where(low, shift, 0)
+        mant = np.where(low, mant >> np.uint64(shift), mant)
+    return np.where(x == 0, 0, 53 - trailing)
+
+
+def _adversarial_sums():
+    """Every finite fp16 running sum t with products p that put t + p on, beside and across
+    fp16's ties and grid points (its own binade, the ones above and below, the subnormals),
+    across zero and onto zero, and random fp16 x fp16 products."""
+    t = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    t = t[np.isfinite(t)].astype(np.float64)
+    with np.errstate(over="ignore"):  # (fp16's max has no next value: its quantum is 32)
+        ulp = np.spacing(np.abs(t).astype(np.float16)).astype(np.float64)  # fp16 quantum at t
+    ulp[~np.isfinite(ulp)] = 32.0
+    rng = np.random.default_rng(5)
+    ps = [k * ulp / 4 for k in range(-12, 13)]
+    for j in (1, 2, 11, 20, 29):  # near ties of this quantum and of the next ones
+        for q in (ulp / 2, ulp, 2 * ulp):
+            ps += [q * (1 - 2.0**-j), q * (1 + 2.0**-j), -q * (1 - 2.0**-j), -q * (1 + 2.0**-j)]
+    tiny = [0.0, 2.0**-25, 3 * 2.0**-26, 2.0**-24, 3 * 2.0**-25, 2.0**-14, 2.0**-13,
+            2.0**-14 - 2.0**-25, 2.0**-13 - 2.0**-25, 2.0**-40, 2.0**-60, 3 * 2.0**-65]
+    for d in tiny:  # across and onto zero, into the subnormals and out of them
+        ps += [-t + d, -t - d, -2 * t + d]
+    for _ in range(8):  # random fp16 x fp16 products of the magnitudes around t
+        x = _fp16(rng.standard_normal(t.size) * 4)
+        with np.errstate(over="ignore"):
+            y = _fp16(ulp * 2.0 ** rng.integers(-3, 12, t.size) * rng.standard_normal(t.size))
+        ps.append(x * y)
+    tt = np.concatenate([t] * len(ps))
+    pp = np.concatenate(ps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = tt + pp
+        exact = (v - tt == pp) & (v - pp == tt)  # no float64 rounding in t + p
+        keep = (exact & (np.abs(v) < 65504) & (_sig_bits(pp) <= 40)
+                & ((pp == 0) | (np.abs(pp) >= 2.0**-500)) & (np.mod(pp * 2.0**65, 1) == 0))
+    return tt[keep], pp[keep]
+
+
+@pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
+def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
+    # One addition t + p for every finite fp16 value t and ~130 adversarial products each
+    # (~8M sums), by the scaled engine (forced on: each pair meets its conditions, the
+    # operand-wide bound would refuse the mix) against NumPy's float64 -> float16 cast of the
+    # exact sum (one RNE rounding), and against the clamped engine.
+    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
+    t, p = _adversarial_sums()
+    assert t.size > 7_000_000
+    a = np.stack([t, p], axis=1)  # out[i] = round(round(0 + t[i]) + p[i]) = round(t[i] + p[i])
+    b = np.ones((2, 1))
+    want = (t + p).astype(np.float16).astype(np.float64)
+    want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: True)
+    scaled = fp16_matmul._float16_magic(a, b)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: False)
+    clamped = fp16_matmul._float16_magic(a, b)
+    nonzero = want != 0  # zero totals are replayed for their sign by the cast path
+    _same_bits(scaled[:, 0][nonzero], want[nonzero])
+    _same_bits(clamped, scaled)
+    # the tests above reached every kind of sum
+    assert (np.abs(want) < 2.0**-14).sum() > 10_000 and (want == 0).sum() > 50_000
+    midpoint = np.mod((t + p) * 2.0**25, 2) == 1  # exact fp16 ties in the subnormal range
+    assert (midpoint & (np.abs(t + p) < 2.0**-14)).sum() > 1000
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept-buffers", "fresh-buffers"])
+def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
+    # the engines reuse per-thread work buffers (_scratch): a result must not change when the
+    # next product runs, inputs are never written, and buffers too large to keep give the same
+    # bits
+    if not keep:
+        monkeypatch.setattr(fp16_matmul, "_SCRATCH_MAX", 0)
+    rng = np.random.default_rng(4)
+    cases = {name: (a, b) for name, a, b in _cases(rng)}
+    a, b = cases["lab"]
+    a0, b0 = a.copy(), b.copy()
+    first = floatlab.matmul(a, b, ACC)
+    kept = first.copy()
+    for name in ("random", "zeros", "dead", "lab"):
+        floatlab.matmul(*cases[name], ACC)
+        floatlab.matmul(cases[name][1].T, cases[name][0].T, ACC)
+    _same_bits(first, kept)
+    _same_bits(first, _emulated(a0, b0))
+    _same_bits(a, a0)
+    _same_bits(b, b0)

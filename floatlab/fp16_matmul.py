@@ -1,0 +1,481 @@
+"""The lab's fp16 matrix products: ``a @ b`` summed in an fp16 round-to-nearest-even accumulator,
+one addition (one rounding) per inner index, vectorised over all outputs.
+
+:func:`_float16_products` is the entry (``Accumulator("fp16")`` / ``accumulate="fp16"`` on
+products of at most 40 bits, see :func:`_float16_cast_adds`). Where a cheap bound rules out
+overflow it runs :func:`_float16_magic`: float64 passes that round each running sum with a
+magic constant built from its exponent bits, scaled by 2**-1009 where float64's subnormal
+range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
+few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
+(:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
+(:func:`_compact_blocks`). Elsewhere NumPy's float64 -> float16 cast rounds each addition
+(:func:`_float16_cast_products`). Every fast path has a switch and is tested bit for bit
+against the emulated per-step path (``tests/test_sequential_fp16.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from floatlab.sequential import _bits, _lowest_bit
+
+_SCRATCH = threading.local()  # per thread: name -> a flat float64 buffer, grown as needed
+_SCRATCH_MAX = 1 << 19  # elements (4 MiB): the largest buffer kept
+
+
+def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A float64 work array of ``shape`` (contents undefined), reusing this thread's buffer of
+    that name: the engines' buffers of a few hundred KiB would otherwise be fresh memory on
+    every call (glibc maps large blocks from the OS), and the page faults of their first
+    writes cost as much as the arithmetic on the lab's small products (measured: fwd 1 1.3 ->
+    0.95 ms, dgrad 3 0.69 -> 0.38 ms). Each name is one live array: a caller must not ask for
+    a name it still holds. Buffers above _SCRATCH_MAX elements are not kept (a user's large
+    product would otherwise hold its memory for the life of the thread)."""
+    size = 1
+    for dim in shape:
+        size *= dim
+    if size > _SCRATCH_MAX:
+        return np.empty(shape)
+    pool = getattr(_SCRATCH, "pool", None)
+    if pool is None:
+        pool = _SCRATCH.pool = {}
+    buffer = pool.get(name)
+    if buffer is None or buffer.size < size:
+        buffer = pool[name] = np.empty(builtins.max(size, 1 << 12))
+    return buffer[:size].reshape(shape)
+
+
+if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fields
+    from floatlab.accumulate import Accumulator, _Terms
+
+
+def _float16_products(a: np.ndarray, b: np.ndarray,
+                      bits: tuple[int, int] | None = None) -> np.ndarray:
+    """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
+
+    Where :func:`_float16_magic_applies` says so, :func:`_float16_magic` (float64 passes, no
+    float16 cast); else three in-place passes over the (M, N) outputs per inner index (outer
+    product, float64 sum, cast back to float16), in buffers that stay in cache; see
+    :func:`_float16_cast_adds`.
+    """
+    if _float16_magic_takes(a, b):
+        return _float16_magic(a, b, bits=bits)
+    return _float16_cast_products(a, b)
+
+
+def _float16_magic_takes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether :func:`_float16_products` runs :func:`_float16_magic` on these operands."""
+    # six calls per inner index against one: worth it where the passes, not the calls, cost
+    # (about a thousand outputs and more, measured on the lab's shapes)
+    return _FAST_MAGIC and a.shape[0] * b.shape[1] >= 1024 and _float16_magic_applies(a, b)
+
+
+def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`_float16_products` by NumPy's float64 -> float16 cast (any values).
+
+    The products of a block of inner indices are made in one call; each addition is then one
+    ``np.add(total, product, out=total, casting="unsafe")``: NumPy's type resolution picks the
+    float64 loop for float16 + float64, and the float64 sum is cast to the float16 output once
+    (round to nearest even), exactly as ``total[...] = total + product`` would.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if m < n:  # same sums, longer inner loops (see _float16_magic)
+        return _float16_cast_products(b.T, a.T).T
+    a_columns = np.ascontiguousarray(a.T)
+    total = np.zeros((n, m), dtype=np.float16)
+    block = builtins.max(1, builtins.min(k, _PRODUCT_BLOCK // builtins.max(1, n * m)))
+    products = np.empty((block, n, m))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, k, block):
+            stop = builtins.min(k, start + block)
+            work = products[: stop - start]
+            # exact products of values of <= 40 bits in all (see _float16_cast_adds)
+            np.multiply(a_columns[start:stop, :, None], b[start:stop, None, :], out=work)
+            for product in work:
+                np.add(total, product, out=total, casting="unsafe")
+    return total.astype(np.float64)
+
+
+_PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
+
+
+_FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
+_TILE_OUTPUTS = 32768  # running sums per tile: 256 KiB per buffer, in L2 (a few % over 16K)
+_FP16_EXPONENT = np.uint64(0x7FF0000000000000)
+_FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
+_FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
+
+
+def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether no running sum of ``a @ b`` in fp16 can reach the overflow threshold (then
+    :func:`_float16_magic` needs no overflow handling). Every entry of |a| @ |b| is at most
+    (largest row sum of |a|) * max |b| and max |a| * (largest column sum of |b|) (float64 sums,
+    relative error far below 2**-30 for these sizes); times the growth (1 + 2**-11)**K that K
+    roundings to nearest can add, that bounds every running sum. Two passes per operand, no
+    BLAS; refuses inf / NaN (the bound is then not finite)."""
+    if a.size == 0 or b.size == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        abs_a, abs_b = np.abs(a), np.abs(b)
+        peak = builtins.min(float(abs_a.sum(axis=1).max()) * float(abs_b.max()),
+                            float(abs_a.max()) * float(abs_b.sum(axis=0).max()))
+    growth = (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30)
+    return peak * growth < 65504.0  # (NaN compares false)
+
+
+def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
+                   bits: tuple[int, int] | None = None) -> np.ndarray:
+    """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
+
+    Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
+    :func:`_float16_cast_adds`), then fp16's rounding of v as ``(v + M) - M``: with E the
+    exponent of v (its float64 exponent field, read by a mask; at least -14, fp16's smallest
+    normal binade, whose quantum 2**-24 is also the subnormals'), fp16's quantum is
+    U = 2**(E - 10) and M = 1.5 * 2**52 * U (built from the field by one integer addition and
+    clamped by a maximum: M is a positive normal float64, so the float maximum of the patterns
+    read as floats is their integer maximum; the float one is the faster loop).
+    |v| < 2**(E+1) <= 2**51 U, so v + M lies in [2**52 U, 2**53 U), where float64's ulp is
+    U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
+    multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
+    of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
+    Where :func:`_float16_scale_applies` says so, the sums run scaled by 2**-1009 and the clamp
+    is not needed (five passes per addition instead of six; see :func:`_float16_scale_applies`).
+    Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v, so the
+    running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
+    for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
+    zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
+    path (:func:`_float16_cast_dots`). Outputs are computed in tiles of rows that stay in
+    cache, transposed where that is cheaper (each output's sum has the same terms in the same
+    order); the products come from :func:`_product_blocks`, or from :func:`_compact_blocks`
+    where the zero products of a's rows are worth leaving out (:func:`_float16_plan`).
+    """
+    counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
+    compact, transpose = _float16_plan(a, b, tile, counts)
+    bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
+    if compact and transpose not in counts:
+        counts[transpose] = np.count_nonzero(b, axis=0) if transpose else np.count_nonzero(
+            a, axis=1)
+    rows = counts[transpose] if compact else None
+    if transpose:
+        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
+    return _float16_magic_rows(a, b, tile, rows, bits)
+
+
+def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
+                        bits: tuple[int, int]) -> np.ndarray:
+    """:func:`_float16_magic` in the orientation it chose. With ``counts``, each row of a's
+    count of nonzeros: leave out the zero products of each row (:func:`_compact_blocks`);
+    ``bits``: a's and b's (:func:`_bits`)."""
+    n, k = a.shape
+    m = b.shape[1]
+    compact = counts is not None
+    scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits)
+    a_run, b_run = a, b
+    if scaled:  # exact (see there)
+        a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
+        b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
+    if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
+        perm = np.argsort(-counts, kind="stable")
+        a_run = np.take(a_run, perm, axis=0, out=_scratch("a_perm", a.shape))
+        counts = counts[perm]
+    out = np.zeros((n, m))  # the running sums, a tile of rows at a time
+    rows = builtins.max(1, tile // m)
+    shape = (builtins.min(rows, n), m)
+    magic = _scratch("magic", shape)
+    magic_bits = magic.view(np.uint64)
+    # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
+    # loop is faster with two arrays than with an array and a scalar
+    exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
+    floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
+    add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
+    for start in range(0, n, rows):
+        stop = builtins.min(n, start + rows)
+        size = stop - start
+        if compact:
+            blocks = _compact_blocks(a_run[start:stop], b_run, counts[start:stop])
+        else:
+            blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
+        active = -1
+        for r, block in blocks:  # the first r rows of the tile take part in these steps
+            if r != active:
+                active = r
+                t, mg, mb = out[start : start + r], magic[:r], magic_bits[:r]
+                tb, low = t.view(np.uint64), floor[:r]
+            if scaled:
+                for product in block:  # (local names, positional out: a few % on narrow outputs)
+                    add(t, product, t)  # v * 2**-1009
+                    bitwise_and(tb, exponent, mb)
+                    add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
+                    add(t, mg, t)
+                    subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
+                continue
+            for product in block:
+                add(t, product, t)  # v
+                bitwise_and(tb, exponent, mb)
+                add(mb, offset, mb)
+                maximum(mg, low, out=mg)  # (positional out is deprecated here)
+                add(t, mg, t)
+                subtract(t, mg, t)  # fp16's rounding of v
+    if scaled:
+        out *= _UNSCALE  # exact: multiples of 2**-1033 below 2**-993
+    if compact:
+        sorted_rows = _scratch("a_perm", out.shape)  # (a_run is done with)
+        sorted_rows[...] = out
+        out[perm] = sorted_rows
+    rows, cols = np.nonzero(out == 0)
+    if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
+        out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
+    return out
+
+
+_FAST_SCALE = True  # switch for the tests (the scaled loop without the clamp, else the clamp)
+_SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
+_SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
+
+
+def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int) -> bool:
+    """Whether the scaled loop's saving (one pass and one call per addition) outweighs what it
+    adds (its check, scaling the operands and the result; measured, microseconds): not on the
+    lab's narrow products with few additions per output (fwd 3, dgrad 3)."""
+    n, k = a.shape
+    m = b.shape[1]
+    tiles = -(-n // builtins.max(1, tile // m))
+    saving = k * (tiles * _CALL_US + n * m * _PASS_NS / 5 * 1e-3)
+    return saving > 8.0 + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
+
+
+def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
+                           bits: tuple[int, int] | None = None) -> bool:
+    """Whether :func:`_float16_magic` may run its sums scaled by 2**-1009, where float64's own
+    subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
+
+    Scaled by 2**-1009, fp16's binade [2**-14, 2**-13) is [2**-1023, 2**-1022), float64's top
+    subnormal binade, and every |v| < 2**-13 is a float64 subnormal (exponent field 0). The
+    mask and the integer addition of :func:`_float16_magic` turn field f into
+    M = 1.5 * 2**(f + 42 - 1023): for f >= 1 (|v| >= 2**-13) that is 1.5 * 2**52 * U with U the
+    scaled fp16 quantum 2**(E - 10 - 1009), as unscaled; for f = 0 it is 1.5 * 2**52 * 2**-1033,
+    and 2**-1033 is fp16's quantum 2**-24 scaled, the right one for all of |v| < 2**-13 (fp16's
+    subnormals and its binade -14). So the maximum with the floor is not needed. The rest of
+    the proof holds scaled if every scaled value is the unscaled one times 2**-1009, exactly:
+
+    * the operands: a * 2**-505 and b * 2**-504 are exact when every nonzero |a|, |b| is at
+      least 2**-500 (normal results), which the lowest-bit bound below also checks;
+    * the products: the unscaled ones are exact (<= 40 bits, the caller's condition); scaled,
+      those of magnitude >= 2**-13 stay normal (exact), and the smaller ones are float64
+      subnormals, exact when they are multiples of 2**-1074, i.e. multiples of 2**-65
+      unscaled: checked by a lower bound on every product's lowest set bit (:func:`_lowest_bit`
+      of each operand, from :func:`_bits`), at least -65. BLAS's products
+      (:func:`_product_blocks`) are single exact products plus zeros, subnormal or not;
+    * the sums: a float64 sum whose result is normal rounds the same scaled or not (the same
+      significands); one whose scaled result is subnormal is exact (both addends are multiples
+      of 2**-1074), and so is the unscaled one (a multiple of 2**-65 below 2**-13: <= 52 bits);
+    * the roundings: (v + M) - M as in :func:`_float16_magic`, with M >= 1.5 * 2**-981 normal;
+      the result times 2**1009 is exact (fp16 values are multiples of 2**-24).
+
+    Float64 subnormals must be computed, not flushed: a process can switch on flush-to-zero /
+    denormals-are-zero (some libraries built with -ffast-math do), so that is checked on every
+    call, on the ufuncs and on a matrix product (:func:`_subnormals_computed`). Operand and
+    product subnormals are rare on real data (fp16 products below 2**-13); on this CPU a
+    subnormal result costs a microcode assist, which is why the operands are not scaled more.
+    """
+    if not _FAST_SCALE or a.size == 0 or b.size == 0:
+        return False
+    bits_a, bits_b = (_bits(a), _bits(b)) if bits is None else bits
+    low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)
+    return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
+            and _subnormals_computed())
+
+
+def _subnormals_computed() -> bool:
+    """Whether float64 subnormals are computed exactly here (no flush-to-zero, no
+    denormals-are-zero): a product, a sum and a BLAS product with subnormal inputs and results."""
+    x = np.array([2.0**-1073, 2.0**-1060])
+    ok = (np.array_equal(x * np.array([0.5, 2.0**-4]), [2.0**-1074, 2.0**-1064])
+          and np.array_equal(x + x, [2.0**-1072, 2.0**-1059]))
+    product = np.array([[2.0**-500, 0.0]]) @ np.array([[2.0**-560], [1.0]])
+    return ok and float(product[0, 0]) == 2.0**-1060
+
+
+def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
+    """The sums ``sum_k a_rows[i, k] * b_cols[k, i]`` (one per i), each in an fp16
+    round-to-nearest accumulator by NumPy's float64 -> float16 cast: the additions of
+    :func:`_float16_cast_products` for a few chosen outputs (the magic engine's zero totals,
+    whose sign only a per-step replay knows: ReLU's dead units make whole columns of them).
+    """
+    products = a_rows.T * b_cols  # exact, as in _float16_cast_products
+    out = np.zeros(products.shape[1])
+    # A sum whose products are all zeros (a dead unit's) is +0: it starts at +0, and
+    # +0 + (+-0) = +0. Only the others are replayed, one addition per inner index.
+    live = np.flatnonzero(products.any(axis=0))
+    if live.size:
+        products = products[:, live]
+        total = np.zeros(live.size, dtype=np.float16)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for product in products:
+                np.add(total, product, out=total, casting="unsafe")
+        out[live] = total
+    return out
+
+
+_FAST_BLAS_PRODUCTS = True  # switch for the tests (products by BLAS, else by broadcasting)
+_PRODUCT_BLOCK_INDICES = 4  # inner indices per BLAS call (wastes 3/4 of its flops, and is
+#                             still the fastest way NumPy has to make outer products)
+
+
+def _product_blocks(a: np.ndarray, b: np.ndarray):
+    """The rank-1 terms ``a[:, k, None] * b[k]`` in order, as (g, n, m) blocks of g inner
+    indices (valid until the next block is asked for).
+
+    NumPy's broadcast multiply of a column by a row runs one short inner loop per row (about
+    0.8 ns a product on the lab's shapes); a matrix product makes g of them at once in about
+    0.4 ns: ``D @ b[k:k+g]`` with D the (g * n, g) block diagonal matrix whose block r is the
+    column ``a[:, k + r]``. Each entry of D @ B is a sum of g terms D[i, r] * B[r, j], of which
+    at most one is not an exact zero (0 * finite = +-0; the caller's bound has refused
+    infinities and NaN): whatever the order of the additions and whether they are fused, the
+    sum is the float64 product ``a[i, k] * b[k, j]`` (adding a zero is exact) but for the sign
+    of a zero product, which :func:`_float16_magic` never reads. This holds for every BLAS that
+    computes the classical sum of products (OpenBLAS, MKL, BLIS, Accelerate); the switch
+    ``_FAST_BLAS_PRODUCTS`` turns it off and the tests check both ways equal.
+    """
+    n, k = a.shape
+    m = b.shape[1]
+    if not _FAST_BLAS_PRODUCTS:
+        a_cols = np.ascontiguousarray(a.T)
+        work = np.empty((1, n, m))
+        for col, row in zip(a_cols, b, strict=True):
+            np.multiply(col[:, None], row, out=work[0])
+            yield work
+        return
+    g = _PRODUCT_BLOCK_INDICES
+    blocks = -(-k // g)
+    diagonal = _scratch("diagonal", (blocks, g, n, g))  # [block, r, i, r] = a[i, block * g + r]
+    diagonal[...] = 0.0
+    a_cols = _scratch("a_cols", (blocks * g, n))
+    a_cols[k:] = 0.0
+    a_cols[:k] = a.T
+    a_cols = a_cols.reshape(blocks, g, n)
+    for r in range(g):
+        diagonal[:, r, :, r] = a_cols[:, r]
+    diagonal = diagonal.reshape(blocks, g * n, g)
+    b_rows = _scratch("b_rows", (blocks * g, m))
+    b_rows[k:] = 0.0
+    b_rows[:k] = b
+    work = _scratch("blocks", (g * n, m))
+    for block in range(blocks):
+        np.matmul(diagonal[block], b_rows[block * g : (block + 1) * g], out=work)
+        yield work.reshape(g, n, m)[: builtins.min(g, k - block * g)]
+
+
+_FAST_COMPACT = True  # switch for the tests (zero products left out, else all added)
+# Cost model of the loop per tile and addition, in microseconds (this CPU, 2 cores, measured
+# on the lab's shapes): five passes of _CALL_US overhead and _PASS_NS per output; products by
+# BLAS (one call per 4 additions) or gathered (two calls and the loop, a cost per row and
+# per output).
+_CALL_US, _PASS_NS = 0.28, 0.96
+_BLAS_US, _BLAS_NS = 0.15, 0.54
+_GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
+_ORDER_NS = 6.5  # per element of a: the stable sort that puts each row's nonzeros first
+_GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow outputs (fewer
+#                          calls), one step on wide ones (the buffer stays in L1 / L2)
+
+
+def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
+                  counts: dict[bool, np.ndarray] | None = None) -> tuple[bool, bool]:
+    """(compact, transpose) for :func:`_float16_magic`: the cheapest of the dense loop with
+    the longer last axis (as before) and the compact loops on a's rows or on b's columns
+    (ReLU's zeros: half the products of the lab's hidden layers are exact zeros), by the cost
+    model above. The compact loop's additions per tile are the largest count of nonzeros among
+    its rows, after sorting the rows by that count. ``counts`` gets the counts of nonzeros of
+    a's rows (key False) and b's columns (key True), for the loop to reuse."""
+    n, k = a.shape
+    m = b.shape[1]
+
+    def dense(rows_n: int, cols: int) -> float:
+        tiles = -(-rows_n // builtins.max(1, tile // cols))
+        return k * (tiles * (5 * _CALL_US + _BLAS_US)
+                    + rows_n * cols * (_PASS_NS + _BLAS_NS) * 1e-3)
+
+    def compact(rows_n: int, cols: int, counts: np.ndarray) -> float:
+        rows = builtins.max(1, tile // cols)
+        counts = np.sort(counts)[::-1] if rows < rows_n else counts
+        cost = rows_n * k * _ORDER_NS * 1e-3 + float(counts.sum()) * (
+            _GATHER_ROW_NS + cols * (_PASS_NS + _GATHER_NS)) * 1e-3
+        for start in range(0, rows_n, rows):  # every step costs its calls (each tile's
+            size = builtins.min(rows, rows_n - start)  # largest count: its steps)
+            steps = int(counts[start]) if rows < rows_n else int(counts.max())
+            per_call = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // (size * cols)))
+            cost += steps * (5 * _CALL_US + _GATHER_US * (0.2 + 0.8 / per_call))
+        return cost
+
+    options = {(False, m < n): dense(*((m, n) if m < n else (n, m)))}
+    if _FAST_COMPACT and k > 1:
+        for transpose, (rows_n, cols, operand, axis) in enumerate(((n, m, a, 1), (m, n, b, 0))):
+            if rows_n * k * _ORDER_NS * 1e-3 >= 0.5 * options[(False, m < n)]:
+                continue  # its sort costs more than leaving out half the products saves
+            counted = np.count_nonzero(operand, axis=axis)
+            if counts is not None:
+                counts[bool(transpose)] = counted
+            options[(True, bool(transpose))] = compact(rows_n, cols, counted)
+    return min(options, key=options.get)
+
+
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None):
+    """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
+    rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
+    nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
+    take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
+    is asked for); the rows of a block that run out before its last step get exact zeros.
+
+    Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
+    sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
+    value, which its rounding keeps; and the order of the other additions is kept (a stable
+    sort). The padding products are 0 * b[k, j] = +-0 (b finite: the caller's bound). Each
+    product is NumPy's float64 product ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows
+    are gathered by ``b.take(mode="clip")`` (every index is in range), a few times faster than
+    the default mode's bounds checks.
+    """
+    n = a.shape[0]
+    m = b.shape[1]
+    if not b.flags.c_contiguous:  # (a transposed operand gathers rows many times slower)
+        b_copy = _scratch("b_gather", b.shape)
+        b_copy[...] = b
+        b = b_copy
+    nonzero = np.ascontiguousarray(a) != 0
+    counts = np.count_nonzero(nonzero, axis=1) if counts is None else counts  # (rows of a)
+    steps = int(counts.max(initial=0))
+    # active[s]: the rows with more than s nonzeros (counts fall along the rows)
+    active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
+    order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]  # nonzeros first, in order
+    values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)[:, :, None]
+    index = np.ascontiguousarray(order.T)
+    g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
+    work = _scratch("gather", (g * n * m,))
+    take, multiply = b.take, np.multiply  # (the method: np.take's wrapper costs a microsecond)
+    for s in range(0, steps, g):
+        r, h = int(active[s]), builtins.min(g, steps - s)
+        block = work[: h * r * m].reshape(h, r, m)
+        take(index[s : s + h, :r], 0, block, "clip")
+        multiply(block, values[s : s + h, :r], block)
+        yield r, block
+
+
+def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
+    """Whether ``float16(float64(acc + term))`` is this adder: a fast path for fp16 RN.
+
+    NumPy's float64 -> float16 cast rounds once to nearest even (subnormals and overflow to inf
+    included). The float64 sum x of an fp16 running sum and a term of t <= 40 significant bits
+    is rounded once more, but never across or onto a midpoint m of the fp16 grid: x - m, when
+    nonzero, is a multiple of the smaller of the two addends' last bits. If the term is the
+    smaller addend and inexact in float64, it lies below 2**(e - 53 + t) <= 2**(e - 13), far
+    from any midpoint distance (>= 2**(e - 12)) an fp16 sum has. If the sum is the smaller one,
+    its last bit is >= 2**-24 and the term's >= 2**(e - t); both exceed half a float64 ulp
+    2**(e - 54) for every e below fp16's overflow (e <= 16). So the double rounding is
+    innocuous; tests check this path equal to the emulated one.
+    """
+    return (acc.rounding == "nearest_even" and acc.fmt.name == "float16"
+            and not acc.compensated and terms.bits <= 40)
