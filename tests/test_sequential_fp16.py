@@ -288,3 +288,55 @@ def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
     _same_bits(first, _emulated(a0, b0))
     _same_bits(a, a0)
     _same_bits(b, b0)
+
+
+def _bound_cases(rng):
+    """Operands around the overflow bound's edge, and with zeros, inf and NaN."""
+    for case, a, b in _cases(rng):
+        yield case, a, b
+    base_a, base_b = _fp16(rng.random((40, 30))), _fp16(rng.random((30, 20)))
+    peak = min(float(base_a.sum(axis=1).max() * base_b.max()),
+               float(base_a.max() * base_b.sum(axis=0).max()))
+    edge = 65504.0 / (peak * (1 + 2.0**-11) ** 30 * (1 + 2.0**-30))
+    for ulps in range(-24, 25):  # the bound a few float64 ulps below and above 65504
+        scale = edge * (1 + ulps * 2.0**-52)
+        yield f"edge{ulps}", base_a * scale, base_b
+    zeros = np.zeros((8, 5))
+    yield "all-zero", zeros, np.zeros((5, 7))
+    for special in (np.inf, -np.inf, np.nan):
+        a = base_a.copy()
+        a[3, 4] = special
+        yield f"a-{special}", a, base_b
+        b = base_b.copy()
+        b[7, 2] = special
+        yield f"b-{special}", base_a, b
+        yield f"b-{special}-zero-a", np.zeros_like(base_a), b
+
+
+def test_the_overflow_bound_by_blas_sums_decides_as_numpy_sums(monkeypatch):
+    # the row / column sums of the bound as matrix-vector products (_FAST_BOUND_SUMS): the
+    # same decision as NumPy's reductions, at the threshold's edge and with inf / NaN
+    rng = np.random.default_rng(17)
+    decisions = set()
+    for case, a, b in _bound_cases(rng):
+        for x, y in ((a, b), (b.T, a.T)):
+            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", True)
+            fast = fp16_matmul._float16_magic_applies(x, y)
+            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", False)
+            assert fast == fp16_matmul._float16_magic_applies(x, y), case
+            decisions.add((case[:4], fast))
+            if case[0] in "ab" and "zero" not in case:
+                assert not fast, case  # inf / NaN operands never take the magic engine
+    assert ("edge", True) in decisions and ("edge", False) in decisions
+
+
+def test_zero_totals_take_their_sign_from_the_cast_path():
+    # the magic engine's zero totals (+0 where the cast path may give -0) are replayed, and
+    # only where a zero total occurs: "dead" and "zeros" have -0 totals, "random" none
+    rng = np.random.default_rng(19)
+    for case, a, b in _cases(rng):
+        if case == "overflow":
+            continue
+        want = _emulated(a, b)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
