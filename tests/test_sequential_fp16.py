@@ -112,10 +112,13 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypa
 @pytest.mark.parametrize("plan", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["dense", "dense-transposed", "compact-rows", "compact-columns"])
 @pytest.mark.parametrize("case", CASES[:-1])
-def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
+@pytest.mark.parametrize("fast_order", [True, False], ids=["flatnonzero", "argsort"])
+def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monkeypatch):
     # _float16_plan picks the loop by a cost model; every choice must give the same bits:
     # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
-    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short
+    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short;
+    # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER)
+    monkeypatch.setattr(fp16_matmul, "_FAST_ORDER", fast_order)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     a, b = a.copy(), b.copy()
@@ -340,3 +343,25 @@ def test_zero_totals_take_their_sign_from_the_cast_path():
         want = _emulated(a, b)
         _same_bits(fp16_matmul._float16_magic(a, b), want)
         _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
+
+
+def test_nonzeros_in_order_are_the_stable_sorts():
+    # _nonzeros_in_order against the stable argsort it replaces, at every row's nonzeros; past
+    # a row's count +0 (the loop's padding): rows of no, one, some and all nonzeros, -0 entries
+    # (zeros), several widths
+    rng = np.random.default_rng(29)
+    for n, k in ((512, 64), (40, 7), (9, 1), (3, 33)):
+        a = _fp16(rng.standard_normal((n, k))) * (rng.random((n, k)) < rng.random((n, 1)))
+        a[0], a[-1] = 0.0, 1.0
+        a[1, ::2] = -0.0
+        a[2, :] = 0.0
+        a[2, -1] = -3.0
+        nonzero = a != 0
+        counts = np.count_nonzero(nonzero, axis=1)
+        steps = int(counts.max())
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts, steps)
+        order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps].T
+        inside = np.arange(steps)[:, None] < counts[None, :]
+        np.testing.assert_array_equal(index[inside], order[inside])
+        _same_bits(values[inside], np.take_along_axis(a, order.T, axis=1).T[inside])
+        _same_bits(values[~inside], np.zeros((~inside).sum()))
