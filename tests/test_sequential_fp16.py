@@ -365,3 +365,19 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         np.testing.assert_array_equal(index[inside], order[inside])
         _same_bits(values[inside], np.take_along_axis(a, order.T, axis=1).T[inside])
         _same_bits(values[~inside], np.zeros((~inside).sum()))
+
+
+def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
+    # _count_nonzero (a 0 / 1 mask times ones) against np.count_nonzero: -0, NaN, inf,
+    # subnormals, empty rows, transposed views, one row / one column
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((70, 130)) * (rng.random((70, 130)) < 0.5)
+    x[0] = 0.0
+    x[1, ::3] = -0.0
+    x[2, :5] = [np.nan, np.inf, -np.inf, 5e-324, -5e-324]
+    for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0))):
+        for axis in (0, 1):
+            want = np.count_nonzero(arr, axis=axis)
+            got = fp16_matmul._count_nonzero(arr, axis)
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
