@@ -8,9 +8,10 @@ magic constant built from its exponent bits, scaled by 2**-1009 where float64's 
 range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
 few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
 (:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
-(:func:`_compact_blocks`). Elsewhere NumPy's float64 -> float16 cast rounds each addition
-(:func:`_float16_cast_products`). Every fast path has a switch and is tested bit for bit
-against the emulated per-step path (``tests/test_sequential_fp16.py``).
+(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds on many short rows).
+Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
+Every fast path has a switch and is tested bit for bit against the emulated per-step path
+(``tests/test_sequential_fp16.py``).
 """
 
 from __future__ import annotations
