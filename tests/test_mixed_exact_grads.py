@@ -78,3 +78,26 @@ def test_rounding_kept_where_it_can_change_bits_or_draw():
         assert not gemm._products_in(policy, policy.compute), policy
     assert not gemm._products_in(get_policy("16-mixed", accumulate="fp16"), get_format("bf16"))
     assert gemm._products_in(get_policy("16-mixed", accumulate="fp16"), fp16)
+
+
+def test_training_with_overflowing_gradients_is_unchanged(monkeypatch):
+    # a loss scale of 2**40 overflows every step: inf / NaN gradients, telemetry counting
+    # the non-finite roundings per call; the History and the parameters are those of the
+    # rounded path, byte for byte
+    from floatlab.mixed import Trainer, teacher_gaussians
+
+    data = teacher_gaussians(n=2048)
+    runs = []
+    for fast in (True, False):
+        monkeypatch.setattr(gemm, "_FAST_EXACT_GRADS", fast)
+        trainer = Trainer("16-mixed", accumulate=floatlab.Accumulator("fp16"), progress=False,
+                          scaler=2.0**40)
+        history = trainer.fit(data, steps=4)
+        rows = {k: np.asarray(v, dtype=float) for k, v in history._rows.items()}
+        runs.append((rows, [p.data.copy() for p in trainer.model.parameters()]))
+    (rows, params), (want_rows, want_params) = runs
+    assert rows.keys() == want_rows.keys() and rows["nonfinite"].max() > 0
+    for key in rows:
+        np.testing.assert_array_equal(rows[key].view(np.uint64), want_rows[key].view(np.uint64))
+    for p, q in zip(params, want_params, strict=True):
+        np.testing.assert_array_equal(p.view(np.uint32), q.view(np.uint32))
