@@ -8,9 +8,10 @@ magic constant built from its exponent bits, scaled by 2**-1009 where float64's 
 range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
 few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
 (:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
-(:func:`_compact_blocks`). Elsewhere NumPy's float64 -> float16 cast rounds each addition
-(:func:`_float16_cast_products`). Every fast path has a switch and is tested bit for bit
-against the emulated per-step path (``tests/test_sequential_fp16.py``).
+(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds on many short rows).
+Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
+Every fast path has a switch and is tested bit for bit against the emulated per-step path
+(``tests/test_sequential_fp16.py``).
 """
 
 from __future__ import annotations
@@ -111,19 +112,32 @@ _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5
 _FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
 
 
+_FAST_BOUND_SUMS = True  # switch for the tests (BLAS sums in the bound, else NumPy's sum)
+
+
 def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether no running sum of ``a @ b`` in fp16 can reach the overflow threshold (then
     :func:`_float16_magic` needs no overflow handling). Every entry of |a| @ |b| is at most
     (largest row sum of |a|) * max |b| and max |a| * (largest column sum of |b|) (float64 sums,
     relative error far below 2**-30 for these sizes); times the growth (1 + 2**-11)**K that K
-    roundings to nearest can add, that bounds every running sum. Two passes per operand, no
-    BLAS; refuses inf / NaN (the bound is then not finite)."""
+    roundings to nearest can add, that bounds every running sum. The row and column sums are
+    BLAS matrix-vector products with a vector of ones (three times faster than NumPy's
+    reductions along an axis on the lab's shapes): each is a float64 sum of the same
+    nonnegative terms (times 1: exact) in some order, with or without FMA, so its relative
+    error is below K * 2**-53 whatever the order, as NumPy's pairwise sums' is (switch
+    ``_FAST_BOUND_SUMS``). Refuses inf / NaN (the bound is then not finite; 0 * inf in the
+    matrix-vector product is NaN, which refuses too)."""
     if a.size == 0 or b.size == 0:
         return False
     with np.errstate(over="ignore", invalid="ignore"):
         abs_a, abs_b = np.abs(a), np.abs(b)
-        peak = builtins.min(float(abs_a.sum(axis=1).max()) * float(abs_b.max()),
-                            float(abs_a.max()) * float(abs_b.sum(axis=0).max()))
+        if _FAST_BOUND_SUMS:  # the sums as matrix-vector products (see above)
+            rows_a = abs_a @ np.ones(a.shape[1])
+            cols_b = np.ones(b.shape[0]) @ abs_b
+        else:
+            rows_a, cols_b = abs_a.sum(axis=1), abs_b.sum(axis=0)
+        peak = builtins.min(float(rows_a.max()) * float(abs_b.max()),
+                            float(abs_a.max()) * float(cols_b.max()))
     growth = (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30)
     return peak * growth < 65504.0  # (NaN compares false)
 
@@ -158,8 +172,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     compact, transpose = _float16_plan(a, b, tile, counts)
     bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
     if compact and transpose not in counts:
-        counts[transpose] = np.count_nonzero(b, axis=0) if transpose else np.count_nonzero(
-            a, axis=1)
+        counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
     if transpose:
         return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
@@ -227,8 +240,9 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         sorted_rows = _scratch("a_perm", out.shape)  # (a_run is done with)
         sorted_rows[...] = out
         out[perm] = sorted_rows
-    rows, cols = np.nonzero(out == 0)
-    if rows.size:  # the sign of a zero total: from the cast path, for those outputs only
+    zero = out == 0
+    if zero.any():  # the sign of a zero total: from the cast path, for those outputs only
+        rows, cols = np.nonzero(zero)  # (any() first: nonzero costs 15x more on 32K outputs)
         out[rows, cols] = _float16_cast_dots(a[rows], b[:, cols])
     return out
 
@@ -384,6 +398,22 @@ _GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow o
 #                          calls), one step on wide ones (the buffer stays in L1 / L2)
 
 
+_FAST_COUNTS = True  # switch for the tests (counts by BLAS, else np.count_nonzero)
+
+
+def _count_nonzero(x: np.ndarray, axis: int) -> np.ndarray:
+    """``np.count_nonzero(x, axis)`` of a 2-D array, as a matrix-vector product of the 0 / 1
+    mask (float64) with ones: 14 against 23 us on the lab's 512 x 64 operands. Each count is
+    a float64 sum of at most K < 2**53 ones and zeros, exact in any order (every partial sum
+    is an integer below 2**53), so BLAS gives the integer count (NaN counts as nonzero, as in
+    np.count_nonzero: NaN != 0)."""
+    if not _FAST_COUNTS:
+        return np.count_nonzero(x, axis=axis)
+    mask = np.not_equal(x, 0.0).astype(np.float64)
+    summed = mask @ np.ones(x.shape[1]) if axis == 1 else np.ones(x.shape[0]) @ mask
+    return summed.astype(np.intp)
+
+
 def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
                   counts: dict[bool, np.ndarray] | None = None) -> tuple[bool, bool]:
     """(compact, transpose) for :func:`_float16_magic`: the cheapest of the dense loop with
@@ -417,7 +447,7 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
         for transpose, (rows_n, cols, operand, axis) in enumerate(((n, m, a, 1), (m, n, b, 0))):
             if rows_n * k * _ORDER_NS * 1e-3 >= 0.5 * options[(False, m < n)]:
                 continue  # its sort costs more than leaving out half the products saves
-            counted = np.count_nonzero(operand, axis=axis)
+            counted = _count_nonzero(operand, axis)
             if counts is not None:
                 counts[bool(transpose)] = counted
             options[(True, bool(transpose))] = compact(rows_n, cols, counted)
@@ -434,10 +464,11 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
     value, which its rounding keeps; and the order of the other additions is kept (a stable
-    sort). The padding products are 0 * b[k, j] = +-0 (b finite: the caller's bound). Each
-    product is NumPy's float64 product ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows
-    are gathered by ``b.take(mode="clip")`` (every index is in range), a few times faster than
-    the default mode's bounds checks.
+    sort, or :func:`_nonzeros_in_order`'s equal order). The padding products are 0 * b[k, j]
+    = +-0 (b finite: the caller's bound). Each product is NumPy's float64 product
+    ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows are gathered by
+    ``b.take(mode="clip")`` (every index is in range but a pad's, which is clipped onto one of
+    b's rows), a few times faster than the default mode's bounds checks.
     """
     n = a.shape[0]
     m = b.shape[1]
@@ -445,14 +476,19 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         b_copy = _scratch("b_gather", b.shape)
         b_copy[...] = b
         b = b_copy
-    nonzero = np.ascontiguousarray(a) != 0
+    a = np.ascontiguousarray(a)
+    nonzero = a != 0
     counts = np.count_nonzero(nonzero, axis=1) if counts is None else counts  # (rows of a)
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
-    order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]  # nonzeros first, in order
-    values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)[:, :, None]
-    index = np.ascontiguousarray(order.T)
+    if _FAST_ORDER and n > a.shape[1]:  # (many short rows: see _nonzeros_in_order)
+        values, index = _nonzeros_in_order(a, nonzero, counts, steps)
+    else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
+        order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
+        values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)
+        index = np.ascontiguousarray(order.T)
+    values = values[:, :, None]
     g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
     work = _scratch("gather", (g * n * m,))
     take, multiply = b.take, np.multiply  # (the method: np.take's wrapper costs a microsecond)
@@ -462,6 +498,35 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         take(index[s : s + h, :r], 0, block, "clip")
         multiply(block, values[s : s + h, :r], block)
         yield r, block
+
+
+_FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, else argsort)
+
+
+def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
+    and its column k, in order of k; past a row's count, +0 and column 0.
+
+    What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
+    about 0.6x the time on the lab's 512 x 64 operands (fwd 2, dgrad 2; measured 190 against
+    320 us), not on 64 x 512 ones (the wgrads: 160 against 147 us, long rows sort cheaply
+    per value and the (steps, n) arrays here are as large), hence the caller's rule n > K:
+    ``np.flatnonzero`` lists the nonzeros of a C-contiguous array in row-major order, so
+    row i's are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the
+    counts' exclusive prefix sum), each row's in increasing k. Past its count a row gets the
+    entry appended at the end of the list, a +0 with column 0: :func:`_compact_blocks` only
+    needs exact zeros there (its padding), whatever their column (b's rows are finite).
+    """
+    m = a.shape[1]
+    flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
+    ends = np.cumsum(counts)
+    position = np.add.outer(np.arange(steps), ends - counts)  # the s-th of row i: start + s
+    position = np.where(position < ends, position, flat.size)  # past the row's count: the pad
+    values = np.append(a.reshape(-1).take(flat), 0.0).take(position)
+    index = np.append(flat, 0).take(position)  # flat index i * m + k: k = that - i * m
+    np.subtract(index, np.arange(0, a.shape[0] * m, m), out=index)  # (an int % is 10x slower)
+    return values, index  # (a pad's column may be out of range: b.take(mode="clip") clips it)
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:

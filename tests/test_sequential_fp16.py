@@ -112,10 +112,13 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypa
 @pytest.mark.parametrize("plan", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["dense", "dense-transposed", "compact-rows", "compact-columns"])
 @pytest.mark.parametrize("case", CASES[:-1])
-def test_every_loop_order_equals_the_emulated_path(case, plan, monkeypatch):
+@pytest.mark.parametrize("fast_order", [True, False], ids=["flatnonzero", "argsort"])
+def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monkeypatch):
     # _float16_plan picks the loop by a cost model; every choice must give the same bits:
     # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
-    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short
+    # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short;
+    # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER)
+    monkeypatch.setattr(fp16_matmul, "_FAST_ORDER", fast_order)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     a, b = a.copy(), b.copy()
@@ -288,3 +291,93 @@ def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
     _same_bits(first, _emulated(a0, b0))
     _same_bits(a, a0)
     _same_bits(b, b0)
+
+
+def _bound_cases(rng):
+    """Operands around the overflow bound's edge, and with zeros, inf and NaN."""
+    for case, a, b in _cases(rng):
+        yield case, a, b
+    base_a, base_b = _fp16(rng.random((40, 30))), _fp16(rng.random((30, 20)))
+    peak = min(float(base_a.sum(axis=1).max() * base_b.max()),
+               float(base_a.max() * base_b.sum(axis=0).max()))
+    edge = 65504.0 / (peak * (1 + 2.0**-11) ** 30 * (1 + 2.0**-30))
+    for ulps in range(-24, 25):  # the bound a few float64 ulps below and above 65504
+        scale = edge * (1 + ulps * 2.0**-52)
+        yield f"edge{ulps}", base_a * scale, base_b
+    zeros = np.zeros((8, 5))
+    yield "all-zero", zeros, np.zeros((5, 7))
+    for special in (np.inf, -np.inf, np.nan):
+        a = base_a.copy()
+        a[3, 4] = special
+        yield f"a-{special}", a, base_b
+        b = base_b.copy()
+        b[7, 2] = special
+        yield f"b-{special}", base_a, b
+        yield f"b-{special}-zero-a", np.zeros_like(base_a), b
+
+
+def test_the_overflow_bound_by_blas_sums_decides_as_numpy_sums(monkeypatch):
+    # the row / column sums of the bound as matrix-vector products (_FAST_BOUND_SUMS): the
+    # same decision as NumPy's reductions, at the threshold's edge and with inf / NaN
+    rng = np.random.default_rng(17)
+    decisions = set()
+    for case, a, b in _bound_cases(rng):
+        for x, y in ((a, b), (b.T, a.T)):
+            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", True)
+            fast = fp16_matmul._float16_magic_applies(x, y)
+            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", False)
+            assert fast == fp16_matmul._float16_magic_applies(x, y), case
+            decisions.add((case[:4], fast))
+            if case[0] in "ab" and "zero" not in case:
+                assert not fast, case  # inf / NaN operands never take the magic engine
+    assert ("edge", True) in decisions and ("edge", False) in decisions
+
+
+def test_zero_totals_take_their_sign_from_the_cast_path():
+    # the magic engine's zero totals (+0 where the cast path may give -0) are replayed, and
+    # only where a zero total occurs: "dead" and "zeros" have -0 totals, "random" none
+    rng = np.random.default_rng(19)
+    for case, a, b in _cases(rng):
+        if case == "overflow":
+            continue
+        want = _emulated(a, b)
+        _same_bits(fp16_matmul._float16_magic(a, b), want)
+        _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
+
+
+def test_nonzeros_in_order_are_the_stable_sorts():
+    # _nonzeros_in_order against the stable argsort it replaces, at every row's nonzeros; past
+    # a row's count +0 (the loop's padding): rows of no, one, some and all nonzeros, -0 entries
+    # (zeros), several widths
+    rng = np.random.default_rng(29)
+    for n, k in ((512, 64), (40, 7), (9, 1), (3, 33)):
+        a = _fp16(rng.standard_normal((n, k))) * (rng.random((n, k)) < rng.random((n, 1)))
+        a[0], a[-1] = 0.0, 1.0
+        a[1, ::2] = -0.0
+        a[2, :] = 0.0
+        a[2, -1] = -3.0
+        nonzero = a != 0
+        counts = np.count_nonzero(nonzero, axis=1)
+        steps = int(counts.max())
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts, steps)
+        order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps].T
+        inside = np.arange(steps)[:, None] < counts[None, :]
+        np.testing.assert_array_equal(index[inside], order[inside])
+        _same_bits(values[inside], np.take_along_axis(a, order.T, axis=1).T[inside])
+        _same_bits(values[~inside], np.zeros((~inside).sum()))
+
+
+def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
+    # _count_nonzero (a 0 / 1 mask times ones) against np.count_nonzero: -0, NaN, inf,
+    # subnormals, empty rows, transposed views, one row / one column
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((70, 130)) * (rng.random((70, 130)) < 0.5)
+    x[0] = 0.0
+    x[1, ::3] = -0.0
+    x[2, :5] = [np.nan, np.inf, -np.inf, 5e-324, -5e-324]
+    for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0))):
+        for axis in (0, 1):
+            want = np.count_nonzero(arr, axis=axis)
+            got = fp16_matmul._count_nonzero(arr, axis)
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
