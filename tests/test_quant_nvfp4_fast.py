@@ -227,23 +227,116 @@ def _hw_sr_values(fmt) -> np.ndarray:
     return np.concatenate([pts, -pts]).astype(np.float32)
 
 
+def _kernels(v, fmt, bits, seed):
+    """Every float32 kernel that applies, each on the lanes round_random_bits would draw."""
+    from floatlab.quant import elements
+
+    r = elements.random_lanes(np.random.default_rng(seed), v.size, bits).reshape(v.shape)
+    out = {}
+    if elements._random_bits_float32_ok(fmt, bits):
+        out["float32"] = elements._round_random_bits_float32(v, fmt, bits, r)
+    if elements._random_bits_carry_ok(fmt, bits):
+        out["carry"] = elements._round_random_bits_carry(v, fmt, bits, r)
+    return out
+
+
 @pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn", "e5m2", "e3m2"])
-@pytest.mark.parametrize("bits", [1, 8, 13, 16])
-def test_random_bits_float32_kernel_equals_the_float64_definition(fmt, bits):
+@pytest.mark.parametrize("bits", [1, 3, 8, 9, 13, 16])
+def test_random_bits_float32_kernels_equal_the_float64_definition(fmt, bits):
     from floatlab.quant import elements
 
     fmt = floatlab.get_format(fmt)
     assert elements._random_bits_float32_ok(fmt, bits)
+    assert elements._random_bits_carry_ok(fmt, bits) == (fmt.man_bits + bits <= 11)
     v = _hw_sr_values(fmt)
     rng = np.random.default_rng(bits)
     v = np.concatenate([v, np.clip(rng.standard_normal(5000).astype(np.float32) * fmt.max / 4,
                                    -fmt.max, fmt.max)])
     for seed in range(3):
-        fast = elements.round_random_bits(v, fmt, bits, np.random.default_rng(seed))
         slow = elements.round_random_bits(v.astype(np.float64), fmt, bits,
                                           np.random.default_rng(seed)).astype(np.float32)
+        fast = elements.round_random_bits(v, fmt, bits, np.random.default_rng(seed))
         assert fast.dtype == np.float32
         assert np.array_equal(fast.view(np.uint32), slow.view(np.uint32))
+        for name, out in _kernels(v, fmt, bits, seed).items():
+            assert np.array_equal(out.view(np.uint32), slow.view(np.uint32)), name
+
+
+def _carry_edge_values(fmt, bits: int) -> np.ndarray:
+    """float32 values at and around every decision threshold of k random bits: (n + j / 2**k)
+    quanta for every grid point n (of the lowest and highest binades) and every j, and 1-4
+    float32 ulps either side; the values around 2**(emin - 23 + M + k), where the carry
+    kernel's offset sum stops being exact (below it, all-ones fractions that round up into
+    the decision bits); float32 subnormals, signed zeros and max. Both signs."""
+    grid = np.unique(np.abs(floatlab.round(np.linspace(0, fmt.max, 4001), fmt)))
+    # the subnormal range, the two lowest binades and the top one (the others repeat these)
+    grid = grid[(grid <= 2.0 ** (fmt.emin + 2)) | (grid >= 2.0**fmt.emax)]
+    steps = np.diff(grid)
+    frac = np.arange(2**bits) / 2**bits
+    pts = (grid[:-1, None] + steps[:, None] * frac[None, :]).reshape(-1).astype(np.float32)
+    near = [pts]
+    for direction in (np.inf, 0.0):
+        p = pts
+        for _ in range(4):
+            p = np.nextafter(p, np.float32(direction))
+            near.append(p)
+    edge = fmt.emin - 23 + fmt.man_bits + bits
+    tiny = [np.float32(2.0**e) * np.float32(m) for e in range(edge - 3, edge + 3)
+            for m in (1.0, 1.5, 2.0 - 2.0**-23, 1.0 + 2.0**-23)]
+    quantum_k = 2.0 ** (fmt.emin - fmt.man_bits - bits)   # the decision grid below 2**emin
+    tiny += [np.nextafter(np.float32(quantum_k * m), np.float32(0)) for m in (1, 2, 3)]
+    v = np.concatenate(near + [np.array(tiny, np.float32),
+                               np.array([0.0, 1e-45, 2e-45, 1.17e-38, fmt.max], np.float32)])
+    v = np.unique(v[(v >= 0) & (v <= fmt.max)])
+    return np.concatenate([v, -v]).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt, bits", [("e2m1", 8), ("e2m1", 1), ("e2m1", 10), ("e4m3fn", 8),
+                                       ("e5m2", 4), ("e3m2", 9)])
+def test_carry_kernel_on_every_threshold_for_every_random_value(fmt, bits):
+    """The carry kernel against the float32 kernel and the float64 definition: every value
+    of _carry_edge_values with every r in [0, 2**k) (for k > 8 the extreme r and 30 random
+    ones: all of them would make arrays of 10**8 values)."""
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format(fmt)
+    assert elements._random_bits_carry_ok(fmt, bits)
+    v = _carry_edge_values(fmt, bits)
+    lane = np.uint8 if bits <= 8 else np.uint16
+    r = np.arange(2**bits, dtype=lane)
+    if bits > 8:
+        r = np.unique(np.concatenate([r[:2], r[2**(bits - 1) - 1:2**(bits - 1) + 1], r[-2:],
+                                      np.random.default_rng(bits).choice(r, 30)]))
+    for part in np.array_split(r, -(-r.size // 32)):   # 32 values of r at a time (memory)
+        v2 = np.repeat(v, part.size).reshape(v.size, part.size)
+        r2 = np.broadcast_to(part, v2.shape)
+        carry = elements._round_random_bits_carry(v2, fmt, bits, r2)
+        exact = elements._round_random_bits_float32(v2, fmt, bits, r2)
+        assert np.array_equal(carry.view(np.uint32), exact.view(np.uint32))
+        # the float64 definition (round_random_bits' own lines) on the same lanes
+        a = np.abs(v2).astype(np.float64)
+        e = np.frexp(np.maximum(a, 2.0**fmt.emin))[1] - 1
+        quantum = np.ldexp(1.0, e - fmt.man_bits)
+        n = np.floor(a / quantum * 2.0**bits)
+        lo = np.floor(n / 2.0**bits)
+        want = np.copysign((lo + (r2 < n - lo * 2.0**bits)) * quantum, v2).astype(np.float32)
+        assert np.array_equal(carry.view(np.uint32), want.view(np.uint32))
+    assert carry.dtype == np.float32 and not np.shares_memory(carry, v2)
+
+
+def test_carry_kernel_switch(monkeypatch):
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format("e2m1")
+    v = _hw_sr_values(fmt)
+    calls = []
+    kernel = elements._round_random_bits_carry
+    monkeypatch.setattr(elements, "_round_random_bits_carry",
+                        lambda *a: calls.append(1) or kernel(*a))
+    on = elements.round_random_bits(v, fmt, 8, np.random.default_rng(3))
+    monkeypatch.setattr(elements, "_CARRY_KERNEL", False)
+    off = elements.round_random_bits(v, fmt, 8, np.random.default_rng(3))
+    assert calls == [1] and np.array_equal(on.view(np.uint32), off.view(np.uint32))
 
 
 @pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn"])
