@@ -9,8 +9,13 @@ for stochastic rounding a float64 result that the float32 BLAS GEMM then narrows
 :func:`fake_quantize_nvfp4` runs the same steps for the one scheme family with nothing else:
 
 1. the Hadamard transform (the same :func:`~floatlab.quant.hadamard.apply_hadamard` call on
-   the same float32 array, after the same finiteness check);
-2. block amaxes of the float32 values (:func:`~floatlab.quant.blocks._amax` on the same
+   the same float32 array). The general core first checks x finite; here the check runs only
+   when the transformed blocks are not (step 2 raises), which they are whenever x is not: a
+   NaN propagates through the transform's products and sums, and an inf times +-1/4 is an
+   inf, whose sum with finite values or infs is an inf or a NaN. So the same error, without
+   the pass over x when all is well;
+2. block amaxes of the float32 values and the tensor amax, their largest
+   (:func:`~floatlab.quant.blocks._amax_and_max` on the same
    :func:`~floatlab.quant.blocks._blocked` view; the general core takes them from the float32
    values too, ``_NARROW_AMAX``, also when it then works in float64);
 3. the scales (:func:`~floatlab.quant.scales.global_block_scales`, the general code), and the
@@ -60,7 +65,7 @@ import numpy as np
 from floatlab import rounding
 from floatlab._rounding_fast import round_in_range_nearest_even, round_in_range_stochastic
 from floatlab.formats import get_format
-from floatlab.quant.blocks import _amax, _blocked, _unblock, raise_nonfinite
+from floatlab.quant.blocks import _amax_and_max, _blocked, _unblock, raise_nonfinite
 from floatlab.quant.elements import round_random_bits
 from floatlab.quant.hadamard import apply_hadamard
 from floatlab.quant.scales import global_block_scales
@@ -119,15 +124,23 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     if stochastic and (not isinstance(rng, np.random.Generator)
                        or (x.size > _CHUNK and not hardware_sr)):
         return None
+    source = None
     if scheme.hadamard:
         if not rotated:
             return None  # the inverse transform runs on the general core's dtype
-        if not np.all(np.isfinite(x)):
-            raise_nonfinite(x)
-        x = apply_hadamard(x, scheme.hadamard, scheme.axis)
+        source = x
+        with np.errstate(invalid="ignore"):  # x's NaN / inf are reported below
+            x = apply_hadamard(x, scheme.hadamard, scheme.axis)
     b = _blocked(x, scheme)
-    amax = _amax(b.view)  # float32, finite (NaN / inf raise)
-    scales, scales32, g = global_block_scales(amax, scheme, float(amax.max()))
+    try:
+        amax, tensor_amax = _amax_and_max(b.view)  # float32, finite (NaN / inf raise)
+    except ValueError:
+        if source is None or np.all(np.isfinite(source)):
+            raise                  # the transform overflowed: the general core's error too
+        amax = None
+    if amax is None:
+        raise_nonfinite(source)    # x's own NaN / inf, as the general core reports them
+    scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
     eff32 = g * scales32
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         if stochastic and not hardware_sr:
