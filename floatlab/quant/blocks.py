@@ -137,6 +137,13 @@ def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
 
 def _amax(view: np.ndarray) -> np.ndarray:
     """Block amaxes, shaped to broadcast against ``view``."""
+    return _amax_and_max(view)[0]
+
+
+def _amax_and_max(view: np.ndarray) -> tuple[np.ndarray, float]:
+    """(block amaxes shaped to broadcast against ``view``, the largest of them): the finiteness
+    check reduces them to their maximum anyway, and two-level schemes need it (the tensor
+    amax)."""
     rows, width = view.shape if view.ndim == 2 else (0, 0)
     narrow = view.itemsize <= 4  # float32 (measured: float64 gains up to 64 wide, 64K values)
     if 2 <= width <= 256 and not width & (width - 1) and view.flags.c_contiguous \
@@ -165,9 +172,10 @@ def _amax(view: np.ndarray) -> np.ndarray:
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
-    if not amax.max() < np.inf:  # NaN (max propagates it) or inf
+    largest = float(amax.max())
+    if not largest < np.inf:  # NaN (max propagates it) or inf
         raise_nonfinite(view)
-    return amax
+    return amax, largest
 
 
 _AMAX_FOLD_BYTES = 1 << 21  # up to here the pairwise fold beats the paths below (measured)
