@@ -331,6 +331,31 @@ def test_carry_kernel_on_every_threshold_for_every_random_value(fmt, bits):
     assert carry.dtype == np.float32 and not np.shares_memory(carry, v2)
 
 
+@pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn", "e5m2"])
+@pytest.mark.parametrize("carry", [True, False], ids=["carry", "no carry"])
+def test_random_bits_saturate_equals_clipping_first(monkeypatch, fmt, carry):
+    """round_random_bits(saturate=True) on values beyond max (a hair above, the next grid
+    points of the extended grid and their midpoints, the next binades, float32's max) and
+    within range equals rounding the clipped values, for every r."""
+    from floatlab.quant import elements
+
+    monkeypatch.setattr(elements, "_CARRY_KERNEL", carry)
+    fmt = floatlab.get_format(fmt)
+    top = np.float32(fmt.max)
+    q = 2.0 ** (fmt.emax - fmt.man_bits)
+    above = np.array([np.nextafter(top, np.float32(np.inf)), top * (1 + 2.0**-20), top + q / 2,
+                      top + q / 256, top + q, top + 1.5 * q, 2.0 ** (fmt.emax + 1),
+                      2.0 ** (fmt.emax + 1) * 1.7, 2.0**100, 3.4e38, 6.0000005], np.float32)
+    v = np.concatenate([above, _hw_sr_values(fmt)]).astype(np.float32)
+    v = np.concatenate([v, -v])
+    for r in range(256):
+        monkeypatch.setattr(elements, "random_lanes",
+                            lambda rng, n, bits, r=r: np.full(n, r, np.uint8))
+        got = elements.round_random_bits(v, fmt, 8, None, saturate=True)
+        want = elements.round_random_bits(np.clip(v, -fmt.max, fmt.max), fmt, 8, None)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r
+
+
 def test_carry_kernel_switch(monkeypatch):
     from floatlab.quant import elements
 

@@ -38,9 +38,10 @@ def random_lanes(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
     return lanes >> lane.type(shift) if shift else lanes
 
 
-def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator
-                      ) -> np.ndarray:
-    """Stochastic rounding of finite ``q`` (``|q| <= fmt.max``: the core clips first) with
+def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator, *,
+                      saturate: bool = False) -> np.ndarray:
+    """Stochastic rounding of finite ``q`` (``|q| <= fmt.max``: the core clips first; with
+    ``saturate=True`` larger |q| give +-max, the values clipping first gives) with
     ``bits`` random bits per value, as the hardware does it (PTX ``cvt.rs``): the k = ``bits``
     random bits r (:func:`random_lanes`, one per value in C order) are added to the top k
     discarded bits of |q| and a carry rounds up. With Q the element's quantum at |q| (the
@@ -59,7 +60,9 @@ def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Gene
     """
     r = random_lanes(rng, q.size, bits).reshape(q.shape)
     if q.dtype == np.float32 and _CARRY_KERNEL and _random_bits_carry_ok(fmt, bits):
-        return _round_random_bits_carry(q, fmt, bits, r)
+        return _round_random_bits_carry(q, fmt, bits, r, saturate)
+    if saturate:
+        q = np.clip(q, -fmt.max, fmt.max)
     if q.dtype == np.float32 and _random_bits_float32_ok(fmt, bits):
         return _round_random_bits_float32(q, fmt, bits, r)
     a = np.abs(q).astype(np.float64)
@@ -124,8 +127,8 @@ def _random_bits_carry_ok(fmt: Format, bits: int) -> bool:
     return _format_fits_float32(fmt) and fmt.emin >= -126 and fmt.man_bits + bits <= 11
 
 
-def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarray
-                             ) -> np.ndarray:
+def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarray,
+                             saturate: bool = False) -> np.ndarray:
     """:func:`round_random_bits` for float32 q as the hardware does it: the complement of the
     k random bits added below the kept bits of the float32 pattern, its carry rounding up,
     then the discarded bits cleared. Half the passes of :func:`_round_random_bits_float32`
@@ -154,6 +157,12 @@ def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarra
        M + k <= 11): j = 0 and floor(|q| / Q) = 0, so the definition gives 0; and y, rounded
        monotonically, stays below 2**emin + Q * 2**-k (a float32), so its bits give 0 too.
     3. q's sign bit ORed in gives -0 for negative q rounded to 0, as copysign.
+    4. ``saturate``: |q| above max (finite) is in case 1 (max >= 2**emin), where the steps
+       give at least the grid point below |q| on the grid extended past max (its pattern, or
+       beyond float32's top binade the pattern of inf, which compares larger too), so at
+       least max; the minimum with max's pattern gives max, what clipping first gives (max is
+       a grid point: j = 0, never up). For |q| <= max the result is at most max (up needs
+       |q| below a grid point <= max), so the minimum changes nothing.
 
     Tests compare it with :func:`_round_random_bits_float32`, the float64 definition and
     exact rationals on every grid point, midpoint, quarter point and their float32
@@ -174,6 +183,8 @@ def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarra
     t += carry
     t &= keep_mask
     y -= offset
+    if saturate:
+        np.minimum(t, np.float32(fmt.max).view(np.uint32), out=t)
     t |= np.bitwise_and(pattern, np.uint32(0x80000000))
     return y
 

@@ -34,7 +34,9 @@ for stochastic rounding a float64 result that the float32 BLAS GEMM then narrows
    clipping all of q instead changes no value of the other blocks (stochastic: they are
    within max already; nearest-even: their values below the threshold round to the clipped
    value or below, and rounding then sees max or the value itself, which rounds to the same
-   element). A non-finite peak (a zero effective scale) is left to the general core;
+   element). A non-finite peak (a zero effective scale) is left to the general core. With
+   hardware SR the rounding kernel saturates instead (``round_random_bits(saturate=True)``,
+   proved equal to clipping first);
 6. the element rounding by the same proved kernels the general core calls for finite, clipped
    q (:func:`~floatlab._rounding_fast.round_in_range_nearest_even`,
    :func:`~floatlab._rounding_fast.round_in_range_stochastic` with the chunk size of
@@ -157,12 +159,14 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     if not peak_max < np.inf:                 # a zero effective scale: the general core
         return None
     limit = _E2M1.max if stochastic else overflow_threshold(_E2M1)
-    if (peak_max > limit) if stochastic else (peak_max >= limit):
-        np.maximum(np.minimum(q, _E2M1.max, out=q), -_E2M1.max, out=q)
-    if hardware_sr:
-        elements = round_random_bits(q, _E2M1, scheme.random_bits, rng)
+    clip = (peak_max > limit) if stochastic else (peak_max >= limit)
+    if hardware_sr:  # the kernel saturates: clipping first, in one pass instead of two
+        elements = round_random_bits(q, _E2M1, scheme.random_bits, rng, saturate=clip)
         out = np.multiply(elements, eff_q, out=elements)
-    elif stochastic:
+        return _unblock(out, b.padded, b.shape)
+    if clip:
+        np.maximum(np.minimum(q, _E2M1.max, out=q), -_E2M1.max, out=q)
+    if stochastic:
         elements = round_in_range_stochastic(q, _E2M1, rng, _CHUNK, q)
         if float32:
             out = np.multiply(elements, eff_q, out=np.empty(q.shape, np.float32),
