@@ -405,6 +405,39 @@ def test_random_lanes_are_the_little_endian_pieces_of_64_bit_words():
                                   for i in range(4)]
 
 
+def _same_state(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    return np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.PCG64DXSM,
+                                           np.random.Philox, np.random.SFC64,
+                                           np.random.MT19937])
+def test_random_lanes_raw_words_equal_integers_words(monkeypatch, bit_generator):
+    """random_lanes takes bit_generator.random_raw for the generators whose raw output is
+    their next_uint64: the same lanes and generator end state as rng.integers(0, 2**64,
+    uint64), also after an odd number of 32-bit draws (PCG64's buffered half word) and for
+    the later draws; MT19937 (32-bit raw output) keeps integers."""
+    from floatlab.quant import elements
+
+    assert (bit_generator in elements._RAW_IS_UINT64) == (bit_generator is not np.random.MT19937)
+    raw = bit_generator(3).random_raw(4)
+    full = np.random.Generator(bit_generator(3)).integers(0, 2**64, 4, dtype=np.uint64)
+    assert np.array_equal(raw, full) == (bit_generator is not np.random.MT19937)
+    for n, bits in ((0, 8), (1, 8), (7, 8), (8, 8), (1000, 8), (33, 13), (4096, 16)):
+        lanes, rngs = [], []
+        for use_raw in (True, False):
+            monkeypatch.setattr(elements, "_RAW_WORDS", use_raw)
+            rng = np.random.Generator(bit_generator(n))
+            rng.integers(0, 2**32, 3, dtype=np.uint32)
+            lanes.append(elements.random_lanes(rng, n, bits))
+            rngs.append(rng)
+        assert lanes[0].dtype == lanes[1].dtype and np.array_equal(lanes[0], lanes[1])
+        assert _same_state(rngs[0].bit_generator.state, rngs[1].bit_generator.state)
+        assert np.array_equal(rngs[0].random(3), rngs[1].random(3))
+
+
 def test_random_bits_probability_is_truncated_to_k_bits():
     """A value a fraction 0.3 of a quantum above the grid rounds up with probability
     floor(0.3 * 256) / 256 = 76 / 256 (the hardware's bias), not 0.3."""

@@ -28,14 +28,33 @@ def random_lanes(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
     same bytes as 32-bit words taken low half first, as Transformer Engine splits one 32-bit
     Philox word over four NVFP4 values), each lane's top ``bits`` bits.
 
+    The words of PCG64 (``default_rng``'s generator) and the other generators whose raw
+    output is their 64-bit output come from ``bit_generator.random_raw``: numpy draws
+    ``integers`` over the full uint64 range as one ``next_uint64`` per value (the range
+    2**64 - 1 has no rejection: numpy/random/src/distributions/distributions.c,
+    random_bounded_uint64_fill), and ``random_raw`` is one ``next_raw`` per value, the same
+    function for these generators (their ``_bitgen.next_raw = &..._uint64``); the same words
+    and end state (tested), without ``integers``' argument handling, which costs ~25 us a
+    call when its code is out of the cache (a training step). MT19937's raw output is 32-bit:
+    it keeps ``integers``.
+
     >>> random_lanes(np.random.default_rng(0), 6, 8).tolist()
     [95, 130, 194, 217, 207, 235]
     """
     lane = np.dtype("<u1") if bits <= 8 else np.dtype("<u2")
-    words = rng.integers(0, 2**64, -(-n * lane.itemsize // 8), dtype=np.uint64)
+    count = -(-n * lane.itemsize // 8)
+    bit_generator = rng.bit_generator
+    if _RAW_WORDS and type(bit_generator) in _RAW_IS_UINT64:
+        words = bit_generator.random_raw(count)
+    else:
+        words = rng.integers(0, 2**64, count, dtype=np.uint64)
     lanes = words.astype("<u8", copy=False).view(lane)[:n]
     shift = 8 * lane.itemsize - bits
     return lanes >> lane.type(shift) if shift else lanes
+
+
+_RAW_IS_UINT64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64)
+_RAW_WORDS = True  # switch for the tests, which check the raw words equal to integers'
 
 
 def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator, *,
