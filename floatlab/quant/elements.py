@@ -204,7 +204,8 @@ def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarra
     y -= offset
     if saturate:
         np.minimum(t, np.float32(fmt.max).view(np.uint32), out=t)
-    t |= np.bitwise_and(pattern, np.uint32(0x80000000))
+    sign = np.bitwise_and(pattern, np.uint32(0x80000000), out=carry)  # carry's array, free
+    t |= sign
     return y
 
 
