@@ -217,7 +217,8 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
 
 def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
                           rounding: str = "nearest_even",
-                          rng: np.random.Generator | None = None) -> np.ndarray:
+                          rng: np.random.Generator | None = None,
+                          positive_normal: bool = False) -> np.ndarray:
     """``round(x, fmt, rounding, saturate=True, rng=rng, dtype=x.dtype)`` for an array the
     caller knows to be finite and within range: below the overflow threshold ``max +
     ulp(max) / 2`` (:func:`overflow_threshold`) for "nearest_even", at most ``max`` for
@@ -228,7 +229,9 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
     FP8 / FP6 / FP4 element formats (seven passes; into ``x`` itself with ``in_place=True``, a
     C-contiguous scratch array the caller owns), and float64 stochastic rounding with the
     same random draws as round() (in place too). Everything else, and ``_FAST_PATHS =
-    False``, goes through :func:`round` (a new array).
+    False``, goes through :func:`round` (a new array). ``positive_normal=True``: the caller
+    also knows every x is positive and at least the smallest normal (clamped block scales);
+    the nearest-even kernel then skips the passes that change nothing for them.
 
     >>> import numpy as np
     >>> round_finite_in_range(np.array([0.3, -448.0, -1e-9], np.float32), get_format("e4m3fn"))
@@ -243,7 +246,8 @@ def round_finite_in_range(x: np.ndarray, fmt: Format, *, in_place: bool = False,
                          f"not {rounding!r}")
     elif _FAST_PATHS and x.dtype in (_FLOAT32, _FLOAT64) and in_range_kernel_applies(fmt):
         in_place = in_place and x.flags.c_contiguous and x.flags.writeable
-        return round_in_range_nearest_even(x, fmt, x if in_place else None)
+        return round_in_range_nearest_even(x, fmt, x if in_place else None,
+                                           positive_normal=positive_normal)
     dtype = x.dtype if x.dtype == _FLOAT32 and _fits_float32(fmt) else _FLOAT64
     return round(x, fmt, rounding=rounding, saturate=True, rng=rng, dtype=dtype)
 

@@ -252,3 +252,21 @@ def test_msamp_trains_bit_identical_without_the_pow2_twin(monkeypatch, name):
 
     for a, b in zip(fit(True), fit(False), strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(512, 64), (512, 16), (2048, 64), (129, 300), (1, 9000),
+                                   (9000, 1), (0, 64), (3, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_transposed_copy_in_blocks_is_the_transposed_array(shape, dtype, layout):
+    """recipe_gemm.transposed: np.ascontiguousarray(a.T), C-contiguous, a left untouched
+    (blocked rows, a single block, a ragged last block, views)."""
+    rng = np.random.default_rng(shape[0])
+    a = (rng.random((shape[0], 2 * shape[1])) * 200 - 50).astype(dtype) if dtype != np.uint8 \
+        else rng.integers(0, 256, (shape[0], 2 * shape[1]), dtype=np.uint8)
+    a = a[:, ::2] if layout == "strided" else a[:, : shape[1]].copy(order=layout)
+    before = a.copy()
+    got, want = recipe_gemm.transposed(a), np.ascontiguousarray(a.T)
+    assert got.flags.c_contiguous and got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert np.array_equal(a, before)

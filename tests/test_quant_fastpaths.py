@@ -83,19 +83,32 @@ def test_tiles_cut_to_short_axes_equal_padded_tiles(name, monkeypatch):
 @pytest.mark.parametrize("shape", [(300, 32), (1024, 16), (4096, 32), (100, 32), (600, 48),
                                    (16384, 16), (3000, 64), (256, 16), (2048, 16), (512, 64),
                                    (512, 128), (600, 96), (512, 32), (1024, 48), (5000, 64),
-                                   (4096, 32), (2048, 64)])
-def test_block_amax_paths_equal_the_row_reduction(shape, dtype):
+                                   (4096, 32), (2048, 64), (128, 2), (64, 4), (9, 8), (1, 16),
+                                   (512, 256), (40000, 16)])
+@pytest.mark.parametrize("fold", [True, False], ids=["fold", "no fold"])
+def test_block_amax_paths_equal_the_row_reduction(monkeypatch, shape, dtype, fold):
+    """Every path of blocks._amax (the pairwise fold of power-of-two rows up to 2 MiB, or,
+    with the fold off, the halves, the transposed copy, the column loop, the reduction)
+    against NumPy's row reduction; NaN and inf raise."""
     import importlib
 
     blocks_mod = importlib.import_module("floatlab.quant.blocks")
+    if not fold:
+        monkeypatch.setattr(blocks_mod, "_AMAX_FOLD_BYTES", 0)
     rng = np.random.default_rng(2)
     view = (rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, (shape[0], 1)))
     view = view.astype(dtype)
     view[::7] = -0.0
+    if dtype == np.float32:
+        view[1::7, 0] = np.float32(1e-45)
     expected = np.abs(view).max(axis=1, keepdims=True)
     got = blocks_mod._amax(view)
-    assert got.shape == expected.shape and np.array_equal(got, expected)
-    view[3, 5] = np.nan
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert np.array_equal(got.view(np.uint8), expected.view(np.uint8))
+    view[-1, -1] = np.inf
+    with pytest.raises(ValueError, match="1 inf"):
+        blocks_mod._amax(view)
+    view[0, shape[1] // 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         blocks_mod._amax(view)
 

@@ -123,17 +123,24 @@ def test_stochastic_draws_both_ways_for_values_below_two_to_emin():
 def test_bad_input_raises_the_general_core_errors(name):
     scheme = SCHEMES[name]
     stochastic = scheme.rounding == "stochastic"
+    mixed = np.ones((3, 32), np.float32)
+    mixed[2, 17], mixed[1, 3] = np.inf, -np.inf                      # one inf per block
+    opposite = np.ones((1, 32), np.float32)
+    opposite[0, 16:18] = np.inf, -np.inf                             # inf - inf in a block
     for x in (np.array([[1.0, np.nan] * 8], np.float32), np.array([[np.inf] * 16], np.float32),
-              np.full((2, 16), 1e-45, np.float32)):               # g underflows to 0
+              mixed, opposite, np.full((2, 16), 1e-45, np.float32),  # g underflows to 0
+              np.full((2, 16), 3e38, np.float32)):                   # the transform overflows
         try:
-            floatlab.fake_quantize(x, scheme, np.random.default_rng(0) if stochastic else None,
-                                   rotated=True)
+            with np.errstate(over="ignore"):
+                floatlab.fake_quantize(x, scheme, np.random.default_rng(0) if stochastic
+                                       else None, rotated=True)
         except ValueError as general:
-            with pytest.raises(ValueError) as fused:
+            with pytest.raises(ValueError) as fused, np.errstate(over="ignore"):
                 fake_quantize_nvfp4(x, scheme, np.random.default_rng(0), rotated=True)
             assert str(fused.value) == str(general)
-        else:  # the Hadamard transform flushed the subnormals: an all-zero tensor, g = 1
-            assert scheme.hadamard
+        else:  # the Hadamard transform flushed the subnormals (an all-zero tensor, g = 1),
+            #    or without a transform the huge values are fine
+            assert scheme.hadamard if x[0, 0] < 1 else not scheme.hadamard
             _check(x, scheme)
 
 
@@ -227,23 +234,141 @@ def _hw_sr_values(fmt) -> np.ndarray:
     return np.concatenate([pts, -pts]).astype(np.float32)
 
 
+def _kernels(v, fmt, bits, seed):
+    """Every float32 kernel that applies, each on the lanes round_random_bits would draw."""
+    from floatlab.quant import elements
+
+    r = elements.random_lanes(np.random.default_rng(seed), v.size, bits).reshape(v.shape)
+    out = {}
+    if elements._random_bits_float32_ok(fmt, bits):
+        out["float32"] = elements._round_random_bits_float32(v, fmt, bits, r)
+    if elements._random_bits_carry_ok(fmt, bits):
+        out["carry"] = elements._round_random_bits_carry(v, fmt, bits, r)
+    return out
+
+
 @pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn", "e5m2", "e3m2"])
-@pytest.mark.parametrize("bits", [1, 8, 13, 16])
-def test_random_bits_float32_kernel_equals_the_float64_definition(fmt, bits):
+@pytest.mark.parametrize("bits", [1, 3, 8, 9, 13, 16])
+def test_random_bits_float32_kernels_equal_the_float64_definition(fmt, bits):
     from floatlab.quant import elements
 
     fmt = floatlab.get_format(fmt)
     assert elements._random_bits_float32_ok(fmt, bits)
+    assert elements._random_bits_carry_ok(fmt, bits) == (fmt.man_bits + bits <= 11)
     v = _hw_sr_values(fmt)
     rng = np.random.default_rng(bits)
     v = np.concatenate([v, np.clip(rng.standard_normal(5000).astype(np.float32) * fmt.max / 4,
                                    -fmt.max, fmt.max)])
     for seed in range(3):
-        fast = elements.round_random_bits(v, fmt, bits, np.random.default_rng(seed))
         slow = elements.round_random_bits(v.astype(np.float64), fmt, bits,
                                           np.random.default_rng(seed)).astype(np.float32)
+        fast = elements.round_random_bits(v, fmt, bits, np.random.default_rng(seed))
         assert fast.dtype == np.float32
         assert np.array_equal(fast.view(np.uint32), slow.view(np.uint32))
+        for name, out in _kernels(v, fmt, bits, seed).items():
+            assert np.array_equal(out.view(np.uint32), slow.view(np.uint32)), name
+
+
+def _carry_edge_values(fmt, bits: int) -> np.ndarray:
+    """float32 values at and around every decision threshold of k random bits: (n + j / 2**k)
+    quanta for every grid point n (of the lowest and highest binades) and every j, and 1-4
+    float32 ulps either side; the values around 2**(emin - 23 + M + k), where the carry
+    kernel's offset sum stops being exact (below it, all-ones fractions that round up into
+    the decision bits); float32 subnormals, signed zeros and max. Both signs."""
+    grid = np.unique(np.abs(floatlab.round(np.linspace(0, fmt.max, 4001), fmt)))
+    # the subnormal range, the two lowest binades and the top one (the others repeat these)
+    grid = grid[(grid <= 2.0 ** (fmt.emin + 2)) | (grid >= 2.0**fmt.emax)]
+    steps = np.diff(grid)
+    frac = np.arange(2**bits) / 2**bits
+    pts = (grid[:-1, None] + steps[:, None] * frac[None, :]).reshape(-1).astype(np.float32)
+    near = [pts]
+    for direction in (np.inf, 0.0):
+        p = pts
+        for _ in range(4):
+            p = np.nextafter(p, np.float32(direction))
+            near.append(p)
+    edge = fmt.emin - 23 + fmt.man_bits + bits
+    tiny = [np.float32(2.0**e) * np.float32(m) for e in range(edge - 3, edge + 3)
+            for m in (1.0, 1.5, 2.0 - 2.0**-23, 1.0 + 2.0**-23)]
+    quantum_k = 2.0 ** (fmt.emin - fmt.man_bits - bits)   # the decision grid below 2**emin
+    tiny += [np.nextafter(np.float32(quantum_k * m), np.float32(0)) for m in (1, 2, 3)]
+    v = np.concatenate(near + [np.array(tiny, np.float32),
+                               np.array([0.0, 1e-45, 2e-45, 1.17e-38, fmt.max], np.float32)])
+    v = np.unique(v[(v >= 0) & (v <= fmt.max)])
+    return np.concatenate([v, -v]).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt, bits", [("e2m1", 8), ("e2m1", 1), ("e2m1", 10), ("e4m3fn", 8),
+                                       ("e5m2", 4), ("e3m2", 9)])
+def test_carry_kernel_on_every_threshold_for_every_random_value(fmt, bits):
+    """The carry kernel against the float32 kernel and the float64 definition: every value
+    of _carry_edge_values with every r in [0, 2**k) (for k > 8 the extreme r and 30 random
+    ones: all of them would make arrays of 10**8 values)."""
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format(fmt)
+    assert elements._random_bits_carry_ok(fmt, bits)
+    v = _carry_edge_values(fmt, bits)
+    lane = np.uint8 if bits <= 8 else np.uint16
+    r = np.arange(2**bits, dtype=lane)
+    if bits > 8:
+        r = np.unique(np.concatenate([r[:2], r[2**(bits - 1) - 1:2**(bits - 1) + 1], r[-2:],
+                                      np.random.default_rng(bits).choice(r, 30)]))
+    for part in np.array_split(r, -(-r.size // 32)):   # 32 values of r at a time (memory)
+        v2 = np.repeat(v, part.size).reshape(v.size, part.size)
+        r2 = np.broadcast_to(part, v2.shape)
+        carry = elements._round_random_bits_carry(v2, fmt, bits, r2)
+        exact = elements._round_random_bits_float32(v2, fmt, bits, r2)
+        assert np.array_equal(carry.view(np.uint32), exact.view(np.uint32))
+        # the float64 definition (round_random_bits' own lines) on the same lanes
+        a = np.abs(v2).astype(np.float64)
+        e = np.frexp(np.maximum(a, 2.0**fmt.emin))[1] - 1
+        quantum = np.ldexp(1.0, e - fmt.man_bits)
+        n = np.floor(a / quantum * 2.0**bits)
+        lo = np.floor(n / 2.0**bits)
+        want = np.copysign((lo + (r2 < n - lo * 2.0**bits)) * quantum, v2).astype(np.float32)
+        assert np.array_equal(carry.view(np.uint32), want.view(np.uint32))
+    assert carry.dtype == np.float32 and not np.shares_memory(carry, v2)
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn", "e5m2"])
+@pytest.mark.parametrize("carry", [True, False], ids=["carry", "no carry"])
+def test_random_bits_saturate_equals_clipping_first(monkeypatch, fmt, carry):
+    """round_random_bits(saturate=True) on values beyond max (a hair above, the next grid
+    points of the extended grid and their midpoints, the next binades, float32's max) and
+    within range equals rounding the clipped values, for every r."""
+    from floatlab.quant import elements
+
+    monkeypatch.setattr(elements, "_CARRY_KERNEL", carry)
+    fmt = floatlab.get_format(fmt)
+    top = np.float32(fmt.max)
+    q = 2.0 ** (fmt.emax - fmt.man_bits)
+    above = np.array([np.nextafter(top, np.float32(np.inf)), top * (1 + 2.0**-20), top + q / 2,
+                      top + q / 256, top + q, top + 1.5 * q, 2.0 ** (fmt.emax + 1),
+                      2.0 ** (fmt.emax + 1) * 1.7, 2.0**100, 3.4e38, 6.0000005], np.float32)
+    v = np.concatenate([above, _hw_sr_values(fmt)]).astype(np.float32)
+    v = np.concatenate([v, -v])
+    for r in range(256):
+        monkeypatch.setattr(elements, "random_lanes",
+                            lambda rng, n, bits, r=r: np.full(n, r, np.uint8))
+        got = elements.round_random_bits(v, fmt, 8, None, saturate=True)
+        want = elements.round_random_bits(np.clip(v, -fmt.max, fmt.max), fmt, 8, None)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r
+
+
+def test_carry_kernel_switch(monkeypatch):
+    from floatlab.quant import elements
+
+    fmt = floatlab.get_format("e2m1")
+    v = _hw_sr_values(fmt)
+    calls = []
+    kernel = elements._round_random_bits_carry
+    monkeypatch.setattr(elements, "_round_random_bits_carry",
+                        lambda *a: calls.append(1) or kernel(*a))
+    on = elements.round_random_bits(v, fmt, 8, np.random.default_rng(3))
+    monkeypatch.setattr(elements, "_CARRY_KERNEL", False)
+    off = elements.round_random_bits(v, fmt, 8, np.random.default_rng(3))
+    assert calls == [1] and np.array_equal(on.view(np.uint32), off.view(np.uint32))
 
 
 @pytest.mark.parametrize("fmt", ["e2m1", "e4m3fn"])
@@ -278,6 +403,39 @@ def test_random_lanes_are_the_little_endian_pieces_of_64_bit_words():
     words32 = np.random.default_rng(5).integers(0, 2**32, 6, dtype=np.uint32)
     assert lanes[:8].tolist() == [(int(w) >> (8 * i)) & 255 for w in words32[:2]
                                   for i in range(4)]
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    return np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.PCG64DXSM,
+                                           np.random.Philox, np.random.SFC64,
+                                           np.random.MT19937])
+def test_random_lanes_raw_words_equal_integers_words(monkeypatch, bit_generator):
+    """random_lanes takes bit_generator.random_raw for the generators whose raw output is
+    their next_uint64: the same lanes and generator end state as rng.integers(0, 2**64,
+    uint64), also after an odd number of 32-bit draws (PCG64's buffered half word) and for
+    the later draws; MT19937 (32-bit raw output) keeps integers."""
+    from floatlab.quant import elements
+
+    assert (bit_generator in elements._RAW_IS_UINT64) == (bit_generator is not np.random.MT19937)
+    raw = bit_generator(3).random_raw(4)
+    full = np.random.Generator(bit_generator(3)).integers(0, 2**64, 4, dtype=np.uint64)
+    assert np.array_equal(raw, full) == (bit_generator is not np.random.MT19937)
+    for n, bits in ((0, 8), (1, 8), (7, 8), (8, 8), (1000, 8), (33, 13), (4096, 16)):
+        lanes, rngs = [], []
+        for use_raw in (True, False):
+            monkeypatch.setattr(elements, "_RAW_WORDS", use_raw)
+            rng = np.random.Generator(bit_generator(n))
+            rng.integers(0, 2**32, 3, dtype=np.uint32)
+            lanes.append(elements.random_lanes(rng, n, bits))
+            rngs.append(rng)
+        assert lanes[0].dtype == lanes[1].dtype and np.array_equal(lanes[0], lanes[1])
+        assert _same_state(rngs[0].bit_generator.state, rngs[1].bit_generator.state)
+        assert np.array_equal(rngs[0].random(3), rngs[1].random(3))
 
 
 def test_random_bits_probability_is_truncated_to_k_bits():

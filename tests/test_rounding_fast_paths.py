@@ -400,6 +400,15 @@ def test_in_range_kernel_equals_general_path(fmt, dtype, monkeypatch):
                               fast[index].view(uint)), fmt.name
         assert core.round_finite_in_range(small, fmt, in_place=True) is small
         assert np.array_equal(small.view(uint), fast[index].view(uint)), fmt.name
+    # positive_normal=True (clamped block scales): the inputs at least 2**emin, in small
+    # pieces (its path) and whole (the general passes), copies and in place
+    normal = np.flatnonzero(x >= 2.0**fmt.emin)
+    for index in (normal[:small_size], normal[-small_size:], normal[:1], normal):
+        pos = x[index]
+        got = core.round_finite_in_range(pos, fmt, positive_normal=True)
+        assert np.array_equal(got.view(uint), fast[index].view(uint)), fmt.name
+        assert core.round_finite_in_range(pos, fmt, in_place=True, positive_normal=True) is pos
+        assert np.array_equal(pos.view(uint), fast[index].view(uint)), fmt.name
 
 
 def test_in_range_kernel_covers_the_element_formats():

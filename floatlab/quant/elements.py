@@ -28,19 +28,39 @@ def random_lanes(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
     same bytes as 32-bit words taken low half first, as Transformer Engine splits one 32-bit
     Philox word over four NVFP4 values), each lane's top ``bits`` bits.
 
+    The words of PCG64 (``default_rng``'s generator) and the other generators whose raw
+    output is their 64-bit output come from ``bit_generator.random_raw``: numpy draws
+    ``integers`` over the full uint64 range as one ``next_uint64`` per value (the range
+    2**64 - 1 has no rejection: numpy/random/src/distributions/distributions.c,
+    random_bounded_uint64_fill), and ``random_raw`` is one ``next_raw`` per value, the same
+    function for these generators (their ``_bitgen.next_raw = &..._uint64``); the same words
+    and end state (tested), without ``integers``' argument handling, which costs ~25 us a
+    call when its code is out of the cache (a training step). MT19937's raw output is 32-bit:
+    it keeps ``integers``.
+
     >>> random_lanes(np.random.default_rng(0), 6, 8).tolist()
     [95, 130, 194, 217, 207, 235]
     """
     lane = np.dtype("<u1") if bits <= 8 else np.dtype("<u2")
-    words = rng.integers(0, 2**64, -(-n * lane.itemsize // 8), dtype=np.uint64)
+    count = -(-n * lane.itemsize // 8)
+    bit_generator = rng.bit_generator
+    if _RAW_WORDS and type(bit_generator) in _RAW_IS_UINT64:
+        words = bit_generator.random_raw(count)
+    else:
+        words = rng.integers(0, 2**64, count, dtype=np.uint64)
     lanes = words.astype("<u8", copy=False).view(lane)[:n]
     shift = 8 * lane.itemsize - bits
     return lanes >> lane.type(shift) if shift else lanes
 
 
-def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator
-                      ) -> np.ndarray:
-    """Stochastic rounding of finite ``q`` (``|q| <= fmt.max``: the core clips first) with
+_RAW_IS_UINT64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64)
+_RAW_WORDS = True  # switch for the tests, which check the raw words equal to integers'
+
+
+def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Generator, *,
+                      saturate: bool = False) -> np.ndarray:
+    """Stochastic rounding of finite ``q`` (``|q| <= fmt.max``: the core clips first; with
+    ``saturate=True`` larger |q| give +-max, the values clipping first gives) with
     ``bits`` random bits per value, as the hardware does it (PTX ``cvt.rs``): the k = ``bits``
     random bits r (:func:`random_lanes`, one per value in C order) are added to the top k
     discarded bits of |q| and a carry rounds up. With Q the element's quantum at |q| (the
@@ -49,13 +69,19 @@ def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Gene
     ``floatlab.round(..., random_bits=k)``, drawn from k-bit integers. Returns a new array
     of q's dtype (the results are values of fmt, exact in float32 when fmt fits), -0 kept.
 
-    float32 q and formats whose scaled values stay inside float32 take
-    :func:`_round_random_bits_float32`; the rest this float64 definition (tests check the two
-    equal): ``n = floor(|q| / Q * 2**k)`` (exact: a power-of-two scaling of a float64 below
-    2**(M + 1 + k)), ``lo = floor(n / 2**k)``, up iff ``r < n - lo * 2**k``, result
-    ``(lo + up) * Q`` (at most max: up needs |q| off the grid, so below max).
+    float32 q takes :func:`_round_random_bits_carry` (the hardware's own carry on the bit
+    pattern; NVFP4's E2M1 with 8 bits) or, for the other formats whose scaled values stay
+    inside float32, :func:`_round_random_bits_float32`; the rest this float64 definition
+    (tests check the three equal): ``n = floor(|q| / Q * 2**k)`` (exact: a power-of-two
+    scaling of a float64 below 2**(M + 1 + k)), ``lo = floor(n / 2**k)``, up iff
+    ``r < n - lo * 2**k``, result ``(lo + up) * Q`` (at most max: up needs |q| off the grid,
+    so below max).
     """
     r = random_lanes(rng, q.size, bits).reshape(q.shape)
+    if q.dtype == np.float32 and _CARRY_KERNEL and _random_bits_carry_ok(fmt, bits):
+        return _round_random_bits_carry(q, fmt, bits, r, saturate)
+    if saturate:
+        q = np.clip(q, -fmt.max, fmt.max)
     if q.dtype == np.float32 and _random_bits_float32_ok(fmt, bits):
         return _round_random_bits_float32(q, fmt, bits, r)
     a = np.abs(q).astype(np.float64)
@@ -104,6 +130,86 @@ def _round_random_bits_float32(q: np.ndarray, fmt: Format, bits: int, r: np.ndar
     out = n.astype(np.float32)
     out *= binade.view(np.float32)
     return np.copysign(out, q, out=out)
+
+
+@per_format
+def _carry_constants(fmt: Format) -> tuple[np.uint32, np.uint32]:
+    """(kept-bits mask, bits of 2**emin) of :func:`_round_random_bits_carry` (cached:
+    Format.emin is a computed property)."""
+    return (np.uint32(0x7FFFFFFF & ~((1 << (23 - fmt.man_bits)) - 1)),
+            np.uint32((fmt.emin + 127) << 23))
+
+
+def _random_bits_carry_ok(fmt: Format, bits: int) -> bool:
+    """The carry kernel's conditions: the format fits float32, 2**emin is a normal float32
+    (the offset of the subnormal range), and M + k <= 11 (see the proof's case 2)."""
+    return _format_fits_float32(fmt) and fmt.emin >= -126 and fmt.man_bits + bits <= 11
+
+
+def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarray,
+                             saturate: bool = False) -> np.ndarray:
+    """:func:`round_random_bits` for float32 q as the hardware does it: the complement of the
+    k random bits added below the kept bits of the float32 pattern, its carry rounding up,
+    then the discarded bits cleared. Half the passes of :func:`_round_random_bits_float32`
+    (no float / integer conversions, no copysign).
+
+    Proof. W = 23 (float32's fraction bits), M the format's mantissa bits, k = ``bits``,
+    D = W - M - k (>= 12 under :func:`_random_bits_carry_ok`), Q the element quantum at |q|,
+    j = floor(f * 2**k) with f the fraction of |q| / Q: the definition rounds up iff r < j.
+    t is the pattern of |q| with its D lowest bits cleared (a truncation: of a normal float32
+    in binade e, at 2**(e - M - k); of a float32 subnormal, at 2**(-126 - M - k)); c =
+    (2**k - 1 - r) << D; K the pattern's bits from W - M up (exponent and kept mantissa).
+
+    1. |q| >= 2**emin (binade e >= emin, Q = 2**(e - M)): t's k bits below K are j, the
+       bits below them were cleared. t + c carries into K iff j + 2**k - 1 - r >= 2**k, iff
+       r < j: the rule. Clearing the W - M low bits leaves K or K + 1, and consecutive K are
+       consecutive points of the element grid (within a binade the next kept mantissa; from a
+       binade's last point the carry steps the exponent, 2**e (2 - 2**-M) + 2**(e - M) =
+       2**(e + 1)): the result is (floor(|q| / Q) + up) * Q, finite (up needs |q| off the
+       grid, so below max). t >= 2**e >= 2**emin, so the offset of case 2 is 0 here.
+    2. |q| < 2**emin (Q = 2**(emin - M), the subnormal quantum; t < 2**emin too): t's
+       truncation grid divides Q * 2**-k (emin >= -126), so t keeps floor(|q| / Q * 2**k).
+       y = fl32(t + 2**emin) lies in binade emin; when the sum is exact (t's grid at least
+       2**(emin - W)) y's kept and next k bits are floor(t / Q) and j, and case 1's steps on
+       y give 2**emin + (floor(|q| / Q) + up) * Q, from which subtracting 2**emin is exact
+       (Sterbenz). Otherwise |q| < 2**(emin - W + M + k) <= 2**(emin - M - k - 1) (as
+       M + k <= 11): j = 0 and floor(|q| / Q) = 0, so the definition gives 0; and y, rounded
+       monotonically, stays below 2**emin + Q * 2**-k (a float32), so its bits give 0 too.
+    3. q's sign bit ORed in gives -0 for negative q rounded to 0, as copysign.
+    4. ``saturate``: |q| above max (finite) is in case 1 (max >= 2**emin), where the steps
+       give at least the grid point below |q| on the grid extended past max (its pattern, or
+       beyond float32's top binade the pattern of inf, which compares larger too), so at
+       least max; the minimum with max's pattern gives max, what clipping first gives (max is
+       a grid point: j = 0, never up). For |q| <= max the result is at most max (up needs
+       |q| below a grid point <= max), so the minimum changes nothing.
+
+    Tests compare it with :func:`_round_random_bits_float32`, the float64 definition and
+    exact rationals on every grid point, midpoint, quarter point and their float32
+    neighbours, subnormals, signed zeros and max, for every r (tests/test_quant_nvfp4_fast.py);
+    ``_CARRY_KERNEL = False`` switches it off.
+    """
+    keep_mask, two_emin = _carry_constants(fmt)
+    shift = 23 - fmt.man_bits - bits                                      # D
+    pattern = q.view(np.uint32)
+    t = np.bitwise_and(pattern, np.uint32(0x7FFFFFFF & ~((1 << shift) - 1)))
+    offset = np.less(t, two_emin).astype(np.float32)                     # case 2: 1 ...
+    if two_emin != np.uint32(0x3F800000):
+        offset *= two_emin.view(np.float32)                               # ... * 2**emin
+    y = t.view(np.float32)
+    y += offset
+    carry = np.bitwise_xor(r, r.dtype.type((1 << bits) - 1)).astype(np.uint32)
+    carry <<= np.uint32(shift)                                            # c
+    t += carry
+    t &= keep_mask
+    y -= offset
+    if saturate:
+        np.minimum(t, np.float32(fmt.max).view(np.uint32), out=t)
+    sign = np.bitwise_and(pattern, np.uint32(0x80000000), out=carry)  # carry's array, free
+    t |= sign
+    return y
+
+
+_CARRY_KERNEL = True  # switch for the tests, which check the carry kernel against the others
 
 
 def _round_elements(q: np.ndarray, element: Any, rounding: str, rng: Any,

@@ -46,7 +46,7 @@ import numpy as np
 
 from floatlab._validate import check_flag, resolve_rng
 from floatlab.quant.blocks import (
-    _amax,
+    _amax_and_max,
     _blocked,
     _grid_shape,
     _scale_view_shape,
@@ -215,14 +215,15 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
         # Block amaxes of the float32 values, then widened: the same values as those of the
         # widened array (float32 -> float64 is exact and increasing; NaN / inf raise alike),
         # from half the bytes (stochastic rounding works in float64).
-        amax = _amax(_blocked(arr, scheme).view).astype(np.float64)
+        amax, largest = _amax_and_max(_blocked(arr, scheme).view)
+        amax = amax.astype(np.float64)
         arr = arr.astype(work)
         b = _blocked(arr, scheme)
     else:
         arr = arr.astype(work, copy=False)
         b = _blocked(arr, scheme)
-        amax = _amax(b.view)  # finite (NaN / inf raise)
-    tensor_amax = float(amax.max()) if scheme.global_scale else None
+        amax, largest = _amax_and_max(b.view)  # finite (NaN / inf raise)
+    tensor_amax = largest if scheme.global_scale else None
     scales, scale_codes, g, effective = block_scales(amax, scheme, tensor_amax, want_codes)
     eff = effective.astype(work)
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)

@@ -182,8 +182,9 @@ def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     ratio = b / g  # float32, finite: clamped (minimum / maximum: np.clip's result, cheaper)
     ratio = np.maximum(np.minimum(ratio, fmt.max, out=ratio), fmt.smallest_normal, out=ratio)
     mode = _RULE_MODE[scheme.scale_rounding]
-    if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding
-        rounded = round_finite_in_range(ratio, fmt)  # float32 values of fmt
+    if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding, on
+        # positive normals of fmt, in place (ratio is this call's own array)
+        rounded = round_finite_in_range(ratio, fmt, in_place=True, positive_normal=True)
         scales = rounded.astype(np.float64)
         scales32 = rounded.astype(f32, copy=False)  # = scales.astype(f32): widening exact
     else:
