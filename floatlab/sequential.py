@@ -73,13 +73,29 @@ def _native_dtype(acc: Accumulator) -> np.dtype | None:
     return None
 
 
+def _cast_keeps(typed: np.ndarray, values: np.ndarray) -> bool:
+    """Whether every float64 value equals its cast ``typed`` (NaN counted equal to NaN).
+
+    Equal bit patterns are equal values, so an integer comparison of the patterns (one pass,
+    where ``array_equal(..., equal_nan=True)`` makes six) decides every array without NaNs
+    and every NaN the cast keeps bit for bit; only when the patterns differ somewhere does the
+    value comparison decide (+-0 keep their signs through the cast, so only a NaN whose
+    payload the cast changed can differ in bits and not in value).
+    """
+    back = typed.astype(np.float64)
+    if values.dtype == np.float64 and np.array_equal(back.view(np.uint64),
+                                                     values.view(np.uint64)):
+        return True
+    return bool(np.array_equal(back, values, equal_nan=True))
+
+
 def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool,
                        known: bool = False) -> np.ndarray | None:
     """Running sums (keep) or totals by ``np.add.accumulate`` on ``dtype``; None unless every
     value is a value of the dtype (``known``, or checked: a value equal to its cast is one)."""
     with np.errstate(over="ignore", invalid="ignore"):
         typed = values.astype(dtype)
-        if not known and not np.array_equal(typed.astype(np.float64), values, equal_nan=True):
+        if not known and not _cast_keeps(typed, values):
             return None
         if keep:
             return np.add.accumulate(typed, axis=0).astype(np.float64)

@@ -284,3 +284,37 @@ def test_arrays_of_the_adders_own_dtype_are_summed_directly():
     m = x.reshape(40, 50)
     np.testing.assert_array_equal(floatlab.sum(m, "bf16", axis=1),
                                   floatlab.sum(m.astype(np.float64), "bf16", axis=1))
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE))
+def test_the_native_fast_path_takes_exactly_the_arrays_its_dtype_holds(name):
+    """_cast_keeps (the bit-pattern check before np.add.accumulate) decides as the value
+    comparison with NaN equal to NaN: on held values, +-0, a NaN the cast keeps and one whose
+    payload it changes, values between two of the dtype's, overflow, float32 and strided
+    input; and the fast path then returns what the per-step path does."""
+    from floatlab.sequential import _cast_keeps
+
+    dtype = np.dtype(NATIVE[name])
+    held = _data(64, 3).astype(dtype).astype(np.float64)
+    payload = np.array([0x7FF8000000000001], np.uint64).view(np.float64)  # low payload bits
+    cases = {
+        "held": held, "signed zeros": np.array([0.0, -0.0, 1.0, -0.0]),
+        "nan": np.array([1.0, np.nan, -np.nan, 2.0]),
+        "nan payload": np.concatenate([held[:3], payload]),
+        "between": np.concatenate([held, [1 + 2.0**-30]]),
+        "overflow": np.concatenate([held, [floatlab.finfo(name).max * 4]]),
+        "strided": np.repeat(held, 2)[::2], "float32": held.astype(np.float32),
+    }
+    for label, values in cases.items():
+        with np.errstate(over="ignore"):
+            typed = values.astype(dtype)
+        expected = np.array_equal(typed.astype(np.float64), values, equal_nan=True)
+        assert _cast_keeps(typed, values) == expected, (name, label)
+    assert _cast_keeps(cases["nan payload"].astype(dtype), cases["nan payload"])
+    assert not _cast_keeps(cases["between"].astype(dtype), cases["between"])
+    acc = floatlab.Accumulator(name)
+    for label in ("held", "signed zeros", "between"):
+        terms = _ArrayTerms(cases[label].astype(np.float64)[:, None])
+        np.testing.assert_array_equal(_sequential(terms, acc, keep=True),
+                                      _sequential(terms, acc, keep=True, fast=False),
+                                      err_msg=f"{name} {label}")
