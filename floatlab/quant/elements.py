@@ -69,21 +69,18 @@ def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Gene
     ``floatlab.round(..., random_bits=k)``, drawn from k-bit integers. Returns a new array
     of q's dtype (the results are values of fmt, exact in float32 when fmt fits), -0 kept.
 
-    float32 q takes :func:`_round_random_bits_carry` (the hardware's own carry on the bit
-    pattern; NVFP4's E2M1 with 8 bits) or, for the other formats whose scaled values stay
-    inside float32, :func:`_round_random_bits_float32`; the rest this float64 definition
-    (tests check the three equal): ``n = floor(|q| / Q * 2**k)`` (exact: a power-of-two
-    scaling of a float64 below 2**(M + 1 + k)), ``lo = floor(n / 2**k)``, up iff
-    ``r < n - lo * 2**k``, result ``(lo + up) * Q`` (at most max: up needs |q| off the grid,
-    so below max).
+    float32 q with M + k <= 11 (NVFP4's E2M1 with 8 bits) takes
+    :func:`_round_random_bits_carry` (the hardware's own carry on the bit pattern); the rest
+    this float64 definition (float32 q widens exactly; tests check the two equal):
+    ``n = floor(|q| / Q * 2**k)`` (exact: a power-of-two scaling of a float64 below
+    2**(M + 1 + k)), ``lo = floor(n / 2**k)``, up iff ``r < n - lo * 2**k``, result
+    ``(lo + up) * Q`` (at most max: up needs |q| off the grid, so below max).
     """
     r = random_lanes(rng, q.size, bits).reshape(q.shape)
     if q.dtype == np.float32 and _CARRY_KERNEL and _random_bits_carry_ok(fmt, bits):
         return _round_random_bits_carry(q, fmt, bits, r, saturate)
     if saturate:
         q = np.clip(q, -fmt.max, fmt.max)
-    if q.dtype == np.float32 and _random_bits_float32_ok(fmt, bits):
-        return _round_random_bits_float32(q, fmt, bits, r)
     a = np.abs(q).astype(np.float64)
     e = np.frexp(np.maximum(a, 2.0**fmt.emin))[1] - 1      # max(binade, emin)
     quantum = np.ldexp(1.0, e - fmt.man_bits)
@@ -91,45 +88,6 @@ def round_random_bits(q: np.ndarray, fmt: Format, bits: int, rng: np.random.Gene
     lo = np.floor(n / 2.0**bits)
     out = (lo + (r < n - lo * 2.0**bits)) * quantum
     return np.copysign(out, q).astype(q.dtype)
-
-
-def _random_bits_float32_ok(fmt: Format, bits: int) -> bool:
-    """The float32 kernel's conditions: 2**(k + M - E) and 2**(E - M) normal float32 numbers
-    for every binade E in [emin, emax], and |q| / Q * 2**k < 2**24 (exact integers)."""
-    return (_format_fits_float32(fmt) and fmt.emin <= 0 and fmt.emin - fmt.man_bits >= -126
-            and fmt.emax <= 127 and bits + fmt.man_bits - fmt.emin <= 127
-            and fmt.man_bits + 1 + bits <= 24)
-
-
-def _round_random_bits_float32(q: np.ndarray, fmt: Format, bits: int, r: np.ndarray
-                               ) -> np.ndarray:
-    """:func:`round_random_bits` for float32 q, in float32 and integer passes.
-
-    Proof: let E = max(binade of |q|, emin): the exponent field of max(|q|, 2**emin) (a
-    float32 maximum, exact; binades are monotone), so its bits masked to the exponent are
-    the bits of 2**E. 2**(k + M - E) has the bits ((k + M + 254) << 23) - bits(2**E) and
-    Q = 2**(E - M) the bits bits(2**E) - (M << 23), both normal under
-    :func:`_random_bits_float32_ok`. t = |q| * 2**(k + M - E) = |q| / Q * 2**k is exact (a
-    power-of-two scaling, below 2**(M + 1 + k) <= 2**24, and not below float32's subnormal
-    range: below 2**emin the factor is 2**(k + M - emin) >= 1, as emin <= 0; from 2**E up the
-    result is at least 2**(k + M)), and an integer-valued float32 below 2**24 converts to
-    int32 exactly, by truncation: n = floor(t). Then lo = n >> k, floor(f * 2**k) =
-    n & (2**k - 1), and (lo + up) * Q is exact (an integer below 2**(M + 2) times a power
-    of two, at most max). copysign keeps q's sign, -0 included. Tests compare it with the
-    float64 definition.
-    """
-    a = np.abs(q)
-    binade = np.maximum(a, np.float32(2.0**fmt.emin)).view(np.uint32)
-    binade &= np.uint32(0x7F800000)                                   # bits of 2**E
-    scale = (np.uint32((bits + fmt.man_bits + 254) << 23) - binade).view(np.float32)
-    n = np.multiply(a, scale, out=a).astype(np.int32)
-    up = r < (n & np.int32((1 << bits) - 1))
-    n >>= np.int32(bits)
-    n += up
-    binade -= np.uint32(fmt.man_bits << 23)                           # bits of Q
-    out = n.astype(np.float32)
-    out *= binade.view(np.float32)
-    return np.copysign(out, q, out=out)
 
 
 @per_format
@@ -150,8 +108,8 @@ def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarra
                              saturate: bool = False) -> np.ndarray:
     """:func:`round_random_bits` for float32 q as the hardware does it: the complement of the
     k random bits added below the kept bits of the float32 pattern, its carry rounding up,
-    then the discarded bits cleared. Half the passes of :func:`_round_random_bits_float32`
-    (no float / integer conversions, no copysign).
+    then the discarded bits cleared: integer passes on the patterns, no float / integer
+    conversions, no copysign.
 
     Proof. W = 23 (float32's fraction bits), M the format's mantissa bits, k = ``bits``,
     D = W - M - k (>= 12 under :func:`_random_bits_carry_ok`), Q the element quantum at |q|,
@@ -183,10 +141,9 @@ def _round_random_bits_carry(q: np.ndarray, fmt: Format, bits: int, r: np.ndarra
        a grid point: j = 0, never up). For |q| <= max the result is at most max (up needs
        |q| below a grid point <= max), so the minimum changes nothing.
 
-    Tests compare it with :func:`_round_random_bits_float32`, the float64 definition and
-    exact rationals on every grid point, midpoint, quarter point and their float32
-    neighbours, subnormals, signed zeros and max, for every r (tests/test_quant_nvfp4_fast.py);
-    ``_CARRY_KERNEL = False`` switches it off.
+    Tests compare it with the float64 definition and exact rationals on every grid point,
+    midpoint, quarter point and their float32 neighbours, subnormals, signed zeros and max,
+    for every r (tests/test_quant_nvfp4_fast.py); ``_CARRY_KERNEL = False`` switches it off.
     """
     keep_mask, two_emin = _carry_constants(fmt)
     shift = 23 - fmt.man_bits - bits                                      # D
