@@ -143,7 +143,8 @@ _FAST_TRUNCATION = True   # "toward_zero" block sums by bit mask (else floatlab.
 _TILE = 65536  # products per work buffer (512 KiB; measured faster than 32K and 128K here)
 
 
-def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) -> np.ndarray:
+def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator,
+                    dtype: type = np.float64) -> np.ndarray:
     """(chunks, M, N): the running value of every output at the end of each chunk of ``chunk``
     inner indices (the last may be shorter), each chunk from zero, after the fused blocks of
     the products ``a[:, k] * b[k, :]``: the same values as :func:`_blocks` of those products
@@ -167,11 +168,17 @@ def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) 
       peak p >= 0, NaN stays NaN) and adding trunc(+0 * inv) = +0 to a sum that is never -0
       (above) changes nothing, so its terms are skipped.
     - The rounding of the block sums: :func:`_round_sums`, in place on the fresh quotient.
+
+    ``dtype``: the working precision of every pass (``a`` and ``b`` are cast to it). float64
+    is the definition; float32 halves the bytes and is only for callers that have proved every
+    step exact in float32 for their inputs (:func:`floatlab.mixed.promoted_gemm.float32_exact`:
+    products of E4M3 codes), where each step then gives the float64 path's value.
     """
     if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
         #                         order; a long last axis keeps the broadcasting loops long
-        return _product_chunks(b.T, a.T, chunk, acc).transpose(0, 2, 1)
+        return _product_chunks(b.T, a.T, chunk, acc, dtype).transpose(0, 2, 1)
     n, m_rows, n_cols = a.shape[1], a.shape[0], b.shape[1]
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
     full = n // chunk
     parts = []
     if full:  # (chunk, chunks, M) and (chunk, chunks, N): index k of every chunk together
@@ -184,7 +191,7 @@ def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) 
         parts.append(_chunk_blocks(np.ascontiguousarray(a[:, full * chunk:].T)[:, None],
                                    np.ascontiguousarray(b[full * chunk:])[:, None], acc))
     if not parts:
-        return np.zeros((0, m_rows, n_cols))
+        return np.zeros((0, m_rows, n_cols), dtype)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -199,8 +206,9 @@ def _chunk_blocks(a_cols: np.ndarray, b_rows: np.ndarray, acc: Accumulator) -> n
     rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
     per_tile = builtins.max(1, rows // m_rows)   # whole groups per tile when M is small
     rows = builtins.min(rows, m_rows)
-    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols))
-    c = np.zeros((groups, m_rows, n_cols))
+    dtype = a_cols.dtype  # float64, or float32 where the caller proved it exact
+    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols), dtype)
+    c = np.zeros((groups, m_rows, n_cols), dtype)
     total, inverse = np.empty_like(c), np.empty_like(c)
     first_block = True
     with np.errstate(over="ignore", invalid="ignore"):
@@ -238,7 +246,7 @@ def _truncate_block(x: np.ndarray, c: np.ndarray | None, emin: int, low: int) ->
     # E = -1: every addend is then zero, and any q leaves them so); NaN / inf peaks give a
     # finite q and propagate through the sum.
     exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
-    inverse = np.ldexp(1.0, low - exponent)
+    inverse = np.ldexp(x.dtype.type(1), low - exponent)  # in x's precision
     # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
     # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53).
     np.multiply(x, inverse, out=x)
@@ -276,21 +284,30 @@ def _round_sums(values: np.ndarray, acc: Accumulator, in_place: bool = False) ->
     a zero wraps around to the largest value and every other magnitude keeps its order, so it
     is below ``bits(2**emin) - 1`` exactly when some nonzero |v| is below 2**emin.
     ``in_place``: ``values`` is a scratch array the caller gives up (the result may be it).
+
+    float32 ``values`` (the float32 block FMA of :func:`_product_chunks`) take the same steps
+    on float32's bit pattern (23 fraction bits), which is the same truncation for a format
+    whose values are float32 numbers (p <= 24, emin >= -126, max below float32's); the result
+    keeps the dtype (floatlab.round's float64 values of such a format are float32 numbers).
     """
     fmt = acc.fmt
     if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
-        return _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+        out = _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+        return out.astype(values.dtype, copy=False)
+    uint, fraction = (np.uint32, 23) if values.dtype == np.float32 else (np.uint64, 52)
     magnitude = np.abs(values)
-    shifted = magnitude.view(np.uint64) - np.uint64(1)
-    smallest_normal = np.float64(2.0**fmt.emin).view(np.uint64) - np.uint64(1)
+    shifted = magnitude.view(uint) - uint(1)
+    smallest_normal = values.dtype.type(2.0**fmt.emin).view(uint) - uint(1)
     inside = magnitude.size == 0 or (magnitude.max() <= fmt.max
                                      and shifted.min() >= smallest_normal)
     other = None if inside else (~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max))
                                  & (magnitude != 0))
     rest = None if other is None else _round(values[other], fmt, "toward_zero")
     out = values if in_place else values.copy()
-    bits = out.view(np.uint64)
-    np.bitwise_and(bits, np.uint64(~((1 << (52 - fmt.man_bits)) - 1) & (2**64 - 1)), out=bits)
+    bits = out.view(uint)
+    width = 8 * values.dtype.itemsize
+    np.bitwise_and(bits, uint(~((1 << (fraction - fmt.man_bits)) - 1) & (2**width - 1)),
+                   out=bits)
     if other is not None:
         out[other] = rest
     return out
