@@ -291,3 +291,49 @@ def test_codes_overstate_less_than_dequantised_products():
         return float(np.linalg.norm(y - exact) / np.linalg.norm(exact))
 
     assert rel(codes) < rel(deq) / 2
+
+
+def test_fast_promotion_fma_is_floatlab_fma():
+    """pg._fma32 against floatlab.fma (and exact rationals) where a double rounding would bite:
+    s * P exactly half an ulp of out (ties), just above / below, subnormal and overflowing
+    results, zeros of both signs."""
+    rng = np.random.default_rng(2)
+    n = 4000
+    out = (rng.standard_normal(n) * 2.0 ** rng.integers(-30, 30, n)).astype(np.float32)
+    ulp = np.spacing(np.abs(out)).astype(np.float64)
+    partial = floatlab.round(rng.integers(1, 2**14, n) * 2.0 ** rng.integers(-20, 8, n),
+                             "e8m13", "toward_zero")
+    nudge = rng.choice([1.0, 1 + 2.0**-23, 1 - 2.0**-24, 3.0, 0.5], n)
+    scale = (ulp / 2 / partial * nudge).astype(np.float32)
+    scale *= np.where(rng.random(n) < 0.5, -1, 1).astype(np.float32)
+    # extremes: subnormal sums, overflow, zeros
+    scale[:50], out[:50] = np.float32(2.0**-140), np.float32(2.0**-139)
+    scale[50:100], out[50:100] = np.float32(2.0**110), np.float32(3.4e38)
+    partial[100:120], out[120:140] = -0.0, -0.0
+    with np.errstate(over="ignore"):
+        fast = pg._fma32(scale, partial, out)
+        slow = floatlab.fma(scale.astype(np.float64), partial, out.astype(np.float64),
+                            fmt="float32").astype(np.float32)
+    np.testing.assert_array_equal(fast, slow)
+    assert np.array_equal(np.signbit(fast), np.signbit(slow))
+    for i in range(0, n, 97):
+        if np.isfinite(fast[i]):
+            exact = Fraction(float(scale[i])) * Fraction(float(partial[i])) + Fraction(
+                float(out[i]))
+            assert float(fast[i]) == float(round_fraction(exact, FP32, "nearest_even"))
+
+
+def test_training_the_same_with_floatlab_fma_promotion(monkeypatch):
+    from floatlab.mixed import Trainer, teacher_gaussians
+
+    data = teacher_gaussians(n=512)
+
+    def run():
+        t = Trainer("deepseek-fp8", hidden=(16, 16), batch_size=256, progress=False)
+        t.fit(data, 3)
+        return [p.data.copy() for p in t.model.parameters()]
+
+    fast = run()
+    monkeypatch.setattr(pg, "_FAST_FMA", False)
+    for f, s in zip(fast, run(), strict=True):
+        np.testing.assert_array_equal(f, s)

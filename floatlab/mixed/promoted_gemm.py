@@ -40,7 +40,7 @@ import numpy as np
 
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
-from floatlab.arith import fma
+from floatlab.arith import _nearest_fma, fma
 from floatlab.blockfma import _product_chunks
 from floatlab.formats import Format, get_format
 from floatlab.quant.quantize import quantize_elements
@@ -121,16 +121,37 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
             raise ValueError(f"promoted_matmul: {name}'s scale tiles are {operand.block[1]} long "
                              f"along K, but the accumulator promotes every {chunk}: the scales "
                              "apply at promotion, so the two must match")
+    if acc.fmt.p > 24:
+        raise ValueError(f"promoted_matmul: the tile sums of {acc.fmt.name} are not float32 "
+                         "numbers; a tensor core's narrow accumulator is (e.g. 'e8m13')")
     inner = Accumulator(acc.fmt, acc.rounding, block_fma=acc.block_fma,
                         align_bits=acc.align_bits, rng=acc.rng, random_bits=acc.random_bits)
     partial = _partials(a, b, inner, chunk)
     scale_a, scale_b = a.row_scales(), b.row_scales()
-    out = np.zeros(partial.shape[1:])
+    out = np.zeros(partial.shape[1:], np.float32)
     for j in range(partial.shape[0]):
         # DeepGEMM: scale = scale_a * scale_b in float32, then one FFMA into the float32 sum
         scale = scale_a[:, j, None] * scale_b[None, :, j]
-        out = fma(scale, partial[j], out, fmt=_FLOAT32)
-    return out
+        out = _fma32(scale, partial[j], out)
+    return out.astype(np.float64)
+
+
+def _fma32(scale: np.ndarray, partial: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``floatlab.fma(scale, partial, out, fmt="float32")`` as float32 (the tests check it bit
+    for bit), without its per-call checks and general rounding: ``scale`` is a float32
+    number (24 bits) and ``partial`` a value of the narrow accumulator (at most 24 bits:
+    :func:`promoted_matmul`'s accumulators fit float32), so their product is exact in float64
+    (at most 48 bits), which is what ``_nearest_fma`` needs; its float64 result rounds to
+    nearest even in float32 as the exact ``scale * partial + out`` does, and NumPy's cast to
+    float32 is that IEEE rounding (subnormals and overflow to inf included), which is what
+    floatlab.round to float32 in "nearest_even" gives."""
+    if not _FAST_FMA:
+        return fma(scale, partial, out, fmt=_FLOAT32).astype(np.float32)
+    return _nearest_fma(scale.astype(np.float64), partial.astype(np.float64),
+                        out.astype(np.float64), _FLOAT32).astype(np.float32)
+
+
+_FAST_FMA = True  # switch for the tests: floatlab.fma itself for the promotion
 
 
 def _partials(a: TiledOperand, b: TiledOperand, inner: Accumulator, chunk: int) -> np.ndarray:
