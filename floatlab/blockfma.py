@@ -48,16 +48,17 @@ final truncation happens once per block of n, not once per product.
 Cost. All outputs of a matrix product are computed at once, a block of products at a time (``n``
 times fewer rounding steps than a per-addition model), but every product still takes six NumPy
 passes: it is made, scanned twice for its block's largest magnitude (max and min), scaled to its
-output's quantum, truncated and summed -- about 1.5 ns per product in float64 on the machine the
-benchmarks ran on, plus each block's per-output work (exponent, quantum, rounding). The
-deepseek-fp8 step of the reference MLP makes about 7.7M products, so its GEMMs cannot cost less
-than about 12 ms, some 25x the 0.46 ms float32 step by themselves; a 6x step would leave about
-0.35 ns per product, less than one pass. Float32 passes would cost about half, but the lab sums
-products of *dequantised* operands (E4M3 codes times float32 scales: up to 24 significant bits,
-so products of up to 48 bits, exact only in float64). DeepSeek's kernel instead sums the products
-of the unscaled codes (at most 8 bits, exact in float32) and applies the scales at promotion; its
-truncations then fall on a grid of the unscaled sum, a different rounding that the lab does not
-model (:func:`floatlab.mixed.recipe_gemm.gemm`).
+output's quantum, truncated and summed, plus each block's per-output work (exponent, quantum,
+rounding). In float64, the definition, that is about 1.5 ns per product on the machine the
+benchmarks ran on; products of dequantised operands (codes times float32 scales: up to 24
+significant bits each) are exact only there. The deepseek-fp8 recipe sums the products of the
+E4M3 *codes* instead and applies the tile scales when it promotes, as DeepSeek-V3's kernel does
+(:mod:`floatlab.mixed.promoted_gemm`): those products have at most 8 bits, and every step of the
+model is then exact in float32 (the proof in ``promoted_gemm.float32_exact``), so the same six
+passes run on half the bytes (``_product_chunks(dtype=float32)``, tested bit-equal to float64).
+The step of the reference MLP makes about 7.7M products; six float32 passes over them are
+still several times the whole float32 step of the plain NumPy floor, so deepseek-fp8 stays far
+above the recipes whose GEMMs are BLAS calls (benchmarks/bench_training.py prints the bound).
 """
 
 from __future__ import annotations
