@@ -316,6 +316,13 @@ def test_fast_promotion_fma_is_floatlab_fma():
                             fmt="float32").astype(np.float32)
     np.testing.assert_array_equal(fast, slow)
     assert np.array_equal(np.signbit(fast), np.signbit(slow))
+    # the first promotion (out = +0): one cast of the exact product, -0 products become +0
+    first = pg._fma32(scale, partial, None)
+    with np.errstate(over="ignore"):
+        expected = floatlab.fma(scale.astype(np.float64), partial, np.zeros(n), fmt="float32")
+    np.testing.assert_array_equal(first, expected.astype(np.float32))
+    assert np.array_equal(np.signbit(first), np.signbit(expected))
+    assert not np.signbit(first[100:120]).any()
     for i in range(0, n, 97):
         if np.isfinite(fast[i]):
             exact = Fraction(float(scale[i])) * Fraction(float(partial[i])) + Fraction(

@@ -94,7 +94,8 @@ def tiled_operand(x: np.ndarray, scheme: Scheme, rng: Any = None, *, stats: bool
     elements, scales, block, st = quantize_elements(x, scheme, rng, stats=stats)
     if scales.dtype != np.float32 and not np.array_equal(scales.astype(np.float32), scales):
         raise ValueError("tiled_operand: the kernel's scales are float32 numbers; these are not")
-    return TiledOperand(elements.astype(np.float32), scales.astype(np.float32), block,
+    return TiledOperand(elements.astype(np.float32, copy=False),
+                        scales.astype(np.float32, copy=False), block,
                         scheme.element), st
 
 
@@ -128,7 +129,7 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
                         align_bits=acc.align_bits, rng=acc.rng, random_bits=acc.random_bits)
     partial = _partials(a, b, inner, chunk)
     scale_a, scale_b = a.row_scales(), b.row_scales()
-    out = np.zeros(partial.shape[1:], np.float32)
+    out = None  # +0 everywhere: DeepGEMM's final_accum starts at 0
     for j in range(partial.shape[0]):
         # DeepGEMM: scale = scale_a * scale_b in float32, then one FFMA into the float32 sum
         scale = scale_a[:, j, None] * scale_b[None, :, j]
@@ -136,7 +137,7 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
     return out.astype(np.float64)
 
 
-def _fma32(scale: np.ndarray, partial: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _fma32(scale: np.ndarray, partial: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """``floatlab.fma(scale, partial, out, fmt="float32")`` as float32 (the tests check it bit
     for bit), without its per-call checks and general rounding: ``scale`` is a float32
     number (24 bits) and ``partial`` a value of the narrow accumulator (at most 24 bits:
@@ -144,9 +145,17 @@ def _fma32(scale: np.ndarray, partial: np.ndarray, out: np.ndarray) -> np.ndarra
     (at most 48 bits), which is what ``_nearest_fma`` needs; its float64 result rounds to
     nearest even in float32 as the exact ``scale * partial + out`` does, and NumPy's cast to
     float32 is that IEEE rounding (subnormals and overflow to inf included), which is what
-    floatlab.round to float32 in "nearest_even" gives."""
+    floatlab.round to float32 in "nearest_even" gives.
+
+    ``out=None`` is +0 (the first promotion): ``scale * partial + 0`` is then exact in float64
+    (the exact product; + 0 turns a -0 product into +0, as the FMA's exact sum does), so one
+    cast rounds it -- no midpoint can be mis-rounded."""
     if not _FAST_FMA:
-        return fma(scale, partial, out, fmt=_FLOAT32).astype(np.float32)
+        zero = np.zeros(np.broadcast_shapes(scale.shape, partial.shape))
+        return fma(scale, partial, zero if out is None else out, fmt=_FLOAT32
+                   ).astype(np.float32)
+    if out is None:
+        return (scale.astype(np.float64) * partial + 0.0).astype(np.float32)
     return _nearest_fma(scale.astype(np.float64), partial.astype(np.float64),
                         out.astype(np.float64), _FLOAT32).astype(np.float32)
 
