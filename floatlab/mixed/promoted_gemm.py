@@ -154,10 +154,11 @@ def _fma32(scale: np.ndarray, partial: np.ndarray, out: np.ndarray | None) -> np
         zero = np.zeros(np.broadcast_shapes(scale.shape, partial.shape))
         return fma(scale, partial, zero if out is None else out, fmt=_FLOAT32
                    ).astype(np.float32)
-    if out is None:
-        return (scale.astype(np.float64) * partial + 0.0).astype(np.float32)
-    return _nearest_fma(scale.astype(np.float64), partial.astype(np.float64),
-                        out.astype(np.float64), _FLOAT32).astype(np.float32)
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, as the FFMA gives
+        if out is None:
+            return (scale.astype(np.float64) * partial + 0.0).astype(np.float32)
+        return _nearest_fma(scale.astype(np.float64), partial.astype(np.float64),
+                            out.astype(np.float64), _FLOAT32).astype(np.float32)
 
 
 _FAST_FMA = True  # switch for the tests: floatlab.fma itself for the promotion
