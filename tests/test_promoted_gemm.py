@@ -344,3 +344,22 @@ def test_training_the_same_with_floatlab_fma_promotion(monkeypatch):
     monkeypatch.setattr(pg, "_FAST_FMA", False)
     for f, s in zip(fast, run(), strict=True):
         np.testing.assert_array_equal(f, s)
+
+
+def test_deepseek_training_the_same_with_telemetry_and_records_every_operand():
+    """Telemetry reads the same quantised values (the quantiser's stats of the codes times
+    their scales) and never changes results; every GEMM operand of every layer is recorded."""
+    from floatlab.mixed import Trainer, teacher_gaussians
+
+    data = teacher_gaussians(n=512)
+    runs = {}
+    for telemetry in (True, False):
+        t = Trainer("deepseek-fp8", hidden=(16, 16), batch_size=256, progress=False,
+                    telemetry=telemetry)
+        h = t.fit(data, 3)
+        runs[telemetry] = ([p.data.copy() for p in t.model.parameters()], h)
+    for a, b in zip(runs[True][0], runs[False][0], strict=True):
+        assert a.tobytes() == b.tobytes()
+    operands = runs[True][1].info["operands"]
+    assert {"linear1.forward.a", "linear1.forward.b", "linear1.dgrad.a", "linear1.dgrad.b",
+            "linear1.wgrad.a", "linear1.wgrad.b"} <= set(operands)
