@@ -339,8 +339,8 @@ def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | i
     or DQ8's nested scales are refused (their values are not one element times one scale).
 
     >>> e, s, block, _ = quantize_elements(np.array([[0.3, -1.0, 2.0, 8.0]]), "fp8_1x128")
-    >>> e.tolist(), s.tolist(), block
-    ([[16.0, -56.0, 112.0, 448.0]], [[0.017857142857142856]], (1, 4))
+    >>> e.tolist(), s.tolist(), block          # the scale 8 / 448, a float32 number
+    ([[16.0, -56.0, 112.0, 448.0]], [[0.01785714365541935]], (1, 4))
     """
     scheme = get_scheme(scheme)
     if scheme.hadamard or scheme.scale == "dq8":
