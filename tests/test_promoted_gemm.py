@@ -258,6 +258,12 @@ def test_bad_promoted_operands():
              Accumulator("e8m13", "toward_zero", block_fma=32), codes=True)
     with pytest.raises(TypeError, match="codes must be True or False"):
         Gemm(codes=1)
+    with pytest.raises(TypeError, match="two TiledOperands"):
+        promoted_matmul(a, a.dequantize(), ACC)
+    import dataclasses
+
+    with pytest.raises(ValueError, match="cannot take codes=True"):
+        dataclasses.replace(get_recipe("deepseek-fp8"), weights=get_scheme("fp8_128x128"))
 
 
 # ------------------------------------------------------------------ the recipe

@@ -109,6 +109,9 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
     ``acc`` needs ``chunk`` (the tile length along K) and ``promote="float32"``; both operands'
     tiles along K must be ``acc.chunk`` long (or the whole K when K is shorter).
     """
+    if not (isinstance(a, TiledOperand) and isinstance(b, TiledOperand)):
+        raise TypeError("promoted_matmul multiplies two TiledOperands (tiled_operand), got "
+                        f"{type(a).__name__} and {type(b).__name__}")
     k = a.elements.shape[1]
     if b.elements.shape[1] != k:
         raise ValueError(f"promoted_matmul: inner dimensions {k} and {b.elements.shape[1]} "

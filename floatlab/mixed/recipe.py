@@ -239,6 +239,11 @@ class Recipe:
     options: dict[str, Any] = field(default_factory=dict, compare=False)
     note: str = ""
 
+    def __post_init__(self) -> None:
+        if self.weights is not None and (self.forward.codes or self.dgrad.codes):
+            raise ValueError("Recipe: weights held between steps (weights=...) are stored "
+                             "dequantised, so a GEMM that reads them cannot take codes=True")
+
     @property
     def gemms(self) -> dict[str, Gemm]:
         return {"forward": self.forward, "dgrad": self.dgrad, "wgrad": self.wgrad}
