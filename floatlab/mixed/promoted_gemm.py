@@ -27,8 +27,8 @@ and the lab sums a short last tile as its own chunk -- what zero padding to 128 
 since zero products change neither a block's largest exponent nor its sum.
 
 Speed: the codes' products are exact in float32, so the block FMA runs in float32 passes
-(:func:`float32_exact` proves when; ``_FLOAT32`` is the switch, tests check it bit-equal to the
-float64 definition).
+(:func:`float32_exact` proves when; ``_FLOAT32_PASSES`` is the switch, tests check it bit-equal
+to the float64 definition).
 """
 
 from __future__ import annotations
@@ -189,8 +189,9 @@ def float32_exact(acc: Accumulator, fa: Format, fb: Format, chunk: int) -> bool:
     most ``chunk`` products from zero, gives in float32 passes exactly its float64 values
     (:func:`floatlab.blockfma._product_chunks` with ``dtype=float32``).
 
-    Proof. Let lo = log2 of the product of the smallest positive values of fa and fb, p = the
-    accumulator's mantissa bits plus align_bits. Conditions: (1) the products' significands
+    Proof. Let lo = log2 of the product of the quanta of fa's and fb's smallest binades (every
+    value of a format is a multiple of 2**(emin - man_bits), with or without subnormals), p =
+    the accumulator's mantissa bits plus align_bits. Conditions: (1) the products' significands
     have at most 24 bits, lo >= -126 and chunk * fa.max * fb.max <= 2**100, so every product
     is a float32 number and ``einsum`` forms it exactly; (2) every product is a multiple of
     2**lo, and so is every running value: a truncated addend is a multiple of q or, if q <
@@ -212,7 +213,7 @@ def float32_exact(acc: Accumulator, fa: Format, fb: Format, chunk: int) -> bool:
     if not all(isinstance(f, Format) and f.has_zero for f in (fa, fb)):
         return False
     p = fmt.man_bits + acc.align_bits
-    lo = np.log2(fa.smallest_positive) + np.log2(fb.smallest_positive)
+    lo = (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits)
     return bool(fa.p + fb.p <= 24 and lo >= -126 and lo - p >= -126
                 and chunk * fa.max * fb.max <= 2.0**100
                 and p + 1 + int(block + 1).bit_length() <= 24
