@@ -544,7 +544,9 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     "E4M3"); "fp8-current": ``margin``, ``fp8_format``; "mxfp8": ``scale_rounding`` ("floor",
     OCP's and torchao's default, or "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" /
     "bf16"), ``scale_rounding``; "nvfp4": ``stochastic_rounding``, ``hadamard``,
-    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none),
+    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none; at 128,
+    the tile length, the accumulator sums the E4M3 codes' products and the tile scales apply at
+    promotion, as DeepSeek-V3's kernel does; otherwise it sums products of dequantised values),
     ``accumulator_bits`` (13; None sums in float32), ``block_fma`` (32; None truncates after
     every product).
 
