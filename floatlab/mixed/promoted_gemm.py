@@ -106,8 +106,10 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
     ``out = fl32(fl32(s_a * s_b) * partial + out)`` from ``out = +0``. Returns float64 values
     that are float32 numbers, (rows of a, rows of b).
 
-    ``acc`` needs ``chunk`` (the tile length along K) and ``promote="float32"``; both operands'
-    tiles along K must be ``acc.chunk`` long (or the whole K when K is shorter).
+    ``acc`` needs ``chunk`` (the tile length along K) and ``promote="float32"``; each
+    operand's tiles along K must be a multiple of ``acc.chunk`` long, or cover the whole K (a
+    per-tensor or per-row scale applies at every promotion alike), so that no partial sum
+    spans two scales.
     """
     if not (isinstance(a, TiledOperand) and isinstance(b, TiledOperand)):
         raise TypeError("promoted_matmul multiplies two TiledOperands (tiled_operand), got "
@@ -121,10 +123,10 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
         raise ValueError("promoted_matmul: the Accumulator must promote into float32 every "
                          f"chunk (one scale tile), e.g. chunk=128, promote='float32'; got {acc!r}")
     for operand, name in ((a, "a"), (b, "b")):
-        if operand.block[1] != min(chunk, k):
+        if operand.block[1] < k and operand.block[1] % chunk:
             raise ValueError(f"promoted_matmul: {name}'s scale tiles are {operand.block[1]} long "
                              f"along K, but the accumulator promotes every {chunk}: the scales "
-                             "apply at promotion, so the two must match")
+                             "apply at promotion, so a tile must hold whole chunks")
     if acc.fmt.p > 24:
         raise ValueError(f"promoted_matmul: the tile sums of {acc.fmt.name} are not float32 "
                          "numbers; a tensor core's narrow accumulator is (e.g. 'e8m13')")
@@ -135,7 +137,8 @@ def promoted_matmul(a: TiledOperand, b: TiledOperand, acc: Accumulator) -> np.nd
     out = None  # +0 everywhere: DeepGEMM's final_accum starts at 0
     for j in range(partial.shape[0]):
         # DeepGEMM: scale = scale_a * scale_b in float32, then one FFMA into the float32 sum
-        scale = scale_a[:, j, None] * scale_b[None, :, j]
+        ta, tb = j * chunk // a.block[1], j * chunk // b.block[1]  # the tiles chunk j lies in
+        scale = scale_a[:, ta, None] * scale_b[None, :, tb]
         out = _fma32(scale, partial[j], out)
     return out.astype(np.float64)
 
