@@ -17,7 +17,7 @@ from exact_arith import round_fraction
 from test_blockfma import reference as block_reference
 
 import floatlab
-from floatlab import Accumulator, get_format, get_scheme
+from floatlab import Accumulator, blockfma, get_format, get_scheme
 from floatlab.blockfma import _product_chunks
 from floatlab.mixed import promoted_gemm as pg
 from floatlab.mixed.promoted_gemm import TiledOperand, float32_exact, promoted_matmul
@@ -158,9 +158,11 @@ def _paths(a, b, acc, chunk):
     assert float32_exact(inner, E4M3, E4M3, chunk)
     f32 = _product_chunks(a, b, chunk, inner, np.float32)
     f64 = _product_chunks(a, b, chunk, inner, np.float64)
-    general = [floatlab.matmul(a[:, s:s + chunk].astype(np.float64),
-                               b[s:s + chunk].astype(np.float64), inner)
-               for s in range(0, a.shape[1], chunk)]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(blockfma, "_FAST_PRODUCTS", False)   # blockfma._blocks of the products
+        general = [floatlab.matmul(a[:, s:s + chunk].astype(np.float64),
+                                   b[s:s + chunk].astype(np.float64), inner)
+                   for s in range(0, a.shape[1], chunk)]
     assert f32.dtype == np.float32
     return f32, f64, np.stack(general)
 
@@ -172,7 +174,7 @@ def _assert_same_bits(f32, f64, general):
     assert np.array_equal(np.signbit(f32), np.signbit(general))
 
 
-def test_float32_passes_on_every_pair_of_e4m3_values(monkeypatch):
+def test_float32_passes_on_every_pair_of_e4m3_values():
     """One product per sum (every ordered pair of the 254 finite values: the truncation of
     single products, subnormals and zeros of both signs), then two, then sums of 32-products
     blocks of every value against every value in rotation (every pair meets inside blocks)."""
@@ -187,7 +189,6 @@ def test_float32_passes_on_every_pair_of_e4m3_values(monkeypatch):
     idx = np.arange(256) % n
     a = v[(idx[None, :] + np.arange(n)[:, None]) % n]
     b = v[(3 * np.arange(n)[None, :] + idx[:, None]) % n]
-    monkeypatch.setattr(pg, "_FLOAT32_PASSES", True)
     _assert_same_bits(*_paths(a, b, ACC, 128))
 
 
