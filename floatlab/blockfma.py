@@ -250,7 +250,8 @@ def _truncate_block(x: np.ndarray, c: np.ndarray | None, emin: int, low: int) ->
     exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
     inverse = np.ldexp(x.dtype.type(1), low - exponent)  # in x's precision
     # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
-    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53).
+    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53;
+    # in float32, promoted_gemm.float32_exact by 2**24).
     np.multiply(x, inverse, out=x)
     np.trunc(x, out=x)
     return inverse
