@@ -263,6 +263,10 @@ def test_bad_promoted_operands():
     with pytest.raises(ValueError, match="codes=True"):
         Gemm(get_scheme("fp8_1x128"), get_scheme("fp8_1x128"),
              Accumulator("e8m13", "toward_zero", block_fma=32), codes=True)
+    with pytest.raises(ValueError, match="codes=True"):
+        Gemm(get_scheme("nvfp4"), get_scheme("nvfp4"), ACC, codes=True)   # a tensor scale
+    with pytest.raises(ValueError, match="codes=True"):
+        Gemm(get_scheme("nf4"), get_scheme("fp8_1x128"), ACC, codes=True)  # a codebook
     with pytest.raises(TypeError, match="codes must be True or False"):
         Gemm(codes=1)
     with pytest.raises(TypeError, match="two TiledOperands"):

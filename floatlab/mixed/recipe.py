@@ -193,13 +193,15 @@ class Gemm:
         if not isinstance(self.codes, bool):
             raise TypeError(f"Gemm.codes must be True or False, got {self.codes!r}")
         acc = self.accumulate
-        if self.codes and not (isinstance(self.a, Scheme) and isinstance(self.b, Scheme)
-                               and not self.a.hadamard and not self.b.hadamard
+        if self.codes and not (all(isinstance(s, Scheme) and isinstance(s.element, Format)
+                                   and not s.hadamard and not s.global_scale
+                                   and s.scale != "dq8" for s in (self.a, self.b))
                                and acc is not None and acc.chunk is not None
                                and acc.promote == FP32):
             raise ValueError("Gemm(codes=True) applies the tile scales at each promotion: it "
-                             "needs Scheme operands (no Hadamard transform) and an Accumulator "
-                             "with chunk=<tile length> and promote='float32'")
+                             "needs Scheme operands of Format elements with one scale per tile "
+                             "(no Hadamard transform, tensor scale or nested scales) and an "
+                             "Accumulator with chunk=<tile length> and promote='float32'")
 
 
 @dataclass(frozen=True)
