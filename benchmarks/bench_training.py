@@ -12,9 +12,10 @@ Targets (from the issue): a mixed step at most 3x the floor; compare() under 30 
 
 Training recipes (issue 11; --no-recipes skips them): the full step of each recipe against the
 same floor (targets: FP8 recipes at most 6x, MX / NVFP4 at most 8x; deepseek-fp8 emulates a
-14-bit truncating tensor-core accumulator, one 32-product block FMA at a time, and is timed
-with few repeats; a line after the table measures why 6x is out of reach for it: the model's
-six NumPy passes over the step's 7.7M products cost several times what a 6x step leaves),
+14-bit truncating tensor-core accumulator on the E4M3 codes' products, one 32-product block
+FMA at a time in float32 passes, and is timed with few repeats; a line after the table
+measures why 6x is out of reach for it: the model's six NumPy passes over the step's 7.7M
+products cost several times what a 6x step leaves),
 and compare() of bf16-mixed + 5 recipes x 500 steps serially and with workers=2 (targets:
 under 30 s serially, about half with two workers on two free cores).
 
@@ -512,9 +513,9 @@ def deepseek_lower_bound(floor_step, repeats: int) -> None:
     changes each product according to its output's running value, so no BLAS call computes the
     sums: NumPy touches every product at least once, and the block-FMA model needs about six
     passes per product (see floatlab.blockfma). The cheapest NumPy pass is one multiply of two
-    cache-resident arrays (32768 values), timed here in float64 (the lab's exact products) and
-    float32 (what summing unscaled E4M3 codes would allow), then charged once per product of
-    the step's matrix products."""
+    cache-resident arrays (32768 values), timed here in float64 (exact products of dequantised
+    values) and float32 (the products of the E4M3 codes, which deepseek-fp8 sums: its passes),
+    then charged once per product of the step's matrix products."""
     total = sum(m * k * n for m, k, n in step_gemm_shapes())
     size = 32768
     rng = np.random.default_rng(0)
@@ -540,7 +541,7 @@ def deepseek_lower_bound(floor_step, repeats: int) -> None:
           f"{per32 * 1e9:.2f} ns in float32, so ONE pass over the products is "
           f"{total * per64 / floor:.1f}x / {total * per32 / floor:.1f}x the floor step by "
           f"itself; a 6x step leaves {budget * 1e9:.2f} ns per product, and the block-FMA model "
-          f"needs about six passes")
+          f"needs about six float32 passes")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 
 The recipe "deepseek-fp8" sums every GEMM in a truncating ``e8m13`` accumulator (what
 DeepSeek-V3 measured on the H800's FP8 tensor cores) and copies the partial sum to float32 every
-128 products. By default the accumulator is a tensor core's 32-product block FMA
-(``Accumulator(..., block_fma=32)``, see floatlab.blockfma): each step aligns 32 exact products
+128 products; as DeepSeek-V3's kernel, it sums the products of the E4M3 *codes* and multiplies
+each 128-tile's sum by its two scales at promotion (floatlab.mixed.promoted_gemm). Unpromoted
+variants sum products of dequantised values (no one scale spans tiles). By default the
+accumulator is a tensor core's 32-product block FMA (``Accumulator(..., block_fma=32)``, see
+floatlab.blockfma): each step aligns 32 exact products
 and the running value to their largest exponent, truncates the shifted-out bits and truncates
 the exact sum once. ``recipe_options={"promote_every": None}`` never promotes;
 ``block_fma=None`` truncates after every product (the older, more pessimistic model).
@@ -53,8 +56,10 @@ import floatlab  # noqa: E402
 from floatlab import Accumulator  # noqa: E402
 from floatlab.mixed import MLP, Dataset, Tensor, Trainer, linear, relu, teacher_gaussians  # noqa: E402
 from floatlab.mixed.nn import Module  # noqa: E402
+from floatlab.mixed.promoted_gemm import promoted_matmul, tiled_operand  # noqa: E402
 from floatlab.mixed.recipe import get_recipe  # noqa: E402
 from floatlab.quant.quantize import fake_quantize  # noqa: E402
+from floatlab.quant.scheme import get_scheme  # noqa: E402
 
 ACCUMULATORS = {
     "block, promoted": Accumulator("e8m13", "toward_zero", block_fma=32, chunk=128,
@@ -78,14 +83,24 @@ def gemm_cases(k: int, rng: np.random.Generator) -> dict:
             "positive terms": (rng.random((64, k)), rng.random((k, 32)))}
 
 
+CODES = "codes, promoted"  # the recipe's kernel: E4M3 codes summed, tile scales at promotion
+
+
 def gemm_errors(k: int, a: np.ndarray, b: np.ndarray, accumulators=ACCUMULATORS) -> dict:
-    """{"E4M3 operands": ..., accumulator label: ...}: the two parts of one GEMM's error."""
+    """{"E4M3 operands": ..., accumulator label: ...}: the two parts of one GEMM's error.
+
+    The accumulators sum products of the dequantised values; CODES is what the deepseek-fp8
+    recipe computes (floatlab.mixed.promoted_gemm: the block FMA on the codes' products per
+    128-tile, each tile's sum scaled into float32), against the same exact sum."""
     qa = fake_quantize(a, "fp8_1x128")            # 1x128 tiles along K, as the recipe does
     qb = fake_quantize(b.T, "fp8_1x128").T
     exact, quantised = a @ b, qa @ qb             # float64: far more precise than the errors
     out = {"E4M3 operands": _rel(quantised, exact)}
     out.update({label: _rel(floatlab.matmul(qa, qb, acc), quantised)
                 for label, acc in accumulators.items()})
+    scheme = get_scheme("fp8_1x128")
+    ta, tb = tiled_operand(a, scheme)[0], tiled_operand(np.ascontiguousarray(b.T), scheme)[0]
+    out[CODES] = _rel(promoted_matmul(ta, tb, accumulators["block, promoted"]), quantised)
     return out
 
 
@@ -93,7 +108,7 @@ def print_gemm_errors() -> None:
     rng = np.random.default_rng(0)
     print("normwise relative error of one GEMM (64 x K times K x 32): E4M3 operand quantisation "
           "and each e8m13 accumulator's own error")
-    head = ["E4M3 operands", *ACCUMULATORS]
+    head = ["E4M3 operands", *ACCUMULATORS, CODES]
     print(f"{'sum':<24}{'K':>6}" + "".join(f"{h:>19}" for h in head))
     for k in (1024, 4096):
         for name, (a, b) in gemm_cases(k, rng).items():

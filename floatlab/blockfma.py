@@ -48,16 +48,17 @@ final truncation happens once per block of n, not once per product.
 Cost. All outputs of a matrix product are computed at once, a block of products at a time (``n``
 times fewer rounding steps than a per-addition model), but every product still takes six NumPy
 passes: it is made, scanned twice for its block's largest magnitude (max and min), scaled to its
-output's quantum, truncated and summed -- about 1.5 ns per product in float64 on the machine the
-benchmarks ran on, plus each block's per-output work (exponent, quantum, rounding). The
-deepseek-fp8 step of the reference MLP makes about 7.7M products, so its GEMMs cannot cost less
-than about 12 ms, some 25x the 0.46 ms float32 step by themselves; a 6x step would leave about
-0.35 ns per product, less than one pass. Float32 passes would cost about half, but the lab sums
-products of *dequantised* operands (E4M3 codes times float32 scales: up to 24 significant bits,
-so products of up to 48 bits, exact only in float64). DeepSeek's kernel instead sums the products
-of the unscaled codes (at most 8 bits, exact in float32) and applies the scales at promotion; its
-truncations then fall on a grid of the unscaled sum, a different rounding that the lab does not
-model (:func:`floatlab.mixed.recipe_gemm.gemm`).
+output's quantum, truncated and summed, plus each block's per-output work (exponent, quantum,
+rounding). In float64, the definition, that is about 1.5 ns per product on the machine the
+benchmarks ran on; products of dequantised operands (codes times float32 scales: up to 24
+significant bits each) are exact only there. The deepseek-fp8 recipe sums the products of the
+E4M3 *codes* instead and applies the tile scales when it promotes, as DeepSeek-V3's kernel does
+(:mod:`floatlab.mixed.promoted_gemm`): those products have at most 8 bits, and every step of the
+model is then exact in float32 (the proof in ``promoted_gemm.float32_exact``), so the same six
+passes run on half the bytes (``_product_chunks(dtype=float32)``, tested bit-equal to float64).
+The step of the reference MLP makes about 7.7M products; six float32 passes over them are
+still several times the whole float32 step of the plain NumPy floor, so deepseek-fp8 stays far
+above the recipes whose GEMMs are BLAS calls (benchmarks/bench_training.py prints the bound).
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ _FAST_TRUNCATION = True   # "toward_zero" block sums by bit mask (else floatlab.
 _TILE = 65536  # products per work buffer (512 KiB; measured faster than 32K and 128K here)
 
 
-def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) -> np.ndarray:
+def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator,
+                    dtype: type = np.float64) -> np.ndarray:
     """(chunks, M, N): the running value of every output at the end of each chunk of ``chunk``
     inner indices (the last may be shorter), each chunk from zero, after the fused blocks of
     the products ``a[:, k] * b[k, :]``: the same values as :func:`_blocks` of those products
@@ -167,11 +169,17 @@ def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) 
       peak p >= 0, NaN stays NaN) and adding trunc(+0 * inv) = +0 to a sum that is never -0
       (above) changes nothing, so its terms are skipped.
     - The rounding of the block sums: :func:`_round_sums`, in place on the fresh quotient.
+
+    ``dtype``: the working precision of every pass (``a`` and ``b`` are cast to it). float64
+    is the definition; float32 halves the bytes and is only for callers that have proved every
+    step exact in float32 for their inputs (:func:`floatlab.mixed.promoted_gemm.float32_exact`:
+    products of E4M3 codes), where each step then gives the float64 path's value.
     """
     if b.shape[1] < a.shape[0]:  # the transposed product sums the same products in the same
         #                         order; a long last axis keeps the broadcasting loops long
-        return _product_chunks(b.T, a.T, chunk, acc).transpose(0, 2, 1)
+        return _product_chunks(b.T, a.T, chunk, acc, dtype).transpose(0, 2, 1)
     n, m_rows, n_cols = a.shape[1], a.shape[0], b.shape[1]
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
     full = n // chunk
     parts = []
     if full:  # (chunk, chunks, M) and (chunk, chunks, N): index k of every chunk together
@@ -184,7 +192,7 @@ def _product_chunks(a: np.ndarray, b: np.ndarray, chunk: int, acc: Accumulator) 
         parts.append(_chunk_blocks(np.ascontiguousarray(a[:, full * chunk:].T)[:, None],
                                    np.ascontiguousarray(b[full * chunk:])[:, None], acc))
     if not parts:
-        return np.zeros((0, m_rows, n_cols))
+        return np.zeros((0, m_rows, n_cols), dtype)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -196,11 +204,13 @@ def _chunk_blocks(a_cols: np.ndarray, b_rows: np.ndarray, acc: Accumulator) -> n
     length, groups, m_rows = a_cols.shape
     n_cols = b_rows.shape[2]
     depth = builtins.min(block, length)
-    rows = builtins.max(1, _TILE // builtins.max(1, depth * n_cols))
+    dtype = a_cols.dtype  # float64, or float32 where the caller proved it exact
+    tile = _TILE * 8 // dtype.itemsize  # the same 512 KiB buffer in float32 (measured faster)
+    rows = builtins.max(1, tile // builtins.max(1, depth * n_cols))
     per_tile = builtins.max(1, rows // m_rows)   # whole groups per tile when M is small
     rows = builtins.min(rows, m_rows)
-    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols))
-    c = np.zeros((groups, m_rows, n_cols))
+    buffer = np.empty((depth, builtins.min(per_tile, groups), rows, n_cols), dtype)
+    c = np.zeros((groups, m_rows, n_cols), dtype)
     total, inverse = np.empty_like(c), np.empty_like(c)
     first_block = True
     with np.errstate(over="ignore", invalid="ignore"):
@@ -238,9 +248,10 @@ def _truncate_block(x: np.ndarray, c: np.ndarray | None, emin: int, low: int) ->
     # E = -1: every addend is then zero, and any q leaves them so); NaN / inf peaks give a
     # finite q and propagate through the sum.
     exponent = np.maximum(np.frexp(peak)[1] - 1, emin)
-    inverse = np.ldexp(1.0, low - exponent)
+    inverse = np.ldexp(x.dtype.type(1), low - exponent)  # in x's precision
     # x / q is exact (power-of-two scaling, no overflow since |x| < 2**(E+1)); trunc drops the
-    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53).
+    # shifted-out bits; the caller's integer sum is exact (check_block_fma bounds it by 2**53;
+    # in float32, promoted_gemm.float32_exact by 2**24).
     np.multiply(x, inverse, out=x)
     np.trunc(x, out=x)
     return inverse
@@ -276,21 +287,30 @@ def _round_sums(values: np.ndarray, acc: Accumulator, in_place: bool = False) ->
     a zero wraps around to the largest value and every other magnitude keeps its order, so it
     is below ``bits(2**emin) - 1`` exactly when some nonzero |v| is below 2**emin.
     ``in_place``: ``values`` is a scratch array the caller gives up (the result may be it).
+
+    float32 ``values`` (the float32 block FMA of :func:`_product_chunks`) take the same steps
+    on float32's bit pattern (23 fraction bits), which is the same truncation for a format
+    whose values are float32 numbers (p <= 24, emin >= -126, max below float32's); the result
+    keeps the dtype (floatlab.round's float64 values of such a format are float32 numbers).
     """
     fmt = acc.fmt
     if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
-        return _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+        out = _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
+        return out.astype(values.dtype, copy=False)
+    uint, fraction = (np.uint32, 23) if values.dtype == np.float32 else (np.uint64, 52)
     magnitude = np.abs(values)
-    shifted = magnitude.view(np.uint64) - np.uint64(1)
-    smallest_normal = np.float64(2.0**fmt.emin).view(np.uint64) - np.uint64(1)
+    shifted = magnitude.view(uint) - uint(1)
+    smallest_normal = values.dtype.type(2.0**fmt.emin).view(uint) - uint(1)
     inside = magnitude.size == 0 or (magnitude.max() <= fmt.max
                                      and shifted.min() >= smallest_normal)
     other = None if inside else (~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max))
                                  & (magnitude != 0))
     rest = None if other is None else _round(values[other], fmt, "toward_zero")
     out = values if in_place else values.copy()
-    bits = out.view(np.uint64)
-    np.bitwise_and(bits, np.uint64(~((1 << (52 - fmt.man_bits)) - 1) & (2**64 - 1)), out=bits)
+    bits = out.view(uint)
+    width = 8 * values.dtype.itemsize
+    np.bitwise_and(bits, uint(~((1 << (fraction - fmt.man_bits)) - 1) & (2**width - 1)),
+                   out=bits)
     if other is not None:
         out[other] = rest
     return out

@@ -81,14 +81,36 @@ def _fq_wgrad(values, scheme):
     return quantize(rotated, scheme.replace(hadamard=None)).dequantize().astype(np.float64)
 
 
-def test_deepseek_accumulator_matches_reference():
-    x, w, g = _layer(2, batch=8, k=256, n=16)
+def _deepseek_ref(a, a_scheme, b_rows, b_scheme):
+    """DeepSeek-V3's kernel written out: per 128-tile along K, the e8m13 block-FMA sum of the
+    E4M3 codes' products (floatlab.matmul), then out = fma32(float32(s_a * s_b), sum, out)."""
+    from floatlab import fma
+    from floatlab.quant.quantize import quantize_elements
+
+    tile = Accumulator("e8m13", "toward_zero", block_fma=32)
+    ea, sa, ba, _ = quantize_elements(np.ascontiguousarray(a), a_scheme)
+    eb, sb, bb, _ = quantize_elements(np.ascontiguousarray(b_rows), b_scheme)
+    sa = np.repeat(sa, ba[0], axis=0)[: len(ea)]
+    sb = np.repeat(sb, bb[0], axis=0)[: len(eb)]
+    out = np.zeros((len(ea), len(eb)))
+    for t, s in enumerate(range(0, ea.shape[1], 128)):
+        part = acc_matmul(ea[:, s:s + 128].astype(np.float64),
+                          eb[:, s:s + 128].T.astype(np.float64), tile)
+        out = fma(sa[:, t, None] * sb[None, :, t], part, out, fmt="float32")
+    return out
+
+
+@pytest.mark.parametrize("k", [256, 200, 16])
+def test_deepseek_accumulator_matches_reference(k):
+    x, w, g = _layer(2, batch=8, k=k, n=16)
     recipe = get_recipe("deepseek-fp8")
-    y, _, _ = _run("deepseek-fp8", x, w, g)
+    y, dx, dw = _run("deepseek-fp8", x, w, g)
+    acts, blocks = get_scheme("fp8_1x128"), get_scheme("fp8_128x128")
+    np.testing.assert_array_equal(y, fl_round(_deepseek_ref(x, acts, w, blocks), BF16))
+    np.testing.assert_array_equal(dx, fl_round(_deepseek_ref(g, acts, w.T, blocks), BF16))
+    np.testing.assert_array_equal(dw, _deepseek_ref(g.T, acts, x.T, acts).astype(np.float32))
     acc = Accumulator("e8m13", "toward_zero", chunk=128, promote="float32", block_fma=32)
-    ref = _ref(_fq(x, get_scheme("fp8_1x128")), _fq(w, get_scheme("fp8_128x128")), acc)
-    np.testing.assert_array_equal(y, fl_round(ref, BF16))
-    assert recipe.forward.accumulate == acc
+    assert recipe.forward.accumulate == acc and recipe.forward.codes
 
 
 def test_fp8_current_is_te_per_tensor_scaling():

@@ -169,6 +169,12 @@ class Gemm:
     """One matrix product ``A·Bᵀ``: how A and B are quantised (each laid out with the inner
     dimension last) and the Accumulator of the sums (None: float32, as tensor cores do).
 
+    ``codes=True`` (DeepSeek-V3's kernel, :mod:`floatlab.mixed.promoted_gemm`): the accumulator
+    sums the products of the element *codes* over each scale tile along K, and the two tiles'
+    scales are applied when the partial sum is promoted into float32 (needs Scheme operands
+    and an Accumulator with ``chunk`` = the tile length and ``promote="float32"``). False:
+    the accumulator sums products of the dequantised values (code * scale).
+
     >>> Gemm(TensorScaling("e4m3fn"), TensorScaling("e4m3fn")).accumulate is None
     True
     """
@@ -176,6 +182,7 @@ class Gemm:
     a: Operand = None
     b: Operand = None
     accumulate: Accumulator | None = None
+    codes: bool = False
 
     def __post_init__(self) -> None:
         _check_operand(self.a, "Gemm.a")
@@ -183,6 +190,18 @@ class Gemm:
         if self.accumulate is not None and not isinstance(self.accumulate, Accumulator):
             raise TypeError(f"Gemm.accumulate must be a floatlab.Accumulator or None, got "
                             f"{self.accumulate!r}")
+        if not isinstance(self.codes, bool):
+            raise TypeError(f"Gemm.codes must be True or False, got {self.codes!r}")
+        acc = self.accumulate
+        if self.codes and not (all(isinstance(s, Scheme) and isinstance(s.element, Format)
+                                   and not s.hadamard and not s.global_scale
+                                   and s.scale != "dq8" for s in (self.a, self.b))
+                               and acc is not None and acc.chunk is not None
+                               and acc.promote == FP32):
+            raise ValueError("Gemm(codes=True) applies the tile scales at each promotion: it "
+                             "needs Scheme operands of Format elements with one scale per tile "
+                             "(no Hadamard transform, tensor scale or nested scales) and an "
+                             "Accumulator with chunk=<tile length> and promote='float32'")
 
 
 @dataclass(frozen=True)
@@ -222,6 +241,11 @@ class Recipe:
     options: dict[str, Any] = field(default_factory=dict, compare=False)
     note: str = ""
 
+    def __post_init__(self) -> None:
+        if self.weights is not None and (self.forward.codes or self.dgrad.codes):
+            raise ValueError("Recipe: weights held between steps (weights=...) are stored "
+                             "dequantised, so a GEMM that reads them cannot take codes=True")
+
     @property
     def gemms(self) -> dict[str, Gemm]:
         return {"forward": self.forward, "dgrad": self.dgrad, "wgrad": self.wgrad}
@@ -236,6 +260,7 @@ class Recipe:
                  f"  compute {self.compute.name}, master weights {self.master.name}"]
         for label, gemm in self.gemms.items():
             acc = "float32" if gemm.accumulate is None else repr(gemm.accumulate)
+            acc += " on the codes, scaled at promotion" if gemm.codes else ""
             lines.append(f"  {label:<8} a={_label(gemm.a)}  b={_label(gemm.b)}  accumulate {acc}")
         if self.state:
             lines.append("  optimizer state " + ", ".join(f"{k} {_label(v)}"
@@ -347,6 +372,11 @@ def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int | None =
     # tensor core adds block_fma = 32 products per fused step (floatlab.blockfma: aligned to
     # the largest exponent, truncated, one truncation per step); None rounds after every product.
     # accumulator_bits=None: float32 sums (BLAS), the fast approximation of a promoted run.
+    # Promoted every 128 (one scale tile along K), the accumulator sums the products of the
+    # E4M3 codes and the scales are applied at promotion, as DeepGEMM does (Gemm.codes); any
+    # other promotion interval (or none) sums products of the dequantised values, since a
+    # partial sum spanning tiles of different scales has no one scale to apply.
+    codes = False
     if accumulator_bits is None:
         acc, how = None, "float32 accumulation"
     else:
@@ -356,13 +386,16 @@ def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int | None =
                              "mantissa bits, an int in 1..22 (13: e8m13), or None for float32")
         chunk = dict(chunk=promote_every, promote="float32") if promote_every is not None else {}
         acc = Accumulator(f"e8m{accumulator_bits}", "toward_zero", block_fma=block_fma, **chunk)
+        codes = promote_every == acts.block[1] == weights.block[1]
         how = ("no promotion" if promote_every is None else
                f"promoted to float32 every {promote_every}") + (
+            ", E4M3 codes summed, scales applied at promotion" if codes else
+            ", products of dequantised values") + (
             f", {block_fma}-product block FMA" if block_fma else ", per-product truncation")
     state = {"exp_avg": BF16, "exp_avg_sq": BF16}
     note = f"DeepSeek-V3: E4M3, 1x128 activation / 128x128 weight tiles, {how}, bf16 moments"
-    return Recipe("deepseek-fp8", Gemm(acts, weights, acc), Gemm(acts, weights, acc),
-                  Gemm(acts, acts, acc), state=state,
+    return Recipe("deepseek-fp8", Gemm(acts, weights, acc, codes),
+                  Gemm(acts, weights, acc, codes), Gemm(acts, acts, acc, codes), state=state,
                   options=dict(promote_every=promote_every, accumulator_bits=accumulator_bits,
                                block_fma=block_fma),
                   note=note)
@@ -513,7 +546,9 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     "E4M3"); "fp8-current": ``margin``, ``fp8_format``; "mxfp8": ``scale_rounding`` ("floor",
     OCP's and torchao's default, or "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" /
     "bf16"), ``scale_rounding``; "nvfp4": ``stochastic_rounding``, ``hadamard``,
-    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none),
+    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none; at 128,
+    the tile length, the accumulator sums the E4M3 codes' products and the tile scales apply at
+    promotion, as DeepSeek-V3's kernel does; otherwise it sums products of dequantised values),
     ``accumulator_bits`` (13; None sums in float32), ``block_fma`` (32; None truncates after
     every product).
 

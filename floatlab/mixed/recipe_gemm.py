@@ -38,6 +38,7 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
+from floatlab.mixed.promoted_gemm import TiledOperand, promoted_matmul, tiled_operand
 from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
 from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
@@ -161,7 +162,8 @@ def _flushed(x: np.ndarray, q: np.ndarray) -> float:
 
 
 def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
-                     blas: bool = False, rotated: bool = False) -> np.ndarray:
+                     blas: bool = False, rotated: bool = False, codes: bool = False
+                     ) -> np.ndarray | TiledOperand:
     """``values`` (inner dimension last) as the GEMM reads them under ``spec``: the dequantised
     values of the quantised operand (float64, or float32 for float32 block-scheme inputs).
 
@@ -178,6 +180,11 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     with no Accumulator), which read ``values.astype(float32)``; a per-tensor operand is then
     given as those float32 values directly (:meth:`ScaledTensor.dequantize`): the same
     numbers, without the widened copy. (Only without telemetry, which compares float64 values.)
+
+    ``codes=True`` (a Scheme; :class:`~floatlab.mixed.recipe.Gemm` ``codes``): the element
+    values and the tile scales unmultiplied, a
+    :class:`~floatlab.mixed.promoted_gemm.TiledOperand` for :func:`gemm`'s promoted path; the
+    telemetry records the same statistics (of the same dequantised values).
 
     >>> run = RecipeRun()
     >>> quantize_operand(np.array([[0.3, -2.0]]), TensorScaling("e4m3fn"), run, "x").tolist()
@@ -223,6 +230,12 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         q, scale, clipped = q.astype(np.float64), math.nan, n / x.size
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
+        if codes:
+            tiled, st = tiled_operand(x, spec, rng, stats=run.telemetry)
+            if st is not None:
+                run.record(key, OperandStats(amax, math.nan, st.clipped_fraction,
+                                             st.flushed_fraction, st.qsnr_db, False, x.size))
+            return tiled
         if not run.telemetry:
             # NVFP4's operands: the fused path (proved equal; None where it does not apply)
             fused = fake_quantize_nvfp4(x, spec, rng, rotated=rotated, float32=blas)
@@ -287,16 +300,28 @@ _TWIN_LIMIT = 2.0**127  # the twin's scale when fl32(fmax / amax) overflowed: no
 _POW2_TWINS = True  # switch for the tests, which check training bit-identical without
 
 
-def gemm(a: np.ndarray, b_rows: np.ndarray, accumulate: Accumulator | None) -> np.ndarray:
-    """``a @ b_rows.T`` of dequantised operands: float32 BLAS (a tensor core's float32
-    accumulator) when ``accumulate`` is None, else :func:`floatlab.matmul` with that Accumulator
-    (exact float64 products, each sum rounded by the accumulator).
+def gemm(a: np.ndarray | TiledOperand, b_rows: np.ndarray | TiledOperand,
+         accumulate: Accumulator | None) -> np.ndarray:
+    """``a @ b_rows.T``.
 
-    Deliberate simplification: the kernels multiply the element codes and apply the scales to
-    the sums; the lab multiplies dequantised values. Both agree exactly for power-of-two
-    scales (MX, E8M0) on the float64 path; with float32 scales (per-tensor, rowwise, DeepSeek
-    tiles, NVFP4) the float32 path adds one float32 rounding (2**-24 relative) per operand
-    value, far below the 8- and 4-bit elements' own error."""
+    * :class:`~floatlab.mixed.promoted_gemm.TiledOperand` operands (``Gemm(codes=True)``,
+      deepseek-fp8): DeepSeek-V3's kernel, :func:`~floatlab.mixed.promoted_gemm.promoted_matmul`
+      -- ``accumulate`` sums the products of the E4M3 codes per 128-tile along K, and each
+      partial sum is scaled by the two tiles' float32 scales as it is promoted into float32.
+    * dequantised operands, ``accumulate`` None: float32 BLAS (a tensor core's float32
+      accumulator);
+    * dequantised operands and an Accumulator: :func:`floatlab.matmul` (exact float64 products
+      of the dequantised values, each sum rounded by the accumulator).
+
+    Dequantised operands are a simplification where the kernels multiply codes and scale the
+    sums: exact for power-of-two scales (MX, E8M0) on the float64 path; with float32 scales
+    (per-tensor, rowwise, NVFP4) the float32 path adds one float32 rounding (2**-24 relative)
+    per operand value, far below the 8- and 4-bit elements' own error, and a float32 tensor
+    core accumulator is modelled as BLAS. It is not harmless for a narrow truncating
+    accumulator, whose truncations then fall on the bits of the scaled products; that is why
+    deepseek-fp8 takes the codes path."""
+    if isinstance(a, TiledOperand):
+        return promoted_matmul(a, b_rows, accumulate)
     if accumulate is None:
         return a.astype(np.float32, copy=False) @ b_rows.T.astype(np.float32, copy=False)
     return accumulate_matmul(np.asarray(a, np.float64), np.asarray(b_rows, np.float64).T,
@@ -326,11 +351,12 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
         first.accumulate is None and (not _same(a, b) or second.accumulate is None)
         for first, second, a, b in ((fwd, wgr, fwd.a, wgr.b), (fwd, dgr, fwd.b, dgr.b),
                                     (dgr, wgr, dgr.a, wgr.a)))
-    xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a", blas=x_blas)
+    xq = quantize_operand(xv, fwd.a, run, f"{layer}.forward.a", blas=x_blas, codes=fwd.codes)
     if recipe.weights is not None:  # MS-AMP O3: the FP8 weights stored after each update
         wq = held_weights(w, w_rows, recipe.weights, run, f"{layer}.weights")
     else:
-        wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b", blas=w_blas)
+        wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b", blas=w_blas,
+                              codes=fwd.codes)
     # the input copy the wgrad GEMM reads, with its scales, in the step's activation bytes
     record_saved_activation(*((fwd.a, xv.shape) if _same(fwd.a, wgr.b) else
                               (wgr.b, xv.shape[::-1])), fmt)
@@ -348,25 +374,29 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
         # still made when wgrad reads it, or telemetry records a deterministic one (see
         # _unread_copy_skippable).
         gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
-            quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas)
+            quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas, codes=dgr.codes)
         if x.requires_grad:
-            if _same(fwd.b, dgr.b):
+            if _same(fwd.b, dgr.b) and fwd.codes == dgr.codes:
                 wt = wq.T
-            elif not run.telemetry and recipe.weights is None and _tiles_transpose(fwd.b, dgr.b):
-                wt = np.ascontiguousarray(wq.T)  # the same values, laid out as before
+            elif not run.telemetry and recipe.weights is None and fwd.codes == dgr.codes \
+                    and _tiles_transpose(fwd.b, dgr.b):
+                # the same values (codes and tile scales), laid out as before
+                wt = wq.T if fwd.codes else np.ascontiguousarray(wq.T)
             else:
                 wt = quantize_operand(w_rows.T, dgr.b, run, f"{layer}.dgrad.b",
-                                      blas=dgr.accumulate is None)
+                                      blas=dgr.accumulate is None, codes=dgr.codes)
             _send(x, gemm(gq, wt, dgr.accumulate), fmt)
         if w.requires_grad:
             blas = wgr.accumulate is None
             # NVFP4's RHT: both operands rotated along the batch axis by the same matrix and
             # multiplied as they are, as the hardware does (see _wgrad_rotated)
             rotated = _wgrad_rotated(wgr.a, wgr.b)
-            gt = gq.T if _same(dgr.a, wgr.a) else quantize_operand(
-                transposed(g), wgr.a, run, f"{layer}.wgrad.a", blas=blas, rotated=rotated)
-            xt = xq.T if _same(fwd.a, wgr.b) else quantize_operand(
-                transposed(xv), wgr.b, run, f"{layer}.wgrad.b", blas=blas, rotated=rotated)
+            gt = gq.T if _same(dgr.a, wgr.a) and dgr.codes == wgr.codes else quantize_operand(
+                transposed(g), wgr.a, run, f"{layer}.wgrad.a", blas=blas, rotated=rotated,
+                codes=wgr.codes)
+            xt = xq.T if _same(fwd.a, wgr.b) and fwd.codes == wgr.codes else quantize_operand(
+                transposed(xv), wgr.b, run, f"{layer}.wgrad.b", blas=blas, rotated=rotated,
+                codes=wgr.codes)
             dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
             if recipe.weight_grad is not None:
                 dw = quantize_operand(dw, recipe.weight_grad, run, f"{layer}.weight_grad")

@@ -13,10 +13,12 @@ from floatlab.quant.quantize import (
     dequantize,
     fake_quantize,
     quantize,
+    quantize_elements,
 )
 from floatlab.quant.scheme import Scheme, get_scheme, scheme_names
 
 __all__ = [
     "Codebook", "FixedPoint", "QuantStats", "QuantizedTensor", "Scheme", "codebook_names",
-    "dequantize", "fake_quantize", "get_codebook", "get_scheme", "quantize", "scheme_names",
+    "dequantize", "fake_quantize", "get_codebook", "get_scheme", "quantize", "quantize_elements",
+    "scheme_names",
 ]

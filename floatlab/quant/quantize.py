@@ -66,8 +66,8 @@ from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import DQ8_BLOCK, Scheme, get_scheme
 from floatlab.rounding import as_float_array
 
-__all__ = ["quantize", "dequantize", "fake_quantize", "QuantizedTensor", "QuantStats",
-           "pack_codes", "unpack_codes", "hadamard_matrix"]
+__all__ = ["quantize", "dequantize", "fake_quantize", "quantize_elements", "QuantizedTensor",
+           "QuantStats", "pack_codes", "unpack_codes", "hadamard_matrix"]
 
 def _as_input(x: Any) -> np.ndarray:
     # A float32 / float64 ndarray is what as_float_array returns unchanged (it is not masked:
@@ -322,6 +322,45 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     # rotated ones, compared with the rotated source
     qt._dequantized = out
     return out, qt.stats
+
+
+def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | int | None = None,
+                      *, stats: bool = False):
+    """The two factors of the dequantised values, unmultiplied: ``(elements, scales, block,
+    stats)``, what a scaled GEMM kernel reads (DeepSeek-V3 / DeepGEMM multiply the E4M3 codes
+    and apply the block scales to the sums: :mod:`floatlab.mixed.promoted_gemm`).
+
+    ``elements`` : the element values (the codes' values), x's shape, the working precision;
+    ``scales`` : the per-block dequantisation multipliers, one per block (the blocks-per-axis
+    grid), the working precision; ``block`` : the tile each scale covers, per axis (cut to a
+    shorter axis, as the quantiser does); ``stats`` : the QuantStats with ``stats=True``, else
+    None. ``fake_quantize(x, scheme)`` is ``elements * scales`` per block in the working
+    precision: the same numbers (tests/test_promoted_gemm.py). Schemes with a Hadamard transform
+    or DQ8's nested scales are refused (their values are not one element times one scale).
+
+    >>> e, s, block, _ = quantize_elements(np.array([[0.3, -1.0, 2.0, 8.0]]), "fp8_1x128")
+    >>> e.tolist(), s.tolist(), block          # the scale 8 / 448, a float32 number
+    ([[16.0, -56.0, 112.0, 448.0]], [[0.01785714365541935]], (1, 4))
+    """
+    scheme = get_scheme(scheme)
+    if scheme.hadamard or scheme.scale == "dq8":
+        raise ValueError(f"quantize_elements: {scheme.name or scheme.describe()} is not one "
+                         "element times one block scale (Hadamard / nested scales); use "
+                         "fake_quantize")
+    source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
+        x, scheme, rng, want_codes=stats)
+    grid_scales = _grid_shape(eff, b.grid)
+    block = tuple(p // n for p, n in zip(b.padded, b.grid, strict=True))
+    values = _unblock(elements, b.padded, b.shape)
+    if not stats:
+        return values, grid_scales, block, None
+    qt = QuantizedTensor(
+        codes=np.zeros(0, np.uint8), scales=_grid_shape(scales, b.grid).copy(),
+        scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
+        shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff,
+        source=source, transformed=transformed, clipped=clipped, padded=b.padded,
+        extra_bytes=extra)
+    return values, grid_scales, block, qt.stats
 
 
 def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
