@@ -18,7 +18,7 @@ Why it matters: products of 4-bit significands have at most 8 bits, so within a 
 additions of the narrow accumulator are exact; summing the products of *dequantised* values
 (code * float32 scale: up to 24 bits) instead truncates bits the kernel never had, and
 overstates the accumulator's error (about 4x at K = 4096 per tensor, e8m14, per-addition
-truncation: 5.0e-2 against 1.29e-2, the lab lead's measurement).
+truncation: 5.0e-2 against 1.29e-2; notebook 06, section 4).
 
 Inner dimensions that are not a multiple of 128: DeepGEMM asserts ``k % 128 == 0`` (its
 ``gemm_fp8_fp8_bf16_nt``), so the kernel never sees a short tile. The lab's MLP has K = 4, 16
