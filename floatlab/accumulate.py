@@ -308,12 +308,17 @@ class _ProductTerms(_Terms):
     """The rank-1 terms a[:, k] * b[k, :] of a matrix product (exact in float64 when the inputs
     have at most 26 significant bits), optionally rounded to ``fmt`` first (unfused)."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, round_to: Accumulator | None):
+    def __init__(self, a: np.ndarray, b: np.ndarray, round_to: Accumulator | None,
+                 known: tuple[Format | None, Format | None] = (None, None)):
         self.a, self.b, self.round_to = a, b, round_to
         self.n = a.shape[1]
         self.m = a.shape[0] * b.shape[1]
-        # significant bits of a's and b's values (11, 24 or 53): bound the products' bits
-        self.bits_a, self.bits_b = (None, None) if round_to is not None else (_bits(a), _bits(b))
+        # the formats a's and b's values are known to be in (else None: read from the values)
+        self.known = known
+        # significant bits of a's and b's values (11, 24 or 53; or the known formats' p):
+        # bound the products' bits
+        self.bits_a, self.bits_b = (None, None) if round_to is not None else (
+            _bits(a, known[0]), _bits(b, known[1]))
         self.bits = round_to.fmt.p if round_to is not None else self.bits_a + self.bits_b
 
     def block(self, start: int, stop: int) -> np.ndarray:
@@ -343,7 +348,8 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         return partial if keep else (partial[-1] if n else np.zeros(m))
     if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
             and _float16_cast_adds(acc, terms):
-        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b)).reshape(-1)
+        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b),
+                                 terms.known).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):
@@ -479,6 +485,20 @@ def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None
     >>> matmul(np.ones((1, 4096)), np.ones((4096, 1)), "fp16").tolist()
     [[2048.0]]
     """
+    return _matmul(a, b, accumulator)
+
+
+def _matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None,
+            known: tuple[Format | None, Format | None] = (None, None)) -> Any:
+    """:func:`matmul`, for a caller that knows which format's values ``a`` and ``b`` hold
+    (``known``; None: not known): the training lab, whose matmul inputs are rounded to its
+    policy's ``matmul_inputs`` (``floatlab.mixed.gemm._product``). The engines then read the
+    values' significant bits and lowest bit from the formats instead of passes over the
+    values (``floatlab.sequential._bits`` / ``_lowest_bit``, whose docstrings say why the
+    formats give valid bounds); the bounds only choose among engines that are each exact, so
+    the result is the same bits as :func:`matmul`'s (tested). Private: a wrong ``known``
+    (values not in the format) would make the bounds wrong, so the public API cannot pass it.
+    """
     av, fa = _operand(a, "a")
     bv, fb = _operand(b, "b")
     if av.ndim == 0 or bv.ndim == 0 or av.ndim > 2 or bv.ndim > 2:
@@ -494,7 +514,7 @@ def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None
         acc = owner.accumulator
     else:
         acc = _accumulator(accumulator, None)
-    terms = _ProductTerms(a2, b2, None if acc.fused else acc)
+    terms = _ProductTerms(a2, b2, None if acc.fused else acc, known)
     out = acc.reduce(terms).reshape(a2.shape[0], b2.shape[1])
     if av.ndim == 1:
         out = out[0]

@@ -52,19 +52,22 @@ def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
 
 if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fields
     from floatlab.accumulate import Accumulator, _Terms
+    from floatlab.formats import Format
 
 
-def _float16_products(a: np.ndarray, b: np.ndarray,
-                      bits: tuple[int, int] | None = None) -> np.ndarray:
+def _float16_products(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] | None = None,
+                      known: tuple[Format | None, Format | None] = (None, None)) -> np.ndarray:
     """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
 
     Where :func:`_float16_magic_applies` says so, :func:`_float16_magic` (float64 passes, no
     float16 cast); else three in-place passes over the (M, N) outputs per inner index (outer
     product, float64 sum, cast back to float16), in buffers that stay in cache; see
-    :func:`_float16_cast_adds`.
+    :func:`_float16_cast_adds`. ``bits``: a's and b's (:func:`_bits`), when the caller has
+    them; ``known``: the formats a's and b's values are known to be in, or None (see
+    ``floatlab.accumulate._matmul``).
     """
     if _float16_magic_takes(a, b):
-        return _float16_magic(a, b, bits=bits)
+        return _float16_magic(a, b, bits=bits, known=known)
     return _float16_cast_products(a, b)
 
 
@@ -143,7 +146,8 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
-                   bits: tuple[int, int] | None = None) -> np.ndarray:
+                   bits: tuple[int, int] | None = None,
+                   known: tuple[Format | None, Format | None] = (None, None)) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 
     Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
@@ -170,24 +174,27 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     """
     counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
     compact, transpose = _float16_plan(a, b, tile, counts)
-    bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
+    if bits is None:  # (the caller's, when it has them)
+        bits = (_bits(a, known[0]), _bits(b, known[1]))
     if compact and transpose not in counts:
         counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
     if transpose:
-        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
-    return _float16_magic_rows(a, b, tile, rows, bits)
+        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1], known[::-1]).T
+    return _float16_magic_rows(a, b, tile, rows, bits, known)
 
 
 def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
-                        bits: tuple[int, int]) -> np.ndarray:
+                        bits: tuple[int, int],
+                        known: tuple[Format | None, Format | None] = (None, None)
+                        ) -> np.ndarray:
     """:func:`_float16_magic` in the orientation it chose. With ``counts``, each row of a's
     count of nonzeros: leave out the zero products of each row (:func:`_compact_blocks`);
-    ``bits``: a's and b's (:func:`_bits`)."""
+    ``bits``: a's and b's (:func:`_bits`); ``known``: their formats, if known."""
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
-    scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits)
+    scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits, known)
     a_run, b_run = a, b
     if scaled:  # exact (see there)
         a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
@@ -263,8 +270,8 @@ def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int) -> bool:
     return saving > 8.0 + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
 
 
-def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
-                           bits: tuple[int, int] | None = None) -> bool:
+def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] | None = None,
+                           known: tuple[Format | None, Format | None] = (None, None)) -> bool:
     """Whether :func:`_float16_magic` may run its sums scaled by 2**-1009, where float64's own
     subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
 
@@ -299,8 +306,8 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
     """
     if not _FAST_SCALE or a.size == 0 or b.size == 0:
         return False
-    bits_a, bits_b = (_bits(a), _bits(b)) if bits is None else bits
-    low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)
+    bits_a, bits_b = (_bits(a, known[0]), _bits(b, known[1])) if bits is None else bits
+    low_a, low_b = _lowest_bit(a, bits_a, known[0]), _lowest_bit(b, bits_b, known[1])
     return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
             and _subnormals_computed())
 

@@ -258,9 +258,9 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
     monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None, known=None: True)
     scaled = fp16_matmul._float16_magic(a, b)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: False)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None, known=None: False)
     clamped = fp16_matmul._float16_magic(a, b)
     nonzero = want != 0  # zero totals are replayed for their sign by the cast path
     _same_bits(scaled[:, 0][nonzero], want[nonzero])
