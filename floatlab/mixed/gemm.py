@@ -206,7 +206,9 @@ def _linear_op(op: str, x: Tensor, w: Tensor, bias: Tensor | None, transpose_w: 
     def backward(g: np.ndarray) -> None:
         rounded = not contains(fin, fmt)
         gi = quantize(g, fin, what="grads") if rounded else g
-        known_g = fin if rounded else None  # (g itself: its values are not known to be fin's)
+        # gi's values are fin's (rounded here) or else g's, which are fmt's: backward hands each
+        # op its output's gradient, which autograd._deliver keeps in the output's format (fmt)
+        known_g = fin if rounded else fmt
         # (leaves' gradients wait for _flush, which rounds them in one call per format:
         # skipping theirs would split that call, and the telemetry counts calls)
         exact = _FAST_EXACT_GRADS and _products_in(policy, fmt)
