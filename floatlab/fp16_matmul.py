@@ -8,7 +8,7 @@ magic constant built from its exponent bits, scaled by 2**-1009 where float64's 
 range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
 few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
 (:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
-(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds on many short rows).
+(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
 (``tests/test_sequential_fp16.py``).
@@ -498,7 +498,7 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
-    if _FAST_ORDER and n > a.shape[1]:  # (many short rows: see _nonzeros_in_order)
+    if _FAST_ORDER:  # (see _nonzeros_in_order)
         values, index = _nonzeros_in_order(a, nonzero, counts, steps)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
@@ -522,27 +522,39 @@ _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, 
 def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int
                        ) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
-    and its column k, in order of k; past a row's count, +0 and column 0.
+    and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
+    index (its column minus a multiple of K: out of range for b, which take(mode="clip")
+    clips). Valid until the next call (this thread's work buffers).
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
-    about 0.6x the time on the lab's 512 x 64 operands (fwd 2, dgrad 2; measured 190 against
-    320 us), not on 64 x 512 ones (the wgrads: 160 against 147 us, long rows sort cheaply
-    per value and the (steps, n) arrays here are as large), hence the caller's rule n > K:
+    a fraction of its time on the lab's operands, short rows or long (measured: 512 x 64
+    fwd 2 / dgrad 2 and 64 x 512 wgrads, 140-170 us -> see the benchmarks' note):
     ``np.flatnonzero`` lists the nonzeros of a C-contiguous array in row-major order, so
     row i's are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the
-    counts' exclusive prefix sum), each row's in increasing k. Past its count a row gets the
-    entry appended at the end of the list, a +0 with column 0: :func:`_compact_blocks` only
-    needs exact zeros there (its padding), whatever their column (b's rows are finite).
+    counts' exclusive prefix sum), each row's in increasing k. Past its count a row gets an
+    entry appended at the end of the list: the flat index of one of a's zeros (a row with
+    fewer than ``steps`` <= K nonzeros has one), so its value is an exact zero, which is all
+    :func:`_compact_blocks` needs there (its padding: 0 * b[k, j] = +-0, b finite). The
+    (steps, n) arrays live in this thread's work buffers (:func:`_scratch`), and the gathers
+    write into them (``take(mode="clip")``: every position is in range), because fresh
+    arrays of this size cost their page faults, as much as the work here.
     """
-    m = a.shape[1]
+    n, m = a.shape
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
     ends = np.cumsum(counts)
-    position = np.add.outer(np.arange(steps), ends - counts)  # the s-th of row i: start + s
-    position = np.where(position < ends, position, flat.size)  # past the row's count: the pad
-    values = np.append(a.reshape(-1).take(flat), 0.0).take(position)
-    index = np.append(flat, 0).take(position)  # flat index i * m + k: k = that - i * m
-    np.subtract(index, np.arange(0, a.shape[0] * m, m), out=index)  # (an int % is 10x slower)
-    return values, index  # (a pad's column may be out of range: b.take(mode="clip") clips it)
+    listed = _scratch("order_list", (flat.size + 1,)).view(np.intp)
+    listed[:-1] = flat
+    listed[-1] = 0
+    if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero
+        row = int(np.argmin(counts))
+        listed[-1] = row * m + int(np.argmin(nonzero[row]))  # its first zero
+    position = _scratch("order_position", (steps, n)).view(np.intp)
+    np.add.outer(np.arange(steps), ends - counts, out=position)  # the s-th of row i: start + s
+    np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
+    index = listed.take(position, 0, _scratch("order_index", (steps, n)).view(np.intp), "clip")
+    values = a.reshape(-1).take(index, 0, _scratch("order_values", (steps, n)), "clip")
+    np.subtract(index, np.arange(0, n * m, m), out=index)  # k = i * m + k - i * m (an int %
+    return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
