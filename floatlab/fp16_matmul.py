@@ -196,15 +196,16 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     compact = counts is not None
     scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits, known)
     a_run, b_run = a, b
-    if scaled:  # exact (see there)
-        a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
+    if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
+        if not compact:
+            a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
         perm = np.argsort(-counts, kind="stable")
-        # (mode="clip": every index is in range; with out= the default mode buffers the whole
-        # result before copying it, 2.5x slower)
-        a_run = np.take(a_run, perm, axis=0, out=_scratch("a_perm", a.shape), mode="clip")
         counts = counts[perm]
+        if not a.flags.c_contiguous:  # (once, not per tile)
+            a_run = _scratch("a_run", a.shape)
+            a_run[...] = a
     out = np.zeros((n, m))  # the running sums, a tile of rows at a time
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
@@ -219,7 +220,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         stop = builtins.min(n, start + rows)
         size = stop - start
         if compact:
-            blocks = _compact_blocks(a_run[start:stop], b_run, counts[start:stop])
+            blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
+                                     _SCALE_A if scaled else None)
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -470,12 +472,17 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     return min(options, key=options.get)
 
 
-def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None):
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None,
+                    rows: np.ndarray | None = None, scale: float | None = None):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
+    ``rows``: the rows of a to run, in this order (``counts`` are theirs), so a itself need
+    not be permuted (None: all of a's rows, as they are); ``scale``: a power of two that
+    multiplies the values of a (the scaled loop's 2**-505, exact: see
+    :func:`_float16_scale_applies`), applied to the gathered values, not to all of a.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -486,7 +493,6 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     ``b.take(mode="clip")`` (every index is in range but a pad's, which is clipped onto one of
     b's rows), a few times faster than the default mode's bounds checks.
     """
-    n = a.shape[0]
     m = b.shape[1]
     if not b.flags.c_contiguous:  # (a transposed operand gathers rows many times slower)
         b_copy = _scratch("b_gather", b.shape)
@@ -494,16 +500,23 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         b = b_copy
     a = np.ascontiguousarray(a)
     nonzero = a != 0
-    counts = np.count_nonzero(nonzero, axis=1) if counts is None else counts  # (rows of a)
+    n = a.shape[0] if rows is None else rows.size
+    if counts is None:  # (of the rows to run)
+        counts = np.count_nonzero(nonzero, axis=1)
+        counts = counts if rows is None else counts[rows]
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     if _FAST_ORDER:  # (see _nonzeros_in_order)
-        values, index = _nonzeros_in_order(a, nonzero, counts, steps)
+        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
+        if rows is not None:
+            a, nonzero = a[rows], nonzero[rows]
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
         values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)
         index = np.ascontiguousarray(order.T)
+    if scale is not None:
+        np.multiply(values, scale, out=values)
     values = values[:, :, None]
     g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
     work = _scratch("gather", (g * n * m,))
@@ -519,19 +532,21 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
 _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, else argsort)
 
 
-def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
+                       rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
-    clips). Valid until the next call (this thread's work buffers).
+    clips). Valid until the next call (this thread's work buffers). ``rows``: the rows of a
+    (indices, n of them; ``counts`` are theirs) in the order wanted; None: all, as they are.
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
     a fraction of its time on the lab's operands, short rows or long (measured: 512 x 64
     fwd 2 / dgrad 2 and 64 x 512 wgrads, 140-170 us -> see the benchmarks' note):
     ``np.flatnonzero`` lists the nonzeros of a C-contiguous array in row-major order, so
     row i's are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the
-    counts' exclusive prefix sum), each row's in increasing k. Past its count a row gets an
+    counts' exclusive prefix sum; for chosen rows, where i * K falls in the sorted list),
+    each row's in increasing k. Past its count a row gets an
     entry appended at the end of the list: the flat index of one of a's zeros (a row with
     fewer than ``steps`` <= K nonzeros has one), so its value is an exact zero, which is all
     :func:`_compact_blocks` needs there (its padding: 0 * b[k, j] = +-0, b finite). The
@@ -539,21 +554,30 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     write into them (``take(mode="clip")``: every position is in range), because fresh
     arrays of this size cost their page faults, as much as the work here.
     """
-    n, m = a.shape
+    m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
-    ends = np.cumsum(counts)
+    if rows is None:
+        n = a.shape[0]
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        offsets = np.arange(0, n * m, m)  # i * K: row i's first flat index
+    else:
+        n = rows.size
+        offsets = rows * m
+        starts = np.searchsorted(flat, offsets)  # (flat is sorted)
+        ends = starts + counts
     listed = _scratch("order_list", (flat.size + 1,)).view(np.intp)
     listed[:-1] = flat
     listed[-1] = 0
     if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero
         row = int(np.argmin(counts))
-        listed[-1] = row * m + int(np.argmin(nonzero[row]))  # its first zero
+        listed[-1] = offsets[row] + int(np.argmin(nonzero.reshape(-1)[offsets[row]:][:m]))
     position = _scratch("order_position", (steps, n)).view(np.intp)
-    np.add.outer(np.arange(steps), ends - counts, out=position)  # the s-th of row i: start + s
+    np.add.outer(np.arange(steps), starts, out=position)  # the s-th of row i: start + s
     np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
     index = listed.take(position, 0, _scratch("order_index", (steps, n)).view(np.intp), "clip")
     values = a.reshape(-1).take(index, 0, _scratch("order_values", (steps, n)), "clip")
-    np.subtract(index, np.arange(0, n * m, m), out=index)  # k = i * m + k - i * m (an int %
+    np.subtract(index, offsets, out=index)  # k = i * m + k - i * m (an int %
     return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
 

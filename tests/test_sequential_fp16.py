@@ -365,6 +365,16 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         np.testing.assert_array_equal(index[inside], order[inside])
         _same_bits(values[inside], np.take_along_axis(a, order.T, axis=1).T[inside])
         assert not values[~inside].any()  # the padding: exact zeros of a (+0 or -0)
+        # chosen rows in a chosen order (the compact loop's tiles of rows sorted by count)
+        rows = rng.permutation(n)[: max(1, n // 2)]
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts[rows],
+                                                       int(counts[rows].max()), rows)
+        steps = int(counts[rows].max())
+        order = np.argsort(~nonzero[rows], axis=1, kind="stable")[:, :steps].T
+        inside = np.arange(steps)[:, None] < counts[rows][None, :]
+        np.testing.assert_array_equal(index[inside], order[inside])
+        _same_bits(values[inside], np.take_along_axis(a[rows], order.T, axis=1).T[inside])
+        assert not values[~inside].any()
 
 
 def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
