@@ -206,7 +206,11 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         if not a.flags.c_contiguous:  # (once, not per tile)
             a_run = _scratch("a_run", a.shape)
             a_run[...] = a
-    out = np.zeros((n, m))  # the running sums, a tile of rows at a time
+    if compact:  # the running sums (a tile of rows at a time); compact: work memory, since
+        out = _scratch("sums", (n, m))  # the rows' order is undone into a new array below
+        out.fill(0.0)
+    else:
+        out = np.zeros((n, m))
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
     magic = _scratch("magic", shape)
@@ -214,7 +218,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
     # loop is faster with two arrays than with an array and a scalar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
-    floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
+    floor = _scratch("floor", (1, 1) if scaled else shape)  # (scaled: unused)
+    floor.fill(_FP16_SUBNORMAL_MAGIC)
     add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
