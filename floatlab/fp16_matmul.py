@@ -11,7 +11,9 @@ few inner indices at a time (:func:`_product_blocks`), or, where a cost model sa
 (:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
-(``tests/test_sequential_fp16.py``).
+(``tests/test_sequential_fp16.py``). The lab passes its operands' format (``known``, see
+``floatlab.accumulate._matmul``): the bounds that choose among these exact engines then come
+from the format, not from passes over the values (``tests/test_fp16_known_formats.py``).
 """
 
 from __future__ import annotations
@@ -174,8 +176,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     """
     counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
     compact, transpose = _float16_plan(a, b, tile, counts)
-    if bits is None:  # (the caller's, when it has them)
-        bits = (_bits(a, known[0]), _bits(b, known[1]))
+    bits = bits or (_bits(a, known[0]), _bits(b, known[1]))  # (the caller's, if it has them)
     if compact and transpose not in counts:
         counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
@@ -206,11 +207,10 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         if not a.flags.c_contiguous:  # (once, not per tile)
             a_run = _scratch("a_run", a.shape)
             a_run[...] = a
-    if compact:  # the running sums (a tile of rows at a time); compact: work memory, since
-        out = _scratch("sums", (n, m))  # the rows' order is undone into a new array below
-        out.fill(0.0)
-    else:
-        out = np.zeros((n, m))
+    # the running sums, a tile of rows at a time (compact: in work memory, since the rows'
+    # order is undone into a new array below)
+    out = _scratch("sums", (n, m)) if compact else np.zeros((n, m))
+    out.fill(0.0)
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
     magic = _scratch("magic", shape)
@@ -324,15 +324,11 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] |
 def _subnormals_computed() -> bool:
     """Whether float64 subnormals are computed exactly here (no flush-to-zero, no
     denormals-are-zero): a product, a sum and a BLAS product with subnormal inputs and results."""
-    x = _SUBNORMALS
-    ok = ((x * _SUBNORMAL_FACTORS).tolist() == [2.0**-1074, 2.0**-1064]
-          and (x + x).tolist() == [2.0**-1072, 2.0**-1059])
-    return ok and float((_SUBNORMAL_ROW @ _SUBNORMAL_COLUMN)[0, 0]) == 2.0**-1060
-
-
-_SUBNORMALS = np.array([2.0**-1073, 2.0**-1060])
-_SUBNORMAL_FACTORS = np.array([0.5, 2.0**-4])
-_SUBNORMAL_ROW, _SUBNORMAL_COLUMN = np.array([[2.0**-500, 0.0]]), np.array([[2.0**-560], [1.0]])
+    x = np.array([2.0**-1073, 2.0**-1060])
+    ok = (np.array_equal(x * np.array([0.5, 2.0**-4]), [2.0**-1074, 2.0**-1064])
+          and np.array_equal(x + x, [2.0**-1072, 2.0**-1059]))
+    product = np.array([[2.0**-500, 0.0]]) @ np.array([[2.0**-560], [1.0]])
+    return ok and float(product[0, 0]) == 2.0**-1060
 
 
 def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
