@@ -186,8 +186,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
 
 
 def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
-                        bits: tuple[int, int],
-                        known: tuple[Format | None, Format | None] = (None, None)
+                        bits: tuple[int, int], known: tuple[Format | None, Format | None]
                         ) -> np.ndarray:
     """:func:`_float16_magic` in the orientation it chose. With ``counts``, each row of a's
     count of nonzeros: leave out the zero products of each row (:func:`_compact_blocks`);
@@ -202,13 +201,15 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         if not compact:
             a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
-        perm = np.argsort(-counts, kind="stable")
+        # (a stable sort of 16-bit keys is a radix sort: 2-3x faster than of -counts)
+        keys = k - counts
+        perm = np.argsort(keys.astype(np.uint16) if k < 1 << 16 else keys, kind="stable")
+        starts = (np.cumsum(counts) - counts)[perm]  # each row's first entry among a's nonzeros
         counts = counts[perm]
         if not a.flags.c_contiguous:  # (once, not per tile)
             a_run = _scratch("a_run", a.shape)
             a_run[...] = a
-    # the running sums, a tile of rows at a time (compact: in work memory, since the rows'
-    # order is undone into a new array below)
+    # the running sums, a tile of rows at a time (compact: work memory, undone below)
     out = _scratch("sums", (n, m)) if compact else np.zeros((n, m))
     out.fill(0.0)
     rows = builtins.max(1, tile // m)
@@ -226,7 +227,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         size = stop - start
         if compact:
             blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
-                                     _SCALE_A if scaled else None)
+                                     _SCALE_A if scaled else None, starts[start:stop])
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -474,16 +475,17 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
 
 
 def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None,
-                    rows: np.ndarray | None = None, scale: float | None = None):
+                    rows: np.ndarray | None = None, scale: float | None = None,
+                    starts: np.ndarray | None = None):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
-    ``rows``: the rows of a to run, in this order (``counts`` are theirs), so a itself need
-    not be permuted (None: all of a's rows, as they are); ``scale``: a power of two that
-    multiplies the values of a (the scaled loop's 2**-505, exact: see
-    :func:`_float16_scale_applies`), applied to the gathered values, not to all of a.
+    ``rows`` (and ``starts``, see :func:`_nonzeros_in_order`): the rows of a to run, in this
+    order (``counts`` are theirs; None: all, as they are), so a is not permuted; ``scale``:
+    a power of two for a's values (the scaled loop's 2**-505, exact: see
+    :func:`_float16_scale_applies`), applied to the gathered values only.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -491,8 +493,8 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     sort, or :func:`_nonzeros_in_order`'s equal order). The padding products are 0 * b[k, j]
     = +-0 (b finite: the caller's bound). Each product is NumPy's float64 product
     ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows are gathered by
-    ``b.take(mode="clip")`` (every index is in range but a pad's, which is clipped onto one of
-    b's rows), a few times faster than the default mode's bounds checks.
+    ``b.take(mode="clip")`` (a pad's index is clipped onto one of b's rows), a few times
+    faster than the default mode's bounds checks.
     """
     m = b.shape[1]
     if not b.flags.c_contiguous:  # (a transposed operand gathers rows many times slower)
@@ -509,7 +511,7 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     if _FAST_ORDER:  # (see _nonzeros_in_order)
-        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows)
+        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows, starts)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
         if rows is not None:
             a, nonzero = a[rows], nonzero[rows]
@@ -534,26 +536,24 @@ _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, 
 
 
 def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
-                       rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       rows: np.ndarray | None = None, starts: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
     clips). Valid until the next call (this thread's work buffers). ``rows``: the rows of a
-    (indices, n of them; ``counts`` are theirs) in the order wanted; None: all, as they are.
+    (indices, n of them; ``counts`` are theirs) in the order wanted; None: all, as they are;
+    ``starts``: their first entries in the list below, if the caller has them.
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
-    a fraction of its time on the lab's operands, short rows or long (measured: 512 x 64
-    fwd 2 / dgrad 2 and 64 x 512 wgrads, 140-170 us -> see the benchmarks' note):
-    ``np.flatnonzero`` lists the nonzeros of a C-contiguous array in row-major order, so
-    row i's are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the
-    counts' exclusive prefix sum; for chosen rows, where i * K falls in the sorted list),
-    each row's in increasing k. Past its count a row gets an
-    entry appended at the end of the list: the flat index of one of a's zeros (a row with
-    fewer than ``steps`` <= K nonzeros has one), so its value is an exact zero, which is all
-    :func:`_compact_blocks` needs there (its padding: 0 * b[k, j] = +-0, b finite). The
-    (steps, n) arrays live in this thread's work buffers (:func:`_scratch`), and the gathers
-    write into them (``take(mode="clip")``: every position is in range), because fresh
-    arrays of this size cost their page faults, as much as the work here.
+    about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
+    lists a C-contiguous array's nonzeros row by row, each row's in increasing k, so row i's
+    are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the counts'
+    exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
+    entry appended to the list: the flat index of a zero of a (a row with fewer than
+    ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
+    (0 * b[k, j] = +-0, b finite). The (steps, n) arrays are this thread's work buffers
+    (:func:`_scratch`; fresh ones cost page faults, as much as the work here).
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
@@ -565,7 +565,8 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     else:
         n = rows.size
         offsets = rows * m
-        starts = np.searchsorted(flat, offsets)  # (flat is sorted)
+        if starts is None:
+            starts = np.searchsorted(flat, offsets)  # (flat is sorted)
         ends = starts + counts
     listed = _scratch("order_list", (flat.size + 1,)).view(np.intp)
     listed[:-1] = flat
