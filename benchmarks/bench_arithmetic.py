@@ -165,7 +165,7 @@ def lab_gemms() -> None:
             tile = fp16_matmul._TILE_OUTPUTS
             compact, transpose = fp16_matmul._float16_plan(a, b, tile)
             x, y = (b.T, a.T) if transpose else (a, b)  # the orientation the engine runs
-            scaled = fp16_matmul._float16_scale_pays(x, y, tile) and \
+            scaled = fp16_matmul._float16_scale_pays(x, y, tile, None not in known) and \
                 fp16_matmul._float16_scale_applies(x, y, known=known[::-1] if transpose else known)
             engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
         times = []

@@ -83,7 +83,7 @@ CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", 
 def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
     monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
     monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     applies = fp16_matmul._float16_magic_applies(a, b)
@@ -125,7 +125,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monke
     a[10:16], b[:, 20:26] = 0.0, -0.0
     want = _emulated(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile, counts=None: plan)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     calls = []
     compact_blocks = fp16_matmul._compact_blocks
     monkeypatch.setattr(fp16_matmul, "_compact_blocks",
@@ -159,6 +159,11 @@ def test_the_scaled_loop_runs_where_it_pays():
     assert fp16_matmul._float16_scale_pays(w.T, x.T, tile)
     w3, x2 = _fp16(rng.standard_normal((4, 64))), _fp16(rng.standard_normal((64, 512)))
     assert not fp16_matmul._float16_scale_pays(w3, x2, tile)
+    assert not fp16_matmul._float16_scale_pays(w3, x2, tile, known=True)
+    # dgrad 3 (32K outputs x 4 additions): only when the formats are known (a cheaper check)
+    w, g = _fp16(rng.standard_normal((64, 4))), _fp16(rng.standard_normal((4, 512)))
+    assert fp16_matmul._float16_scale_pays(w, g, tile, known=True)
+    assert not fp16_matmul._float16_scale_pays(w, g, tile)
 
 
 def test_bits_bounds_the_significant_bits():
@@ -257,7 +262,7 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     b = np.ones((2, 1))
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda *args, **kwargs: True)
     scaled = fp16_matmul._float16_magic(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda *args, **kwargs: False)
