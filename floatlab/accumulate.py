@@ -40,7 +40,12 @@ from floatlab import blockfma as _blockfma
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
-from floatlab.fp16_matmul import _float16_cast_adds, _float16_products
+from floatlab.fp16_matmul import (
+    _float16_cast_adds,
+    _float16_magic,
+    _float16_magic_takes,
+    _float16_products,
+)
 from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
@@ -315,11 +320,37 @@ class _ProductTerms(_Terms):
         self.m = a.shape[0] * b.shape[1]
         # the formats a's and b's values are known to be in (else None: read from the values)
         self.known = known
-        # significant bits of a's and b's values (11, 24 or 53; or the known formats' p):
-        # bound the products' bits
-        self.bits_a, self.bits_b = (None, None) if round_to is not None else (
-            _bits(a, known[0]), _bits(b, known[1]))
-        self.bits = round_to.fmt.p if round_to is not None else self.bits_a + self.bits_b
+        self._operand_bits: tuple[int, int] | None = None
+
+    @property
+    def operand_bits(self) -> tuple[int, int]:
+        """Significant bits of a's and b's values (11, 24 or 53; or the known formats' p, 53
+        with a NaN): bound the products' bits. Computed when first asked for."""
+        if self._operand_bits is None:
+            self._operand_bits = (_bits(self.a, self.known[0]), _bits(self.b, self.known[1]))
+        return self._operand_bits
+
+    @property
+    def bits_a(self) -> int | None:
+        return None if self.round_to is not None else self.operand_bits[0]
+
+    @property
+    def bits_b(self) -> int | None:
+        return None if self.round_to is not None else self.operand_bits[1]
+
+    @property
+    def bits(self) -> int:  # type: ignore[override]
+        return self.round_to.fmt.p if self.round_to is not None else builtins.sum(self.operand_bits)
+
+    def finite_bits(self) -> tuple[int, int] | None:
+        """:attr:`operand_bits` without its pass that looks for NaN, for a caller that knows a
+        and b are finite (the fp16 engines' overflow bound refuses NaN and inf): the known
+        formats' p, which is what ``_bits`` gives for finite values of them; None unless
+        both formats are known (and the products are not rounded first)."""
+        fa, fb = self.known
+        if fa is None or fb is None or self.round_to is not None:
+            return None
+        return builtins.min(fa.p, 53), builtins.min(fb.p, 53)
 
     def block(self, start: int, stop: int) -> np.ndarray:
         prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
@@ -346,10 +377,15 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
         return partial if keep else (partial[-1] if n else np.zeros(m))
-    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
-            and _float16_cast_adds(acc, terms):
-        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b),
-                                 terms.known).reshape(-1)
+    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None:
+        finite = terms.finite_bits()  # (operands of known formats: the lab's)
+        if finite is not None and _float16_cast_adds(acc, terms, finite[0] + finite[1]) \
+                and _float16_magic_takes(terms.a, terms.b):  # (its bound refuses NaN, inf)
+            # a and b are finite, so ``finite`` are their operand_bits, without that pass
+            return _float16_magic(terms.a, terms.b, bits=finite, known=terms.known).reshape(-1)
+        if _float16_cast_adds(acc, terms):
+            return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b),
+                                     terms.known).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):
@@ -377,6 +413,7 @@ _FAST_TRUNCATION = True
 def _truncating(terms: _Terms, acc: Accumulator) -> bool:
     """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
     return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
+            and acc.rounding == "toward_zero"  # (first: the operands' bits may cost a pass)
             and _truncating_products_apply(acc, terms.a, terms.b, terms.bits_a, terms.bits_b))
 
 

@@ -581,7 +581,7 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
 
-def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
+def _float16_cast_adds(acc: Accumulator, terms: _Terms, bits: int | None = None) -> bool:
     """Whether ``float16(float64(acc + term))`` is this adder: a fast path for fp16 RN.
 
     NumPy's float64 -> float16 cast rounds once to nearest even (subnormals and overflow to inf
@@ -592,7 +592,8 @@ def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
     from any midpoint distance (>= 2**(e - 12)) an fp16 sum has. If the sum is the smaller one,
     its last bit is >= 2**-24 and the term's >= 2**(e - t); both exceed half a float64 ulp
     2**(e - 54) for every e below fp16's overflow (e <= 16). So the double rounding is
-    innocuous; tests check this path equal to the emulated one.
+    innocuous; tests check this path equal to the emulated one. (``bits``: the terms', when
+    the caller has them.)
     """
     return (acc.rounding == "nearest_even" and acc.fmt.name == "float16"
-            and not acc.compensated and terms.bits <= 40)
+            and not acc.compensated and (terms.bits if bits is None else bits) <= 40)

@@ -135,3 +135,21 @@ def test_the_lab_passes_its_matmul_input_format_and_trains_the_same_bits(monkeyp
         _same_bits(rows[key], want_rows[key])
     for p, q in zip(params, want_params, strict=True):
         np.testing.assert_array_equal(p.view(np.uint32), q.view(np.uint32))
+
+
+def test_known_finite_operands_take_no_pass_for_their_bits(monkeypatch):
+    # the lab's products: the overflow bound already rules out NaN / inf, so the known formats'
+    # p are the operands' bits without _bits' NaN pass; with a NaN the pass runs (bits 53)
+    rng = np.random.default_rng(11)
+    a = _in(FP16, np.maximum(rng.standard_normal((256, 64)), 0))
+    b = _in(FP16, rng.standard_normal((64, 64)))
+    want = floatlab.matmul(a, b, ACCUMULATORS["fp16"])
+    calls = []
+    real_bits = accumulate._bits
+    monkeypatch.setattr(accumulate, "_bits", lambda *args: calls.append(1) or real_bits(*args))
+    _same_bits(accumulate._matmul(a, b, ACCUMULATORS["fp16"], (FP16, FP16)), want)
+    assert not calls
+    a[3, 4] = np.nan
+    want = floatlab.matmul(a, b, ACCUMULATORS["fp16"])
+    _same_bits(accumulate._matmul(a, b, ACCUMULATORS["fp16"], (FP16, FP16)), want)
+    assert calls
