@@ -316,6 +316,8 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] |
         return False
     bits_a, bits_b = (_bits(a, known[0]), _bits(b, known[1])) if bits is None else bits
     low_a, low_b = _lowest_bit(a, bits_a, known[0]), _lowest_bit(b, bits_b, known[1])
+    if low_a + low_b < _SCALE_LOWEST_BIT and known != (None, None):  # (bf16's formats bound
+        low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)  # is looser: the values')
     return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
             and _subnormals_computed())
 
@@ -567,9 +569,8 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
             starts = np.searchsorted(flat, offsets)  # (flat is sorted)
         ends = starts + counts
     listed = _scratch("order_list", (flat.size + 1,)).view(np.intp)
-    listed[:-1] = flat
-    listed[-1] = 0
-    if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero
+    listed[:-1], listed[-1] = flat, 0
+    if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first
         row = int(np.argmin(counts))
         listed[-1] = offsets[row] + int(np.argmin(nonzero.reshape(-1)[offsets[row]:][:m]))
     position = _scratch("order_position", (steps, n)).view(np.intp)

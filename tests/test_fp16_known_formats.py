@@ -91,6 +91,16 @@ def test_the_hint_picks_the_scaled_loop_on_subnormal_operands(monkeypatch):
                floatlab.matmul(a, b, ACCUMULATORS["fp16"]))
 
 
+def test_a_loose_format_bound_falls_back_to_the_values_own():
+    # bf16's subnormal quantum (2**-133) is too low for the scaled loop; values that allow it
+    # keep it, as without the hint
+    rng = np.random.default_rng(4)
+    a = _in(BF16, np.maximum(rng.standard_normal((96, 40)), 0))
+    b = _in(BF16, rng.standard_normal((40, 64)))
+    assert fp16_matmul._float16_scale_applies(a, b)
+    assert fp16_matmul._float16_scale_applies(a, b, known=(BF16, BF16))
+
+
 def test_known_bounds_hold_for_every_value_of_the_format():
     # every finite fp16 value has <= 11 significant bits and its lowest set bit at or above
     # 2**-24; NaN anywhere still gives 53 (the general path), as without the hint

@@ -97,7 +97,7 @@ def _product(a: np.ndarray, b: np.ndarray, policy: Policy,
     acc = policy.accumulate
     if not isinstance(acc, Accumulator):
         if contains(acc, FP64):
-            return a.astype(np.float64) @ b.astype(np.float64)
+            return a.astype(np.float64, copy=False) @ b.astype(np.float64, copy=False)
         if contains(acc, FP32):
             return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
         rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
