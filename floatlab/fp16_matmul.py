@@ -203,12 +203,10 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         perm = np.argsort(keys.astype(np.uint16) if k < 1 << 16 else keys, kind="stable")
         starts = (np.cumsum(counts) - counts)[perm]  # each row's first entry among a's nonzeros
         counts = counts[perm]
-        if not a.flags.c_contiguous:  # (once, not per tile)
-            a_run = _scratch("a_run", a.shape)
-            a_run[...] = a
-    # the running sums, a tile of rows at a time (compact: work memory, undone below)
-    out = _scratch("sums", (n, m)) if compact else np.zeros((n, m))
-    out.fill(0.0)
+        a_run = np.ascontiguousarray(a)  # (once, not per tile)
+    # the running sums, a tile of rows at a time (fresh memory: measured faster in the step
+    # than a work buffer, which other products have pushed out of the caches)
+    out = np.zeros((n, m))
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
     magic = _scratch("magic", shape)
@@ -216,8 +214,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
     # loop is faster with two arrays than with an array and a scalar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
-    floor = _scratch("floor", (1, 1) if scaled else shape)  # (scaled: unused)
-    floor.fill(_FP16_SUBNORMAL_MAGIC)
+    floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
     add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     for start in range(0, n, rows):
         stop = builtins.min(n, start + rows)
@@ -541,9 +538,9 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
-    clips). Valid until the next call (this thread's work buffers). ``rows``: the rows of a
-    (indices, n of them; ``counts`` are theirs) in the order wanted; None: all, as they are;
-    ``starts``: their first entries in the list below, if the caller has them.
+    clips). ``rows``: the rows of a (indices, n of them; ``counts`` are theirs) in the order
+    wanted; None: all, as they are; ``starts``: their first entries in the list below, if
+    the caller has them.
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
     about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
@@ -552,8 +549,8 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
     entry appended to the list: the flat index of a zero of a (a row with fewer than
     ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
-    (0 * b[k, j] = +-0, b finite). The (steps, n) arrays are this thread's work buffers
-    (:func:`_scratch`; fresh ones cost page faults, as much as the work here).
+    (0 * b[k, j] = +-0, b finite). (Fresh arrays: in the step they measured faster than
+    work buffers.)
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
@@ -568,16 +565,15 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
         if starts is None:
             starts = np.searchsorted(flat, offsets)  # (flat is sorted)
         ends = starts + counts
-    listed = _scratch("order_list", (flat.size + 1,)).view(np.intp)
+    listed = np.empty(flat.size + 1, dtype=np.intp)
     listed[:-1], listed[-1] = flat, 0
     if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first
         row = int(np.argmin(counts))
         listed[-1] = offsets[row] + int(np.argmin(nonzero.reshape(-1)[offsets[row]:][:m]))
-    position = _scratch("order_position", (steps, n)).view(np.intp)
-    np.add.outer(np.arange(steps), starts, out=position)  # the s-th of row i: start + s
+    position = np.add.outer(np.arange(steps), starts)  # the s-th of row i: start + s
     np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
-    index = listed.take(position, 0, _scratch("order_index", (steps, n)).view(np.intp), "clip")
-    values = a.reshape(-1).take(index, 0, _scratch("order_values", (steps, n)), "clip")
+    index = listed.take(position)
+    values = a.reshape(-1).take(index)
     np.subtract(index, offsets, out=index)  # k = i * m + k - i * m (an int %
     return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
