@@ -148,7 +148,8 @@ def lab_gemms() -> None:
     for _ in range(3):
         step()  # a few steps in: GradScaler's scale and the weights as in training
     real = gemm.accumulate_matmul
-    gemm.accumulate_matmul = lambda a, b, acc: products.append((a, b, acc)) or real(a, b, acc)
+    gemm.accumulate_matmul = lambda a, b, acc, known: (products.append((a, b, acc, known))
+                                                       or real(a, b, acc, known))
     try:
         step()
     finally:
@@ -156,7 +157,7 @@ def lab_gemms() -> None:
     names = ["fwd 1", "fwd 2", "fwd 3", "dgrad 3", "wgrad 3", "dgrad 2", "wgrad 2", "wgrad 1"]
     print("\n   the fp16 step's matrix products (best of the repeats)")
     total = 0.0
-    for name, (a, b, acc) in zip(names, products, strict=False):
+    for name, (a, b, acc, known) in zip(names, products, strict=False):
         updates = a.shape[0] * a.shape[1] * b.shape[1]
         magic = fp16_matmul._float16_magic_takes(a, b)
         engine = "cast"
@@ -164,13 +165,13 @@ def lab_gemms() -> None:
             tile = fp16_matmul._TILE_OUTPUTS
             compact, transpose = fp16_matmul._float16_plan(a, b, tile)
             x, y = (b.T, a.T) if transpose else (a, b)  # the orientation the engine runs
-            scaled = fp16_matmul._float16_scale_pays(x, y, tile) and \
-                fp16_matmul._float16_scale_applies(x, y)
+            scaled = fp16_matmul._float16_scale_pays(x, y, tile, None not in known) and \
+                fp16_matmul._float16_scale_applies(x, y, known=known[::-1] if transpose else known)
             engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
         times = []
         for _ in range(max(ARGS.repeats, 10)):
             start = time.perf_counter()
-            floatlab.matmul(a, b, acc)
+            real(a, b, acc, known)  # as the lab calls it (its operands' format known)
             times.append(time.perf_counter() - start)
         total += min(times)
         print(f"  {name:<8} {str(a.shape):>10} @ {str(b.shape):<10} {updates / 1e6:5.2f}M updates "

@@ -40,7 +40,12 @@ from floatlab import blockfma as _blockfma
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
-from floatlab.fp16_matmul import _float16_cast_adds, _float16_products
+from floatlab.fp16_matmul import (
+    _float16_cast_adds,
+    _float16_magic,
+    _float16_magic_takes,
+    _float16_products,
+)
 from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
@@ -308,13 +313,44 @@ class _ProductTerms(_Terms):
     """The rank-1 terms a[:, k] * b[k, :] of a matrix product (exact in float64 when the inputs
     have at most 26 significant bits), optionally rounded to ``fmt`` first (unfused)."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, round_to: Accumulator | None):
+    def __init__(self, a: np.ndarray, b: np.ndarray, round_to: Accumulator | None,
+                 known: tuple[Format | None, Format | None] = (None, None)):
         self.a, self.b, self.round_to = a, b, round_to
         self.n = a.shape[1]
         self.m = a.shape[0] * b.shape[1]
-        # significant bits of a's and b's values (11, 24 or 53): bound the products' bits
-        self.bits_a, self.bits_b = (None, None) if round_to is not None else (_bits(a), _bits(b))
-        self.bits = round_to.fmt.p if round_to is not None else self.bits_a + self.bits_b
+        # the formats a's and b's values are known to be in (else None: read from the values)
+        self.known = known
+        self._operand_bits: tuple[int, int] | None = None
+
+    @property
+    def operand_bits(self) -> tuple[int, int]:
+        """Significant bits of a's and b's values (11, 24 or 53; or the known formats' p, 53
+        with a NaN): bound the products' bits. Computed when first asked for."""
+        if self._operand_bits is None:
+            self._operand_bits = (_bits(self.a, self.known[0]), _bits(self.b, self.known[1]))
+        return self._operand_bits
+
+    @property
+    def bits_a(self) -> int | None:
+        return None if self.round_to is not None else self.operand_bits[0]
+
+    @property
+    def bits_b(self) -> int | None:
+        return None if self.round_to is not None else self.operand_bits[1]
+
+    @property
+    def bits(self) -> int:  # type: ignore[override]
+        return self.round_to.fmt.p if self.round_to is not None else builtins.sum(self.operand_bits)
+
+    def finite_bits(self) -> tuple[int, int] | None:
+        """:attr:`operand_bits` without its pass that looks for NaN, for a caller that knows a
+        and b are finite (the fp16 engines' overflow bound refuses NaN and inf): the known
+        formats' p, which is what ``_bits`` gives for finite values of them; None unless
+        both formats are known (and the products are not rounded first)."""
+        fa, fb = self.known
+        if fa is None or fb is None or self.round_to is not None:
+            return None
+        return builtins.min(fa.p, 53), builtins.min(fb.p, 53)
 
     def block(self, start: int, stop: int) -> np.ndarray:
         prod = self.a[:, start:stop].T[:, :, None] * self.b[start:stop, None, :]
@@ -341,9 +377,15 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
         columns = [_speculative_column(terms.values[:, j], acc) for j in range(m)]
         partial = np.stack(columns, axis=1) if columns else np.zeros((n, 0))
         return partial if keep else (partial[-1] if n else np.zeros(m))
-    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None \
-            and _float16_cast_adds(acc, terms):
-        return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b)).reshape(-1)
+    if fast and not keep and isinstance(terms, _ProductTerms) and terms.round_to is None:
+        finite = terms.finite_bits()  # (operands of known formats: the lab's)
+        if finite is not None and _float16_cast_adds(acc, terms, finite[0] + finite[1]) \
+                and _float16_magic_takes(terms.a, terms.b):  # (its bound refuses NaN, inf)
+            # a and b are finite, so ``finite`` are their operand_bits, without that pass
+            return _float16_magic(terms.a, terms.b, bits=finite, known=terms.known).reshape(-1)
+        if _float16_cast_adds(acc, terms):
+            return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b),
+                                     terms.known).reshape(-1)
     total = np.zeros(m)
     add = acc._add
     if fast and _float16_cast_adds(acc, terms):
@@ -371,6 +413,7 @@ _FAST_TRUNCATION = True
 def _truncating(terms: _Terms, acc: Accumulator) -> bool:
     """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
     return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
+            and acc.rounding == "toward_zero"  # (first: the operands' bits may cost a pass)
             and _truncating_products_apply(acc, terms.a, terms.b, terms.bits_a, terms.bits_b))
 
 
@@ -479,6 +522,20 @@ def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None
     >>> matmul(np.ones((1, 4096)), np.ones((4096, 1)), "fp16").tolist()
     [[2048.0]]
     """
+    return _matmul(a, b, accumulator)
+
+
+def _matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None,
+            known: tuple[Format | None, Format | None] = (None, None)) -> Any:
+    """:func:`matmul`, for a caller that knows which format's values ``a`` and ``b`` hold
+    (``known``; None: not known): the training lab, whose matmul inputs are rounded to its
+    policy's ``matmul_inputs`` (``floatlab.mixed.gemm._product``). The engines then read the
+    values' significant bits and lowest bit from the formats instead of passes over the
+    values (``floatlab.sequential._bits`` / ``_lowest_bit``, whose docstrings say why the
+    formats give valid bounds); the bounds only choose among engines that are each exact, so
+    the result is the same bits as :func:`matmul`'s (tested). Private: a wrong ``known``
+    (values not in the format) would make the bounds wrong, so the public API cannot pass it.
+    """
     av, fa = _operand(a, "a")
     bv, fb = _operand(b, "b")
     if av.ndim == 0 or bv.ndim == 0 or av.ndim > 2 or bv.ndim > 2:
@@ -494,7 +551,7 @@ def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None
         acc = owner.accumulator
     else:
         acc = _accumulator(accumulator, None)
-    terms = _ProductTerms(a2, b2, None if acc.fused else acc)
+    terms = _ProductTerms(a2, b2, None if acc.fused else acc, known)
     out = acc.reduce(terms).reshape(a2.shape[0], b2.shape[1])
     if av.ndim == 1:
         out = out[0]

@@ -8,10 +8,12 @@ magic constant built from its exponent bits, scaled by 2**-1009 where float64's 
 range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
 few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
 (:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
-(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds on many short rows).
+(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
-(``tests/test_sequential_fp16.py``).
+(``tests/test_sequential_fp16.py``). The lab passes its operands' format (``known``, see
+``floatlab.accumulate._matmul``): the bounds that choose among these exact engines then come
+from the format, not from passes over the values (``tests/test_fp16_known_formats.py``).
 """
 
 from __future__ import annotations
@@ -52,19 +54,22 @@ def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
 
 if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fields
     from floatlab.accumulate import Accumulator, _Terms
+    from floatlab.formats import Format
 
 
-def _float16_products(a: np.ndarray, b: np.ndarray,
-                      bits: tuple[int, int] | None = None) -> np.ndarray:
+def _float16_products(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] | None = None,
+                      known: tuple[Format | None, Format | None] = (None, None)) -> np.ndarray:
     """``a @ b`` summed in an fp16 round-to-nearest accumulator, one inner index at a time.
 
     Where :func:`_float16_magic_applies` says so, :func:`_float16_magic` (float64 passes, no
     float16 cast); else three in-place passes over the (M, N) outputs per inner index (outer
     product, float64 sum, cast back to float16), in buffers that stay in cache; see
-    :func:`_float16_cast_adds`.
+    :func:`_float16_cast_adds`. ``bits``: a's and b's (:func:`_bits`), when the caller has
+    them; ``known``: the formats a's and b's values are known to be in, or None (see
+    ``floatlab.accumulate._matmul``).
     """
     if _float16_magic_takes(a, b):
-        return _float16_magic(a, b, bits=bits)
+        return _float16_magic(a, b, bits=bits, known=known)
     return _float16_cast_products(a, b)
 
 
@@ -103,15 +108,11 @@ def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _PRODUCT_BLOCK = 1 << 15  # products made at once (256 KiB of float64)
-
-
 _FAST_MAGIC = True  # switch for the tests, which check the magic path equal to the cast path
 _TILE_OUTPUTS = 32768  # running sums per tile: 256 KiB per buffer, in L2 (a few % over 16K)
 _FP16_EXPONENT = np.uint64(0x7FF0000000000000)
 _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
 _FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
-
-
 _FAST_BOUND_SUMS = True  # switch for the tests (BLAS sums in the bound, else NumPy's sum)
 
 
@@ -143,7 +144,8 @@ def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
-                   bits: tuple[int, int] | None = None) -> np.ndarray:
+                   bits: tuple[int, int] | None = None,
+                   known: tuple[Format | None, Format | None] = (None, None)) -> np.ndarray:
     """``a @ b`` in an fp16 round-to-nearest-even accumulator, on float64 values only.
 
     Each addition: v = fl(t + x) (float64; rounding v to fp16 is rounding the exact t + x, see
@@ -170,33 +172,41 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     """
     counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
     compact, transpose = _float16_plan(a, b, tile, counts)
-    bits = (_bits(a), _bits(b)) if bits is None else bits  # (the caller's, when it has them)
+    bits = bits or (_bits(a, known[0]), _bits(b, known[1]))  # (the caller's, if it has them)
     if compact and transpose not in counts:
         counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
     if transpose:
-        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1]).T
-    return _float16_magic_rows(a, b, tile, rows, bits)
+        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1], known[::-1]).T
+    return _float16_magic_rows(a, b, tile, rows, bits, known)
 
 
 def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
-                        bits: tuple[int, int]) -> np.ndarray:
+                        bits: tuple[int, int], known: tuple[Format | None, Format | None]
+                        ) -> np.ndarray:
     """:func:`_float16_magic` in the orientation it chose. With ``counts``, each row of a's
     count of nonzeros: leave out the zero products of each row (:func:`_compact_blocks`);
-    ``bits``: a's and b's (:func:`_bits`)."""
+    ``bits``: a's and b's (:func:`_bits`); ``known``: their formats, if known."""
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
-    scaled = _float16_scale_pays(a, b, tile) and _float16_scale_applies(a, b, bits)
+    scaled = (_float16_scale_pays(a, b, tile, None not in known)
+              and _float16_scale_applies(a, b, bits, known))
     a_run, b_run = a, b
-    if scaled:  # exact (see there)
-        a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
+    if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
+        if not compact:
+            a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
-        perm = np.argsort(-counts, kind="stable")
-        a_run = np.take(a_run, perm, axis=0, out=_scratch("a_perm", a.shape))
+        # (a stable sort of 16-bit keys is a radix sort: 2-3x faster than of -counts)
+        keys = k - counts
+        perm = np.argsort(keys.astype(np.uint16) if k < 1 << 16 else keys, kind="stable")
+        starts = (np.cumsum(counts) - counts)[perm]  # each row's first entry among a's nonzeros
         counts = counts[perm]
-    out = np.zeros((n, m))  # the running sums, a tile of rows at a time
+        a_run = np.ascontiguousarray(a)  # (once, not per tile)
+    # the running sums, a tile of rows at a time (fresh memory: measured faster in the step
+    # than a work buffer, which other products have pushed out of the caches)
+    out = np.zeros((n, m))
     rows = builtins.max(1, tile // m)
     shape = (builtins.min(rows, n), m)
     magic = _scratch("magic", shape)
@@ -210,7 +220,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         stop = builtins.min(n, start + rows)
         size = stop - start
         if compact:
-            blocks = _compact_blocks(a_run[start:stop], b_run, counts[start:stop])
+            blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
+                                     _SCALE_A if scaled else None, starts[start:stop])
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -234,12 +245,12 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
                 maximum(mg, low, out=mg)  # (positional out is deprecated here)
                 add(t, mg, t)
                 subtract(t, mg, t)  # fp16's rounding of v
+    if compact:  # back to a's order: a gather by the inverse permutation (one pass)
+        inverse = np.empty_like(perm)
+        inverse[perm] = np.arange(n)
+        out = np.take(out, inverse, axis=0)
     if scaled:
         out *= _UNSCALE  # exact: multiples of 2**-1033 below 2**-993
-    if compact:
-        sorted_rows = _scratch("a_perm", out.shape)  # (a_run is done with)
-        sorted_rows[...] = out
-        out[perm] = sorted_rows
     zero = out == 0
     if zero.any():  # the sign of a zero total: from the cast path, for those outputs only
         rows, cols = np.nonzero(zero)  # (any() first: nonzero costs 15x more on 32K outputs)
@@ -252,19 +263,20 @@ _SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
 _SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
 
 
-def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int) -> bool:
+def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int, known: bool = False) -> bool:
     """Whether the scaled loop's saving (one pass and one call per addition) outweighs what it
     adds (its check, scaling the operands and the result; measured, microseconds): not on the
-    lab's narrow products with few additions per output (fwd 3, dgrad 3)."""
+    lab's fwd 3 (few additions per output). ``known``: both operands' formats are known, so
+    the check makes no passes over them (5 us less: dgrad 3 then scales, 343 -> 321 us)."""
     n, k = a.shape
     m = b.shape[1]
     tiles = -(-n // builtins.max(1, tile // m))
     saving = k * (tiles * _CALL_US + n * m * _PASS_NS / 5 * 1e-3)
-    return saving > 8.0 + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
+    return saving > (3.0 if known else 8.0) + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
 
 
-def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
-                           bits: tuple[int, int] | None = None) -> bool:
+def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] | None = None,
+                           known: tuple[Format | None, Format | None] = (None, None)) -> bool:
     """Whether :func:`_float16_magic` may run its sums scaled by 2**-1009, where float64's own
     subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
 
@@ -299,8 +311,10 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray,
     """
     if not _FAST_SCALE or a.size == 0 or b.size == 0:
         return False
-    bits_a, bits_b = (_bits(a), _bits(b)) if bits is None else bits
-    low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)
+    bits_a, bits_b = (_bits(a, known[0]), _bits(b, known[1])) if bits is None else bits
+    low_a, low_b = _lowest_bit(a, bits_a, known[0]), _lowest_bit(b, bits_b, known[1])
+    if low_a + low_b < _SCALE_LOWEST_BIT and known != (None, None):  # (bf16's formats bound
+        low_a, low_b = _lowest_bit(a, bits_a), _lowest_bit(b, bits_b)  # is looser: the values')
     return (low_a >= -500 and low_b >= -500 and low_a + low_b >= _SCALE_LOWEST_BIT
             and _subnormals_computed())
 
@@ -393,7 +407,7 @@ _FAST_COMPACT = True  # switch for the tests (zero products left out, else all a
 _CALL_US, _PASS_NS = 0.28, 0.96
 _BLAS_US, _BLAS_NS = 0.15, 0.54
 _GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
-_ORDER_NS = 6.5  # per element of a: the stable sort that puts each row's nonzeros first
+_ORDER_NS = 3.2  # per element of a: listing each row's nonzeros in order (_nonzeros_in_order)
 _GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow outputs (fewer
 #                          calls), one step on wide ones (the buffer stays in L1 / L2)
 
@@ -409,7 +423,10 @@ def _count_nonzero(x: np.ndarray, axis: int) -> np.ndarray:
     np.count_nonzero: NaN != 0)."""
     if not _FAST_COUNTS:
         return np.count_nonzero(x, axis=axis)
-    mask = np.not_equal(x, 0.0).astype(np.float64)
+    mask = np.not_equal(x, 0.0)
+    if mask.all():  # (a weight or a dense gradient: every count is the length, one pass less)
+        return np.full(x.shape[1 - axis], x.shape[axis], dtype=np.intp)
+    mask = mask.astype(np.float64)
     summed = mask @ np.ones(x.shape[1]) if axis == 1 else np.ones(x.shape[0]) @ mask
     return summed.astype(np.intp)
 
@@ -454,12 +471,18 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     return min(options, key=options.get)
 
 
-def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None):
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None,
+                    rows: np.ndarray | None = None, scale: float | None = None,
+                    starts: np.ndarray | None = None):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
+    ``rows`` (and ``starts``, see :func:`_nonzeros_in_order`): the rows of a to run, in this
+    order (``counts`` are theirs; None: all, as they are), so a is not permuted; ``scale``:
+    a power of two for a's values (the scaled loop's 2**-505, exact: see
+    :func:`_float16_scale_applies`), applied to the gathered values only.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -467,10 +490,9 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     sort, or :func:`_nonzeros_in_order`'s equal order). The padding products are 0 * b[k, j]
     = +-0 (b finite: the caller's bound). Each product is NumPy's float64 product
     ``a[i, k] * b[k, j]``, as in _product_blocks; b's rows are gathered by
-    ``b.take(mode="clip")`` (every index is in range but a pad's, which is clipped onto one of
-    b's rows), a few times faster than the default mode's bounds checks.
+    ``b.take(mode="clip")`` (a pad's index is clipped onto one of b's rows), a few times
+    faster than the default mode's bounds checks.
     """
-    n = a.shape[0]
     m = b.shape[1]
     if not b.flags.c_contiguous:  # (a transposed operand gathers rows many times slower)
         b_copy = _scratch("b_gather", b.shape)
@@ -478,16 +500,23 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         b = b_copy
     a = np.ascontiguousarray(a)
     nonzero = a != 0
-    counts = np.count_nonzero(nonzero, axis=1) if counts is None else counts  # (rows of a)
+    n = a.shape[0] if rows is None else rows.size
+    if counts is None:  # (of the rows to run)
+        counts = np.count_nonzero(nonzero, axis=1)
+        counts = counts if rows is None else counts[rows]
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
-    if _FAST_ORDER and n > a.shape[1]:  # (many short rows: see _nonzeros_in_order)
-        values, index = _nonzeros_in_order(a, nonzero, counts, steps)
+    if _FAST_ORDER:  # (see _nonzeros_in_order)
+        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows, starts)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
+        if rows is not None:
+            a, nonzero = a[rows], nonzero[rows]
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
         values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)
         index = np.ascontiguousarray(order.T)
+    if scale is not None:
+        np.multiply(values, scale, out=values)
     values = values[:, :, None]
     g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
     work = _scratch("gather", (g * n * m,))
@@ -503,33 +532,53 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
 _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, else argsort)
 
 
-def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int
+def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
+                       rows: np.ndarray | None = None, starts: np.ndarray | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
-    and its column k, in order of k; past a row's count, +0 and column 0.
+    and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
+    index (its column minus a multiple of K: out of range for b, which take(mode="clip")
+    clips). ``rows``: the rows of a (indices, n of them; ``counts`` are theirs) in the order
+    wanted; None: all, as they are; ``starts``: their first entries in the list below, if
+    the caller has them.
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
-    about 0.6x the time on the lab's 512 x 64 operands (fwd 2, dgrad 2; measured 190 against
-    320 us), not on 64 x 512 ones (the wgrads: 160 against 147 us, long rows sort cheaply
-    per value and the (steps, n) arrays here are as large), hence the caller's rule n > K:
-    ``np.flatnonzero`` lists the nonzeros of a C-contiguous array in row-major order, so
-    row i's are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the
-    counts' exclusive prefix sum), each row's in increasing k. Past its count a row gets the
-    entry appended at the end of the list, a +0 with column 0: :func:`_compact_blocks` only
-    needs exact zeros there (its padding), whatever their column (b's rows are finite).
+    about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
+    lists a C-contiguous array's nonzeros row by row, each row's in increasing k, so row i's
+    are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the counts'
+    exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
+    entry appended to the list: the flat index of a zero of a (a row with fewer than
+    ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
+    (0 * b[k, j] = +-0, b finite). (Fresh arrays: in the step they measured faster than
+    work buffers.)
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
-    ends = np.cumsum(counts)
-    position = np.add.outer(np.arange(steps), ends - counts)  # the s-th of row i: start + s
-    position = np.where(position < ends, position, flat.size)  # past the row's count: the pad
-    values = np.append(a.reshape(-1).take(flat), 0.0).take(position)
-    index = np.append(flat, 0).take(position)  # flat index i * m + k: k = that - i * m
-    np.subtract(index, np.arange(0, a.shape[0] * m, m), out=index)  # (an int % is 10x slower)
-    return values, index  # (a pad's column may be out of range: b.take(mode="clip") clips it)
+    if rows is None:
+        n = a.shape[0]
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        offsets = np.arange(0, n * m, m)  # i * K: row i's first flat index
+    else:
+        n = rows.size
+        offsets = rows * m
+        if starts is None:
+            starts = np.searchsorted(flat, offsets)  # (flat is sorted)
+        ends = starts + counts
+    listed = np.empty(flat.size + 1, dtype=np.intp)
+    listed[:-1], listed[-1] = flat, 0
+    if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first
+        row = int(np.argmin(counts))
+        listed[-1] = offsets[row] + int(np.argmin(nonzero.reshape(-1)[offsets[row]:][:m]))
+    position = np.add.outer(np.arange(steps), starts)  # the s-th of row i: start + s
+    np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
+    index = listed.take(position)
+    values = a.reshape(-1).take(index)
+    np.subtract(index, offsets, out=index)  # k = i * m + k - i * m (an int %
+    return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
 
-def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
+def _float16_cast_adds(acc: Accumulator, terms: _Terms, bits: int | None = None) -> bool:
     """Whether ``float16(float64(acc + term))`` is this adder: a fast path for fp16 RN.
 
     NumPy's float64 -> float16 cast rounds once to nearest even (subnormals and overflow to inf
@@ -540,7 +589,8 @@ def _float16_cast_adds(acc: Accumulator, terms: _Terms) -> bool:
     from any midpoint distance (>= 2**(e - 12)) an fp16 sum has. If the sum is the smaller one,
     its last bit is >= 2**-24 and the term's >= 2**(e - t); both exceed half a float64 ulp
     2**(e - 54) for every e below fp16's overflow (e <= 16). So the double rounding is
-    innocuous; tests check this path equal to the emulated one.
+    innocuous; tests check this path equal to the emulated one. (``bits``: the terms', when
+    the caller has them.)
     """
     return (acc.rounding == "nearest_even" and acc.fmt.name == "float16"
-            and not acc.compensated and terms.bits <= 40)
+            and not acc.compensated and (terms.bits if bits is None else bits) <= 40)

@@ -34,24 +34,31 @@ if TYPE_CHECKING:  # the Accumulator calls these engines; they only read its fie
     from floatlab.accumulate import Accumulator
 
 
-def _bits(values: np.ndarray) -> int:
+def _bits(values: np.ndarray, fmt: Format | None = None) -> int:
     """An upper bound on the significant bits of the values: 11 if the low 42 bits of every
     float64 fraction are zero (every float16 value), 24 if the low 29 are (every float32
     value), else 53. NaN anywhere gives 53, the bound that always holds.
 
     Two integer passes on the bit patterns (a view: any strides) instead of casts to float32
-    and float16 (NumPy's float16 casts cost several nanoseconds per value).
+    and float16 (NumPy's float16 casts cost several nanoseconds per value). ``fmt``: the
+    caller knows every value is one of ``fmt``'s (the lab's matmul inputs, see
+    ``floatlab.accumulate._matmul``); a finite value of a format has at most ``fmt.p``
+    significant bits, so ``fmt.p`` is a bound too (a tighter one than the passes can prove
+    for bf16 or fp8), without the passes; NaN still gives 53 (one pass).
     """
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return 11
-    low = np.bitwise_and(values.view(np.uint64), np.uint64((1 << 42) - 1))
-    if not low.any():
-        bits = 11
-    elif not np.bitwise_and(low, np.uint64((1 << 29) - 1)).any():
-        bits = 24
+    if fmt is not None:
+        bits = builtins.min(fmt.p, 53)
     else:
-        return 53
+        low = np.bitwise_and(values.view(np.uint64), np.uint64((1 << 42) - 1))
+        if not low.any():
+            bits = 11
+        elif not np.bitwise_and(low, np.uint64((1 << 29) - 1)).any():
+            bits = 24
+        else:
+            return 53
     return 53 if np.isnan(values).any() else bits
 
 
@@ -224,9 +231,15 @@ def _truncating_products_apply(acc: Accumulator, a: np.ndarray, b: np.ndarray,
     return _lowest_bit(a, bits_a) + _lowest_bit(b, bits_b) >= fmt.emin - fmt.man_bits
 
 
-def _lowest_bit(values: np.ndarray, bits: int) -> int:
+def _lowest_bit(values: np.ndarray, bits: int, fmt: Format | None = None) -> int:
     """A lower bound on the exponent of the lowest set bit of every nonzero value (finite),
-    given that every value has at most ``bits`` significant bits (see :func:`_bits`)."""
+    given that every value has at most ``bits`` significant bits (see :func:`_bits`).
+    ``fmt``: every value is one of ``fmt``'s (see :func:`_bits`), so every finite nonzero
+    one is a multiple of its smallest quantum ``2**(emin - man_bits)`` (the subnormals'; a
+    format without subnormals has no smaller one), and that exponent is a bound, read from
+    the format instead of a pass over the values."""
+    if fmt is not None:
+        return fmt.emin - fmt.man_bits
     exponents = np.frexp(values)[1]  # |v| < 2**E; zeros give 0, which only lowers the bound
     return int(exponents.min()) - bits
 

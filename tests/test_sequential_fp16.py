@@ -83,7 +83,7 @@ CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", 
 def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
     monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
     monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     applies = fp16_matmul._float16_magic_applies(a, b)
@@ -125,7 +125,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monke
     a[10:16], b[:, 20:26] = 0.0, -0.0
     want = _emulated(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_plan", lambda a, b, tile, counts=None: plan)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     calls = []
     compact_blocks = fp16_matmul._compact_blocks
     monkeypatch.setattr(fp16_matmul, "_compact_blocks",
@@ -159,6 +159,11 @@ def test_the_scaled_loop_runs_where_it_pays():
     assert fp16_matmul._float16_scale_pays(w.T, x.T, tile)
     w3, x2 = _fp16(rng.standard_normal((4, 64))), _fp16(rng.standard_normal((64, 512)))
     assert not fp16_matmul._float16_scale_pays(w3, x2, tile)
+    assert not fp16_matmul._float16_scale_pays(w3, x2, tile, known=True)
+    # dgrad 3 (32K outputs x 4 additions): only when the formats are known (a cheaper check)
+    w, g = _fp16(rng.standard_normal((64, 4))), _fp16(rng.standard_normal((4, 512)))
+    assert fp16_matmul._float16_scale_pays(w, g, tile, known=True)
+    assert not fp16_matmul._float16_scale_pays(w, g, tile)
 
 
 def test_bits_bounds_the_significant_bits():
@@ -257,10 +262,10 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     b = np.ones((2, 1))
     want = (t + p).astype(np.float16).astype(np.float64)
     want[want == 0] = np.where(np.signbit(t + p), -0.0, 0.0)[want == 0]  # the cast's -0 rule
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda a, b, tile: True)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda *args, **kwargs: True)
     scaled = fp16_matmul._float16_magic(a, b)
-    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda a, b, bits=None: False)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda *args, **kwargs: False)
     clamped = fp16_matmul._float16_magic(a, b)
     nonzero = want != 0  # zero totals are replayed for their sign by the cast path
     _same_bits(scaled[:, 0][nonzero], want[nonzero])
@@ -347,10 +352,10 @@ def test_zero_totals_take_their_sign_from_the_cast_path():
 
 def test_nonzeros_in_order_are_the_stable_sorts():
     # _nonzeros_in_order against the stable argsort it replaces, at every row's nonzeros; past
-    # a row's count +0 (the loop's padding): rows of no, one, some and all nonzeros, -0 entries
-    # (zeros), several widths
+    # a row's count a zero (the loop's padding): rows of no, one, some and all nonzeros, -0
+    # entries (zeros), several widths, short rows and long
     rng = np.random.default_rng(29)
-    for n, k in ((512, 64), (40, 7), (9, 1), (3, 33)):
+    for n, k in ((512, 64), (64, 512), (40, 7), (9, 1), (3, 33)):
         a = _fp16(rng.standard_normal((n, k))) * (rng.random((n, k)) < rng.random((n, 1)))
         a[0], a[-1] = 0.0, 1.0
         a[1, ::2] = -0.0
@@ -364,7 +369,17 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         inside = np.arange(steps)[:, None] < counts[None, :]
         np.testing.assert_array_equal(index[inside], order[inside])
         _same_bits(values[inside], np.take_along_axis(a, order.T, axis=1).T[inside])
-        _same_bits(values[~inside], np.zeros((~inside).sum()))
+        assert not values[~inside].any()  # the padding: exact zeros of a (+0 or -0)
+        # chosen rows in a chosen order (the compact loop's tiles of rows sorted by count)
+        rows = rng.permutation(n)[: max(1, n // 2)]
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts[rows],
+                                                       int(counts[rows].max()), rows)
+        steps = int(counts[rows].max())
+        order = np.argsort(~nonzero[rows], axis=1, kind="stable")[:, :steps].T
+        inside = np.arange(steps)[:, None] < counts[rows][None, :]
+        np.testing.assert_array_equal(index[inside], order[inside])
+        _same_bits(values[inside], np.take_along_axis(a[rows], order.T, axis=1).T[inside])
+        assert not values[~inside].any()
 
 
 def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
@@ -375,7 +390,9 @@ def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
     x[0] = 0.0
     x[1, ::3] = -0.0
     x[2, :5] = [np.nan, np.inf, -np.inf, 5e-324, -5e-324]
-    for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0))):
+    dense = rng.standard_normal((5, 9))  # no zeros: the counts without the mask's product
+    dense[1, 2] = np.nan
+    for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0)), dense, dense.T):
         for axis in (0, 1):
             want = np.count_nonzero(arr, axis=axis)
             got = fp16_matmul._count_nonzero(arr, axis)

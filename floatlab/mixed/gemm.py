@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.accumulate import Accumulator
-from floatlab.accumulate import matmul as accumulate_matmul
+from floatlab.accumulate import _matmul as accumulate_matmul
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.policy import FP32, FP64, Policy, contains
@@ -80,7 +80,8 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
         start += p.size
 
 
-def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
+def _product(a: np.ndarray, b: np.ndarray, policy: Policy,
+             known: tuple[Format | None, Format | None] = (None, None)) -> np.ndarray:
     """``a @ b`` (2-D, or batched over leading axes) with the policy's accumulation format or
     Accumulator.
 
@@ -88,25 +89,37 @@ def _product(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     round in float32): the tensor-core behaviour. A narrower accumulator, or any Accumulator,
     runs through ``floatlab.matmul`` -- the same code a user calls -- which adds one rank-1
     term per inner index to all outputs at once and rounds the running sums each time: what
-    makes low-precision accumulation lose small terms ("swamping").
+    makes low-precision accumulation lose small terms ("swamping"). ``known``: the formats
+    whose values a and b are known to hold (the policy's matmul inputs, where the caller
+    rounded them there), which spares the engines passes over them (see
+    ``floatlab.accumulate._matmul``); None where not known.
     """
     acc = policy.accumulate
     if not isinstance(acc, Accumulator):
         if contains(acc, FP64):
-            return a.astype(np.float64) @ b.astype(np.float64)
+            return a.astype(np.float64, copy=False) @ b.astype(np.float64, copy=False)
         if contains(acc, FP32):
             return a.astype(np.float32, copy=False) @ b.astype(np.float32, copy=False)
         rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
         acc = Accumulator(acc, policy.rounding, rng=rng)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    a64, b64 = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
     if a.ndim == 2 and b.ndim == 2:
-        return accumulate_matmul(a64, b64, acc)
+        return accumulate_matmul(a64, b64, acc, known)
     # Batched (attention) products: floatlab.matmul is 2-D, so run it per batch entry.
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a64 = np.broadcast_to(a64, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
     b64 = np.broadcast_to(b64, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
     out = np.stack([accumulate_matmul(x, y, acc) for x, y in zip(a64, b64, strict=True)])
     return out.reshape(lead + out.shape[-2:])
+
+
+def _float64_operands(policy: Policy) -> bool:
+    """Whether :func:`_product` reads its operands as float64 under ``policy`` (every path but
+    float32 BLAS): then :func:`_linear_op` converts each of x, w and the gradient once, for
+    the two products that read it, instead of once per product (float32 -> float64 is exact,
+    so the values are the same; about 12 us per 512 x 64 operand)."""
+    acc = policy.accumulate
+    return isinstance(acc, Accumulator) or contains(acc, FP64) or not contains(acc, FP32)
 
 
 _FAST_EXACT_GRADS = True  # switch for the tests (gradient products rounded to fmt, else not)
@@ -192,23 +205,34 @@ def _linear_op(op: str, x: Tensor, w: Tensor, bias: Tensor | None, transpose_w: 
     fin, fmt = policy.matmul_inputs, policy.compute
     xi, wi = _matmul_input(x, fin), _matmul_input(w, fin)
     wm = wi.T if transpose_w else wi
-    values = _product(xi, wm, policy)
+    wide = _float64_operands(policy)
+    if wide:
+        xi, wm = xi.astype(np.float64), wm.astype(np.float64)
+    known = (fin, fin)  # (xi and wm hold fin's values: _matmul_input rounded them there)
+    values = _product(xi, wm, policy, known)
     if bias is not None:
         values = values + _matmul_input(bias, fin)
     out = quantize(values, fmt)
     parents = (x, w) if bias is None else (x, w, bias)
 
     def backward(g: np.ndarray) -> None:
-        gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
+        rounded = not contains(fin, fmt)
+        gi = quantize(g, fin, what="grads") if rounded else g
+        gi = gi.astype(np.float64, copy=False) if wide else gi
+        # gi's values are fin's (rounded here) or else g's, which are fmt's: backward hands each
+        # op its output's gradient, which autograd._deliver keeps in the output's format (fmt)
+        known_g = fin if rounded else fmt
         # (leaves' gradients wait for _flush, which rounds them in one call per format:
         # skipping theirs would split that call, and the telemetry counts calls)
         exact = _FAST_EXACT_GRADS and _products_in(policy, fmt)
         if x.requires_grad:
             exact_x = exact and x._op != "leaf"
-            _send(x, _canonical_nan(_product(gi, wm.T, policy), exact_x), fmt, exact=exact_x)
+            dx = _product(gi, wm.T, policy, (known_g, fin))
+            _send(x, _canonical_nan(dx, exact_x), fmt, exact=exact_x)
         if w.requires_grad:
             # linear: dW = g^T x, (out, in); matmul: dB = a^T g
-            gw = _product(gi.T, xi, policy) if transpose_w else _product(xi.T, gi, policy)
+            gw = (_product(gi.T, xi, policy, (known_g, fin)) if transpose_w
+                  else _product(xi.T, gi, policy, (fin, known_g)))
             exact_w = exact and w._op != "leaf"
             _send(w, _canonical_nan(gw, exact_w), fmt, exact=exact_w)
         if bias is not None and bias.requires_grad:
