@@ -14,6 +14,8 @@ Three tables (targets from the issue):
 4. The lab: one training step of the reference MLP (16-64-64-4, batch 512, Adam) under
    16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
    DeepSeek's truncating e8m13 accumulator promoted to float32 every 128: target at most 10x.
+   Medians per training step over interleaved rounds (the default step 10 times a round, the
+   others twice; 15 rounds with the default --repeats), so the models train a few dozen steps.
    BLAS is pinned to one thread (tiny matrices; see bench_training.py). ``--lab-gemms`` adds
    the fp16 step's eight matrix products one by one: shape, accumulator updates (M * K * N),
    the engine that runs it (floatlab.fp16_matmul: "scaled" / "magic" float64 passes, "compact"
@@ -132,11 +134,21 @@ def lab() -> None:
         "e8m13 toward_zero, chunk 128 -> float32": lab_step(floatlab.Accumulator(
             "e8m13", "toward_zero", chunk=128, promote="float32")),
     }
-    base = None
-    for label, fn in steps.items():
-        t = timed(fn, max(ARGS.repeats, 10))
-        base = base or t
-        row(label, t, base, "target <= 10x" if "fp16" in label else "")
+    # Interleaved rounds (each round times every step in turn, the cheap default step several
+    # times), medians over all rounds: a shared machine's slow spells then hit every row alike,
+    # and the 1 ms default step -- the ratios' denominator -- gets enough samples.
+    times: dict[str, list[float]] = {label: [] for label in steps}
+    for fn in steps.values():
+        fn()  # (first call: caches, lazy imports)
+    for _ in range(max(ARGS.repeats, 5) * 3):
+        for label, fn in steps.items():
+            for _ in range(10 if label == next(iter(steps)) else 2):
+                start = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - start)
+    base = statistics.median(times[next(iter(steps))])
+    for label, samples in times.items():
+        row(label, statistics.median(samples), base, "target <= 10x" if "fp16" in label else "")
 
 
 def lab_gemms() -> None:
