@@ -3,10 +3,10 @@ one addition (one rounding) per inner index, vectorised over all outputs.
 
 :func:`_float16_products` is the entry (``Accumulator("fp16")`` / ``accumulate="fp16"`` on
 products of at most 40 bits, see :func:`_float16_cast_adds`). Where a cheap bound rules out
-overflow it runs :func:`_float16_magic`: float64 passes that round each running sum with a
-magic constant built from its exponent bits, scaled by 2**-1009 where float64's subnormal
-range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
-few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
+overflow (:mod:`floatlab.fp16_bound`) it runs :func:`_float16_magic`: float64 passes that
+round each running sum with a magic constant built from its exponent bits, scaled by 2**-1009
+where float64's subnormal range then provides fp16's (:func:`_float16_scale_applies`); the
+products come from BLAS a few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
 (:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
 (:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
