@@ -420,6 +420,18 @@ def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
     for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0)), dense, dense.T):
         for axis in (0, 1):
             want = np.count_nonzero(arr, axis=axis)
-            got = fp16_matmul._count_nonzero(arr, axis)
-            np.testing.assert_array_equal(got, want)
-            assert got.dtype == want.dtype
+            for longest in (1 << 24, 0):  # float32 sums, and the float64 ones beyond 2**24
+                monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", longest)
+                got = fp16_matmul._count_nonzero(arr, axis)
+                np.testing.assert_array_equal(got, want)
+                assert got.dtype == want.dtype
+    monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", 1 << 24)
+    # float32's edge: counts up to 2**24 are exact (a row of 2**24 - 2 nonzeros and two zeros;
+    # one of 2**24 nonzeros and one more in float64), in any order of BLAS's sums
+    long = np.ones((2, 1 << 24), dtype=np.float64)
+    long[0, [5, -3]] = 0.0
+    np.testing.assert_array_equal(fp16_matmul._count_nonzero(long, 1), [(1 << 24) - 2, 1 << 24])
+    del long
+    wide = np.ones((2, (1 << 24) + 1))
+    wide[1, 0] = 0.0
+    np.testing.assert_array_equal(fp16_matmul._count_nonzero(wide, 1), [(1 << 24) + 1, 1 << 24])
