@@ -530,8 +530,8 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
     entry appended to the list: the flat index of a zero of a (a row with fewer than
     ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
-    (0 * b[k, j] = +-0, b finite). (The outputs are fresh arrays: in the step they measured
-    faster than work buffers; the positions, read only here, are faster in one.)
+    (0 * b[k, j] = +-0, b finite). Both are this thread's work buffers (see :func:`_scratch`):
+    valid until the next call.
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
@@ -555,8 +555,12 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     position = _scratch("position", (steps, n)).view(np.int64)
     np.add(np.arange(steps)[:, None], starts, out=position)
     np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
-    index = listed.take(position)
-    values = a.reshape(-1).take(index)
+    # (work buffers, valid until the next call: 0.78 -> 0.48 ms a step measured in the step,
+    # where fresh arrays of this size page-fault; "clip" clips nothing, as every position and
+    # flat index is in range, and spares take's buffered copy into out= of mode "raise")
+    index = listed.take(position, out=_scratch("nz_index", (steps, n)).view(np.int64),
+                        mode="clip")
+    values = a.reshape(-1).take(index, out=_scratch("nz_values", (steps, n)), mode="clip")
     np.subtract(index, offsets, out=index)  # k = i * m + k - i * m (an int %
     return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 
