@@ -338,6 +338,18 @@ def test_the_overflow_bound_by_blas_sums_decides_as_numpy_sums(monkeypatch):
     assert ("edge", True) in decisions and ("edge", False) in decisions
 
 
+def _old_bound(a, b):
+    """The overflow bound before its stages: min(rows of |a| * max |b|, max |a| * columns of
+    |b|) times the growth, from NumPy's sums."""
+    if a.size == 0 or b.size == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        abs_a, abs_b = np.abs(a), np.abs(b)
+        peak = min(float(abs_a.sum(axis=1).max()) * float(abs_b.max()),
+                   float(abs_a.max()) * float(abs_b.sum(axis=0).max()))
+    return peak * (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30) < 65504.0
+
+
 def test_the_cheap_overflow_stage_decides_as_the_sums(monkeypatch):
     # the first stage (K * max|a| * max|b|, _FAST_BOUND_MAX) only decides sooner: the same
     # decision as the row / column sums alone at the threshold's edge, with inf / NaN, -0 and
@@ -358,6 +370,7 @@ def test_the_cheap_overflow_stage_decides_as_the_sums(monkeypatch):
             staged = fp16_matmul._float16_magic_applies(x, y)
             monkeypatch.setattr(fp16_bound, "_FAST_BOUND_MAX", False)
             assert staged == fp16_matmul._float16_magic_applies(x, y), case
+            assert staged == _old_bound(x, y), case  # the one-step bound the stages replaced
     monkeypatch.setattr(fp16_bound, "_FAST_BOUND_MAX", True)
     monkeypatch.setattr(fp16_bound.np, "abs", None)  # the cheap stage must not need |x|
     assert fp16_matmul._float16_magic_applies(base_a, base_b)
