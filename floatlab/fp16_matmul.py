@@ -3,12 +3,13 @@ one addition (one rounding) per inner index, vectorised over all outputs.
 
 :func:`_float16_products` is the entry (``Accumulator("fp16")`` / ``accumulate="fp16"`` on
 products of at most 40 bits, see :func:`_float16_cast_adds`). Where a cheap bound rules out
-overflow it runs :func:`_float16_magic`: float64 passes that round each running sum with a
-magic constant built from its exponent bits, scaled by 2**-1009 where float64's subnormal
-range then provides fp16's (:func:`_float16_scale_applies`); the products come from BLAS a
-few inner indices at a time (:func:`_product_blocks`), or, where a cost model says it pays
-(:func:`_float16_plan`), each row's zero products (ReLU's) are left out and the others gathered
-(:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order` finds).
+overflow (:mod:`floatlab.fp16_bound`) it runs :func:`_float16_magic`: float64 passes that
+round each running sum with a magic constant built from its exponent bits, scaled by 2**-1009
+where float64's subnormal range then provides fp16's (:func:`_float16_scale_applies`); the
+products come from BLAS a few inner indices at a time (:func:`_product_blocks`), or, where a
+cost model says it pays (:func:`_float16_plan`), each row's zero products (ReLU's) are left out
+and the others gathered (:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order`
+finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
 (``tests/test_sequential_fp16.py``). The lab passes its operands' format (``known``, see
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from floatlab.fp16_bound import _float16_magic_applies
 from floatlab.sequential import _bits, _lowest_bit
 
 _SCRATCH = threading.local()  # per thread: name -> a flat float64 buffer, grown as needed
@@ -113,34 +115,6 @@ _TILE_OUTPUTS = 32768  # running sums per tile: 256 KiB per buffer, in L2 (a few
 _FP16_EXPONENT = np.uint64(0x7FF0000000000000)
 _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
 _FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
-_FAST_BOUND_SUMS = True  # switch for the tests (BLAS sums in the bound, else NumPy's sum)
-
-
-def _float16_magic_applies(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether no running sum of ``a @ b`` in fp16 can reach the overflow threshold (then
-    :func:`_float16_magic` needs no overflow handling). Every entry of |a| @ |b| is at most
-    (largest row sum of |a|) * max |b| and max |a| * (largest column sum of |b|) (float64 sums,
-    relative error far below 2**-30 for these sizes); times the growth (1 + 2**-11)**K that K
-    roundings to nearest can add, that bounds every running sum. The row and column sums are
-    BLAS matrix-vector products with a vector of ones (three times faster than NumPy's
-    reductions along an axis on the lab's shapes): each is a float64 sum of the same
-    nonnegative terms (times 1: exact) in some order, with or without FMA, so its relative
-    error is below K * 2**-53 whatever the order, as NumPy's pairwise sums' is (switch
-    ``_FAST_BOUND_SUMS``). Refuses inf / NaN (the bound is then not finite; 0 * inf in the
-    matrix-vector product is NaN, which refuses too)."""
-    if a.size == 0 or b.size == 0:
-        return False
-    with np.errstate(over="ignore", invalid="ignore"):
-        abs_a, abs_b = np.abs(a), np.abs(b)
-        if _FAST_BOUND_SUMS:  # the sums as matrix-vector products (see above)
-            rows_a = abs_a @ np.ones(a.shape[1])
-            cols_b = np.ones(b.shape[0]) @ abs_b
-        else:
-            rows_a, cols_b = abs_a.sum(axis=1), abs_b.sum(axis=0)
-        peak = builtins.min(float(rows_a.max()) * float(abs_b.max()),
-                            float(abs_a.max()) * float(cols_b.max()))
-    growth = (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30)
-    return peak * growth < 65504.0  # (NaN compares false)
 
 
 def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
@@ -408,26 +382,31 @@ _CALL_US, _PASS_NS = 0.28, 0.96
 _BLAS_US, _BLAS_NS = 0.15, 0.54
 _GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
 _ORDER_NS = 3.2  # per element of a: listing each row's nonzeros in order (_nonzeros_in_order)
-_GATHER_OUTPUTS = 16384  # products gathered per call: several steps on narrow outputs (fewer
-#                          calls), one step on wide ones (the buffer stays in L1 / L2)
+_GATHER_OUTPUTS = 32768  # products gathered per call, in at most _GATHER_STEPS steps: several
+_GATHER_STEPS = 16  # steps on narrow outputs (fewer calls), one on wide ones (the buffer stays
+#                     in L2); measured in the step: 16384 and 8 -> 32768 and 16, wgrad 2 2.57 ->
+#                     2.48 ms, wgrad 1 1.10 -> 1.06 ms, the wide products unchanged
 
 
 _FAST_COUNTS = True  # switch for the tests (counts by BLAS, else np.count_nonzero)
+_COUNTS_FLOAT32 = 1 << 24  # the longest count float32 sums exactly (a constant for the tests)
 
 
 def _count_nonzero(x: np.ndarray, axis: int) -> np.ndarray:
     """``np.count_nonzero(x, axis)`` of a 2-D array, as a matrix-vector product of the 0 / 1
-    mask (float64) with ones: 14 against 23 us on the lab's 512 x 64 operands. Each count is
-    a float64 sum of at most K < 2**53 ones and zeros, exact in any order (every partial sum
-    is an integer below 2**53), so BLAS gives the integer count (NaN counts as nonzero, as in
+    mask (float32) with ones: 9 against 23 us on the lab's 512 x 64 operands (float64: 14).
+    Each count is a float32 sum of at most K <= 2**24 ones and zeros, exact in any order
+    (every partial sum is an integer of at most 2**24, which float32 holds), so BLAS gives the
+    integer count (float64 beyond that, exact up to 2**53; NaN counts as nonzero, as in
     np.count_nonzero: NaN != 0)."""
     if not _FAST_COUNTS:
         return np.count_nonzero(x, axis=axis)
     mask = np.not_equal(x, 0.0)
     if mask.all():  # (a weight or a dense gradient: every count is the length, one pass less)
         return np.full(x.shape[1 - axis], x.shape[axis], dtype=np.intp)
-    mask = mask.astype(np.float64)
-    summed = mask @ np.ones(x.shape[1]) if axis == 1 else np.ones(x.shape[0]) @ mask
+    mask = mask.astype(np.float32 if x.shape[axis] <= _COUNTS_FLOAT32 else np.float64)
+    ones = np.ones(x.shape[axis], dtype=mask.dtype)
+    summed = mask @ ones if axis == 1 else ones @ mask
     return summed.astype(np.intp)
 
 
@@ -455,7 +434,8 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
         for start in range(0, rows_n, rows):  # every step costs its calls (each tile's
             size = builtins.min(rows, rows_n - start)  # largest count: its steps)
             steps = int(counts[start]) if rows < rows_n else int(counts.max())
-            per_call = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // (size * cols)))
+            per_call = builtins.min(_GATHER_STEPS,
+                                    builtins.max(1, _GATHER_OUTPUTS // (size * cols)))
             cost += steps * (5 * _CALL_US + _GATHER_US * (0.2 + 0.8 / per_call))
         return cost
 
@@ -467,7 +447,8 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
             counted = _count_nonzero(operand, axis)
             if counts is not None:
                 counts[bool(transpose)] = counted
-            options[(True, bool(transpose))] = compact(rows_n, cols, counted)
+            if int(counted.min()) < k:  # (no zeros: the compact loop would add every product
+                options[(True, bool(transpose))] = compact(rows_n, cols, counted)  # and more)
     return min(options, key=options.get)
 
 
@@ -518,7 +499,7 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
     if scale is not None:
         np.multiply(values, scale, out=values)
     values = values[:, :, None]
-    g = builtins.min(8, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
+    g = builtins.min(_GATHER_STEPS, builtins.max(1, _GATHER_OUTPUTS // builtins.max(1, n * m)))
     work = _scratch("gather", (g * n * m,))
     take, multiply = b.take, np.multiply  # (the method: np.take's wrapper costs a microsecond)
     for s in range(0, steps, g):
@@ -549,8 +530,8 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
     entry appended to the list: the flat index of a zero of a (a row with fewer than
     ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
-    (0 * b[k, j] = +-0, b finite). (Fresh arrays: in the step they measured faster than
-    work buffers.)
+    (0 * b[k, j] = +-0, b finite). Both are this thread's work buffers (see :func:`_scratch`):
+    valid until the next call.
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
@@ -570,10 +551,17 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first
         row = int(np.argmin(counts))
         listed[-1] = offsets[row] + int(np.argmin(nonzero.reshape(-1)[offsets[row]:][:m]))
-    position = np.add.outer(np.arange(steps), starts)  # the s-th of row i: start + s
+    # the s-th of row i: start + s, in a work buffer (fresh: 0.32 -> 0.17 ms a step)
+    position = _scratch("position", (steps, n)).view(np.int64)
+    np.add(np.arange(steps)[:, None], starts, out=position)
     np.copyto(position, flat.size, where=position >= ends)  # past the row's count: the pad
-    index = listed.take(position)
-    values = a.reshape(-1).take(index)
+    # (work buffers, valid until the next call: 0.78 -> 0.48 ms a step measured in the step,
+    # where fresh arrays were slower -- not page faults, which getrusage counts as none in
+    # steady training -- but caches; "clip" clips nothing, as every position and flat index
+    # is in range, and spares take's buffered copy into out= of mode "raise")
+    index = listed.take(position, out=_scratch("nz_index", (steps, n)).view(np.int64),
+                        mode="clip")
+    values = a.reshape(-1).take(index, out=_scratch("nz_values", (steps, n)), mode="clip")
     np.subtract(index, offsets, out=index)  # k = i * m + k - i * m (an int %
     return values, index  # is 10x slower; a pad's column may be out of range, clipped)
 

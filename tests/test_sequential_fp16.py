@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import fp16_matmul, sequential
+from floatlab import fp16_bound, fp16_matmul, sequential
 from floatlab.accumulate import Accumulator, _ProductTerms, _sequential
 
 ACC = Accumulator("fp16")
@@ -328,14 +328,52 @@ def test_the_overflow_bound_by_blas_sums_decides_as_numpy_sums(monkeypatch):
     decisions = set()
     for case, a, b in _bound_cases(rng):
         for x, y in ((a, b), (b.T, a.T)):
-            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", True)
+            monkeypatch.setattr(fp16_bound, "_FAST_BOUND_SUMS", True)
             fast = fp16_matmul._float16_magic_applies(x, y)
-            monkeypatch.setattr(fp16_matmul, "_FAST_BOUND_SUMS", False)
+            monkeypatch.setattr(fp16_bound, "_FAST_BOUND_SUMS", False)
             assert fast == fp16_matmul._float16_magic_applies(x, y), case
             decisions.add((case[:4], fast))
             if case[0] in "ab" and "zero" not in case:
                 assert not fast, case  # inf / NaN operands never take the magic engine
     assert ("edge", True) in decisions and ("edge", False) in decisions
+
+
+def _old_bound(a, b):
+    """The overflow bound before its stages: min(rows of |a| * max |b|, max |a| * columns of
+    |b|) times the growth, from NumPy's sums."""
+    if a.size == 0 or b.size == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        abs_a, abs_b = np.abs(a), np.abs(b)
+        peak = min(float(abs_a.sum(axis=1).max()) * float(abs_b.max()),
+                   float(abs_a.max()) * float(abs_b.sum(axis=0).max()))
+    return peak * (1 + 2.0**-11) ** a.shape[1] * (1 + 2.0**-30) < 65504.0
+
+
+def test_the_cheap_overflow_stage_decides_as_the_sums(monkeypatch):
+    # the first stage (K * max|a| * max|b|, _FAST_BOUND_MAX) only decides sooner: the same
+    # decision as the row / column sums alone at the threshold's edge, with inf / NaN, -0 and
+    # all-zero operands; and it decides alone where the sums are not needed (no |x| made)
+    rng = np.random.default_rng(23)
+    cases = list(_bound_cases(rng))
+    base_a, base_b = _fp16(rng.random((40, 30))), _fp16(rng.random((30, 20)))
+    edge = 65504.0 / (30 * float(base_a.max()) * float(base_b.max())
+                      * (1 + 2.0**-11) ** 30 * (1 + 2.0**-30))
+    for ulps in range(-24, 25):  # the cheap stage's own edge (the sums' bound lies below it)
+        cases.append((f"cheap{ulps}", base_a * (edge * (1 + ulps * 2.0**-52)), base_b))
+    negative = -base_a  # max |a| from the minimum, -0 entries
+    negative[0] = -0.0
+    cases.append(("negative", negative, base_b))
+    for case, a, b in cases:
+        for x, y in ((a, b), (b.T, a.T)):
+            monkeypatch.setattr(fp16_bound, "_FAST_BOUND_MAX", True)
+            staged = fp16_matmul._float16_magic_applies(x, y)
+            monkeypatch.setattr(fp16_bound, "_FAST_BOUND_MAX", False)
+            assert staged == fp16_matmul._float16_magic_applies(x, y), case
+            assert staged == _old_bound(x, y), case  # the one-step bound the stages replaced
+    monkeypatch.setattr(fp16_bound, "_FAST_BOUND_MAX", True)
+    monkeypatch.setattr(fp16_bound.np, "abs", None)  # the cheap stage must not need |x|
+    assert fp16_matmul._float16_magic_applies(base_a, base_b)
 
 
 def test_zero_totals_take_their_sign_from_the_cast_path():
@@ -395,6 +433,18 @@ def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
     for arr in (x, x.T, x[:1], x[:, :1], np.zeros((3, 0)), dense, dense.T):
         for axis in (0, 1):
             want = np.count_nonzero(arr, axis=axis)
-            got = fp16_matmul._count_nonzero(arr, axis)
-            np.testing.assert_array_equal(got, want)
-            assert got.dtype == want.dtype
+            for longest in (1 << 24, 0):  # float32 sums, and the float64 ones beyond 2**24
+                monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", longest)
+                got = fp16_matmul._count_nonzero(arr, axis)
+                np.testing.assert_array_equal(got, want)
+                assert got.dtype == want.dtype
+    monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", 1 << 24)
+    # float32's edge: counts up to 2**24 are exact (a row of 2**24 - 2 nonzeros and two zeros;
+    # one of 2**24 nonzeros and one more in float64), in any order of BLAS's sums
+    long = np.ones((2, 1 << 24), dtype=np.float64)
+    long[0, [5, -3]] = 0.0
+    np.testing.assert_array_equal(fp16_matmul._count_nonzero(long, 1), [(1 << 24) - 2, 1 << 24])
+    del long
+    wide = np.ones((2, (1 << 24) + 1))
+    wide[1, 0] = 0.0
+    np.testing.assert_array_equal(fp16_matmul._count_nonzero(wide, 1), [(1 << 24) + 1, 1 << 24])
