@@ -15,7 +15,8 @@ Three tables (targets from the issue):
    16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
    DeepSeek's truncating e8m13 accumulator promoted to float32 every 128: target at most 10x.
    Medians per training step over interleaved rounds (the default step 10 times a round, the
-   others twice; 15 rounds with the default --repeats), so the models train a few dozen steps.
+   others twice, each after one untimed step that warms the caches; 15 rounds with the default
+   --repeats), so the models train a few dozen steps.
    BLAS is pinned to one thread (tiny matrices; see bench_training.py). ``--lab-gemms`` adds
    the fp16 step's eight matrix products one by one: shape, accumulator updates (M * K * N),
    the engine that runs it (floatlab.fp16_matmul: "scaled" / "magic" float64 passes, "compact"
@@ -134,14 +135,16 @@ def lab() -> None:
         "e8m13 toward_zero, chunk 128 -> float32": lab_step(floatlab.Accumulator(
             "e8m13", "toward_zero", chunk=128, promote="float32")),
     }
-    # Interleaved rounds (each round times every step in turn, the cheap default step several
-    # times), medians over all rounds: a shared machine's slow spells then hit every row alike,
-    # and the 1 ms default step -- the ratios' denominator -- gets enough samples.
+    # Interleaved rounds (each round runs every model in turn), medians over all rounds: a
+    # shared machine's slow spells then hit every row alike, and the 1 ms default step -- the
+    # ratios' denominator -- gets enough samples. Each model runs a few consecutive steps a
+    # round, as training does, and the first of them is not timed: it follows another model's
+    # steps, whose buffers have pushed this one's out of the caches (measured: 0.5-0.7 ms on
+    # the fp16 step, which would fall on whichever row comes first after the default).
     times: dict[str, list[float]] = {label: [] for label in steps}
-    for fn in steps.values():
-        fn()  # (first call: caches, lazy imports)
     for _ in range(max(ARGS.repeats, 5) * 3):
         for label, fn in steps.items():
+            fn()  # (after the other models' steps: cold caches)
             for _ in range(10 if label == next(iter(steps)) else 2):
                 start = time.perf_counter()
                 fn()
