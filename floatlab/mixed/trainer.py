@@ -23,7 +23,6 @@ from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
@@ -360,6 +359,10 @@ class Trainer:
         """
         data = _dataset(data)
         steps = whole("steps", steps)
+        # (imported here: only training needs it, so formats, rounding and the codec import
+        # with NumPy alone)
+        from threadpoolctl import threadpool_limits
+
         with threadpool_limits(limits=1, user_api="blas"):
             if isinstance(data, SequenceDataset):
                 return fit_sequences(self, data, steps)
