@@ -145,16 +145,12 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
     scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
     eff32 = g * scales32
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        if stochastic and not hardware_sr:
-            eff = eff32.astype(np.float64)
-            eff_q = _per_value(eff, b.view)
-            q = np.divide(b.view, eff_q, order="C")  # float64: x widened exactly in the ufunc
-            peak = amax.astype(np.float64) / eff
-        else:
-            eff = eff32
-            eff_q = _per_value(eff, b.view)
-            q = np.divide(b.view, eff_q, order="C")  # float32 (C order: the kernels' scratch)
-            peak = amax / eff
+        # float64 for exact stochastic rounding (x, amax widened exactly inside the ufuncs),
+        # else float32; C order: the kernels' scratch
+        eff = eff32.astype(np.float64) if stochastic and not hardware_sr else eff32
+        eff_q = _per_value(eff, b.view)
+        q = np.divide(b.view, eff_q, order="C")
+        peak = amax / eff
     peak_max = float(peak.max())
     if not peak_max < np.inf:                 # a zero effective scale: the general core
         return None
