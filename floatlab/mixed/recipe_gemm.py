@@ -231,12 +231,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if codes:
-            tiled, st = tiled_operand(x, spec, rng, stats=run.telemetry)
-            if st is not None:
-                run.record(key, OperandStats(amax, math.nan, st.clipped_fraction,
-                                             st.flushed_fraction, st.qsnr_db, False, x.size))
-            return tiled
-        if not run.telemetry:
+            q, st = tiled_operand(x, spec, rng, stats=run.telemetry)
+        elif not run.telemetry:
             # NVFP4's operands: the fused path (proved equal; None where it does not apply)
             fused = fake_quantize_nvfp4(x, spec, rng, rotated=rotated, float32=blas)
             if fused is not None:
@@ -247,9 +243,11 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
                 if st.scale != _TWIN_LIMIT:
                     return st.dequantize(np.float32)
             return fake_quantize(x, spec, rng, rotated=rotated)
-        q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
-        run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
-                                     st.qsnr_db, False, x.size))
+        else:
+            q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
+        if run.telemetry:  # the stats of the same dequantised values, codes or not
+            run.record(key, OperandStats(amax, math.nan, st.clipped_fraction,
+                                         st.flushed_fraction, st.qsnr_db, False, x.size))
         return q
     else:  # pragma: no cover - Gemm checks the spec types
         raise TypeError(f"unknown operand spec {spec!r}")
