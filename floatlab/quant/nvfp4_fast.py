@@ -142,7 +142,7 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
         amax = None
     if amax is None:
         raise_nonfinite(source)    # x's own NaN / inf, as the general core reports them
-    scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
+    scales32, g = global_block_scales(amax, scheme, tensor_amax)
     eff32 = g * scales32
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         # float64 for exact stochastic rounding (x, amax widened exactly inside the ufuncs),
