@@ -77,9 +77,7 @@ from floatlab.rounding import _CHUNK, overflow_threshold
 __all__ = ["fake_quantize_nvfp4", "nvfp4_fast_applies"]
 
 _E2M1 = get_format("e2m1")
-_E4M3 = get_format("float8_e4m3fn")
 _FAST_NVFP4 = True  # switch for the tests, which check the fused path against the general core
-_APPLIES: dict[int, tuple[Scheme, bool]] = {}
 
 
 def nvfp4_fast_applies(scheme: Scheme) -> bool:
@@ -88,20 +86,14 @@ def nvfp4_fast_applies(scheme: Scheme) -> bool:
     along the last axis or 16x16 tiles, nearest-even or stochastic elements, and no Hadamard
     transform or one of 16 along the last axis (the NVFP4 presets and the recipe's variants).
     """
-    cached = _APPLIES.get(id(scheme))  # by identity: a Scheme's hash walks its fields
-    if cached is not None and cached[0] is scheme:
-        return cached[1]
-    if len(_APPLIES) >= 256:  # a bound, for code that builds ever new Schemes
-        _APPLIES.clear()
-    hit = bool(
+    hit = scheme._plans.get("nvfp4_fast")  # memoised on the Scheme, as its block layouts
+    if hit is None:
+        hit = scheme._plans["nvfp4_fast"] = bool(
             scheme.element == _E2M1 and scheme.scale == "e4m3fn"
-            and scheme.scale_format == _E4M3 and scheme.scale_rounding == "even"
-            and scheme.global_scale and not scheme.margin
+            and scheme.scale_rounding == "even" and scheme.global_scale and not scheme.margin
             and scheme.rounding in ("nearest_even", "stochastic")
-            and scheme.random_bits in (None, 8)
-            and (scheme.block == (16, 16) or (scheme.block == 16 and scheme.axis == -1))
+            and scheme.random_bits in (None, 8) and scheme.block in (16, (16, 16))
             and scheme.hadamard in (None, 16) and scheme.axis == -1)
-    _APPLIES[id(scheme)] = (scheme, hit)  # keeps the Scheme alive, so its id is not reused
     return hit
 
 
