@@ -139,15 +139,14 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
             codes = scales.astype(np.float32).view(np.uint32)
         return scales, codes, None, scales
     fmt = scheme.scale_format
-    mode = _RULE_MODE[rule]
-    emax_value = element_max(element)
     if scheme.global_scale:
         scales32, g = global_block_scales(amax, scheme, tensor_amax)
         scales = scales32.astype(np.float64)
         effective = (g * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
-    raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin
+    mode = _RULE_MODE[rule]
+    raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
     # Clamped (raw is finite and >= 0; minimum / maximum cost less than np.clip's wrapper).
     raw = np.maximum(np.minimum(raw, fmt.max, out=raw), fmt.smallest_normal, out=raw)
     is_float32 = fmt is _FLOAT32 or fmt == _FLOAT32
