@@ -275,25 +275,22 @@ def round_in_range_nearest_even(x: np.ndarray, fmt: Format, out: np.ndarray | No
     if not out.flags.c_contiguous or out.shape != x.shape:  # pragma: no cover - internal
         raise RuntimeError("out must be a C-contiguous array of x's shape")
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    if positive_normal and flat_x.size <= _IN_RANGE_SMALL:
-        magic = np.bitwise_and(flat_x.view(uint), exponent_mask)
-        magic += offset                     # c = 1.5 * 2**(e + W - M)
-        c = magic.view(dtype)
-        np.add(flat_x, c, out=flat_out)
-        flat_out -= c
-        return out
     if flat_x.size <= _IN_RANGE_SMALL:
         # Small operands (weights, per-tensor scales): the same passes on fresh temporaries,
         # which NumPy's small-allocation cache serves, instead of the scratch pool's lookup.
+        # positive_normal: no sign to keep and E = e, so those passes are left out.
         bits = flat_x.view(uint)
-        sign = np.bitwise_and(bits, sign_mask)  # before out (which may be x) is written
+        # the sign before out (which may be x) is written
+        sign = None if positive_normal else np.bitwise_and(bits, sign_mask)
         magic = np.bitwise_and(bits, exponent_mask)
-        np.maximum(magic, floor_bits, out=magic)
+        if not positive_normal:
+            np.maximum(magic, floor_bits, out=magic)
         magic += offset
         c = magic.view(dtype)
         np.add(flat_x, c, out=flat_out)
         flat_out -= c
-        flat_out.view(uint)[...] |= sign
+        if sign is not None:
+            flat_out.view(uint)[...] |= sign
         return out
     # Per-thread scratch that lives across calls: fresh temporaries of this size cost page
     # faults on every call (the training step's operands are quantised thousands of times).

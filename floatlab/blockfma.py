@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from floatlab.rounding import _F32, _F64, _bits_of
 from floatlab.rounding import round as _round
 
 if TYPE_CHECKING:  # the Accumulator calls these; they only read its fields
@@ -297,10 +298,11 @@ def _round_sums(values: np.ndarray, acc: Accumulator, in_place: bool = False) ->
     if not (_FAST_TRUNCATION and acc.rounding == "toward_zero"):
         out = _round(values, fmt, acc.rounding, rng=acc.rng, random_bits=acc.random_bits)
         return out.astype(values.dtype, copy=False)
-    uint, fraction = (np.uint32, 23) if values.dtype == np.float32 else (np.uint64, 52)
+    L = _F32 if values.dtype == np.float32 else _F64  # values' bit layout
+    uint = L.uint.type
     magnitude = np.abs(values)
     shifted = magnitude.view(uint) - uint(1)
-    smallest_normal = values.dtype.type(2.0**fmt.emin).view(uint) - uint(1)
+    smallest_normal = _bits_of(2.0**fmt.emin, L) - uint(1)
     inside = magnitude.size == 0 or (magnitude.max() <= fmt.max
                                      and shifted.min() >= smallest_normal)
     other = None if inside else (~((magnitude >= 2.0**fmt.emin) & (magnitude <= fmt.max))
@@ -308,9 +310,7 @@ def _round_sums(values: np.ndarray, acc: Accumulator, in_place: bool = False) ->
     rest = None if other is None else _round(values[other], fmt, "toward_zero")
     out = values if in_place else values.copy()
     bits = out.view(uint)
-    width = 8 * values.dtype.itemsize
-    np.bitwise_and(bits, uint(~((1 << (fraction - fmt.man_bits)) - 1) & (2**width - 1)),
-                   out=bits)
+    np.bitwise_and(bits, ~uint((1 << (L.man_bits - fmt.man_bits)) - 1), out=bits)
     if other is not None:
         out[other] = rest
     return out

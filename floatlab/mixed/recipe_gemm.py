@@ -39,7 +39,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
 from floatlab.mixed.promoted_gemm import TiledOperand, promoted_matmul, tiled_operand
-from floatlab.mixed.recipe import Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
+from floatlab.mixed.recipe import Gemm, Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
 from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.elements import _format_fits_float32
@@ -231,12 +231,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     elif isinstance(spec, Scheme):
         rng = run.rng if spec.rounding == "stochastic" else None
         if codes:
-            tiled, st = tiled_operand(x, spec, rng, stats=run.telemetry)
-            if st is not None:
-                run.record(key, OperandStats(amax, math.nan, st.clipped_fraction,
-                                             st.flushed_fraction, st.qsnr_db, False, x.size))
-            return tiled
-        if not run.telemetry:
+            q, st = tiled_operand(x, spec, rng, stats=run.telemetry)
+        elif not run.telemetry:
             # NVFP4's operands: the fused path (proved equal; None where it does not apply)
             fused = fake_quantize_nvfp4(x, spec, rng, rotated=rotated, float32=blas)
             if fused is not None:
@@ -247,9 +243,11 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
                 if st.scale != _TWIN_LIMIT:
                     return st.dequantize(np.float32)
             return fake_quantize(x, spec, rng, rotated=rotated)
-        q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
-        run.record(key, OperandStats(amax, math.nan, st.clipped_fraction, st.flushed_fraction,
-                                     st.qsnr_db, False, x.size))
+        else:
+            q, st = fake_quantize(x, spec, rng, stats=True, rotated=rotated)
+        if run.telemetry:  # the stats of the same dequantised values, codes or not
+            run.record(key, OperandStats(amax, math.nan, st.clipped_fraction,
+                                         st.flushed_fraction, st.qsnr_db, False, x.size))
         return q
     else:  # pragma: no cover - Gemm checks the spec types
         raise TypeError(f"unknown operand spec {spec!r}")
@@ -376,7 +374,7 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
         gq = None if not x.requires_grad and _unread_copy_skippable(dgr.a, wgr.a, run) else \
             quantize_operand(g, dgr.a, run, f"{layer}.dgrad.a", blas=g_blas, codes=dgr.codes)
         if x.requires_grad:
-            if _same(fwd.b, dgr.b) and fwd.codes == dgr.codes:
+            if _reads_copy(fwd, fwd.b, dgr, dgr.b):
                 wt = wq.T
             elif not run.telemetry and recipe.weights is None and fwd.codes == dgr.codes \
                     and _tiles_transpose(fwd.b, dgr.b):
@@ -391,10 +389,10 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
             # NVFP4's RHT: both operands rotated along the batch axis by the same matrix and
             # multiplied as they are, as the hardware does (see _wgrad_rotated)
             rotated = _wgrad_rotated(wgr.a, wgr.b)
-            gt = gq.T if _same(dgr.a, wgr.a) and dgr.codes == wgr.codes else quantize_operand(
+            gt = gq.T if _reads_copy(dgr, dgr.a, wgr, wgr.a) else quantize_operand(
                 transposed(g), wgr.a, run, f"{layer}.wgrad.a", blas=blas, rotated=rotated,
                 codes=wgr.codes)
-            xt = xq.T if _same(fwd.a, wgr.b) and fwd.codes == wgr.codes else quantize_operand(
+            xt = xq.T if _reads_copy(fwd, fwd.a, wgr, wgr.b) else quantize_operand(
                 transposed(xv), wgr.b, run, f"{layer}.wgrad.b", blas=blas, rotated=rotated,
                 codes=wgr.codes)
             dw = gemm(gt, xt, wgr.accumulate)                 # (N, K)
@@ -501,4 +499,10 @@ def _same(first: Operand, second: Operand) -> bool:
     """The second product reads the same quantised tensor (transposed) as the first."""
     # The cheap test first: comparing two Schemes field by field costs more than a check.
     return is_tensorwise(first) and (first is second or first == second)
+
+
+def _reads_copy(first: Gemm, a: Operand, second: Gemm, b: Operand) -> bool:
+    """GEMM ``second`` reads operand ``b`` as GEMM ``first``'s copy of ``a`` (transposed): the
+    same quantised tensor (:func:`_same`) in the same form, codes or dequantised values."""
+    return _same(a, b) and first.codes == second.codes
 

@@ -151,10 +151,11 @@ def _amax_and_max(view: np.ndarray) -> tuple[np.ndarray, float]:
         amax = _amax_fold(view)[:, None]
     elif rows >= 512 and width % 16 == 0 and 16 < width <= (128 if narrow else 64) and \
             view.size <= (_AMAX_TRANSPOSE_MAX if narrow else _AMAX_TRANSPOSE_MAX // 2):
-        # Rows of 32-128 (MX blocks of 32, rowwise FP8 of 64-wide layers): fold each row's
-        # halves with one maximum until 16 remain, then one transposed maximum (max is exact
-        # and associative, NaN propagates: the same values; 20-40% faster than the paths
-        # below, which reduce short rows one by one or transpose all of |x|).
+        # Rows of 48-128 that the fold above leaves (not a power of two: rowwise FP8 of a
+        # 48- or 96-wide layer): fold each row's halves with one maximum until 16 remain,
+        # then one transposed maximum (max is exact and associative, NaN propagates: the same
+        # values; 20-40% faster than the paths below, which reduce short rows one by one or
+        # transpose all of |x|).
         mag = np.abs(view)
         while width > 16 and width % 2 == 0:
             width //= 2

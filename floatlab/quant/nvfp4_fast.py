@@ -77,9 +77,7 @@ from floatlab.rounding import _CHUNK, overflow_threshold
 __all__ = ["fake_quantize_nvfp4", "nvfp4_fast_applies"]
 
 _E2M1 = get_format("e2m1")
-_E4M3 = get_format("float8_e4m3fn")
 _FAST_NVFP4 = True  # switch for the tests, which check the fused path against the general core
-_APPLIES: dict[int, tuple[Scheme, bool]] = {}
 
 
 def nvfp4_fast_applies(scheme: Scheme) -> bool:
@@ -88,20 +86,14 @@ def nvfp4_fast_applies(scheme: Scheme) -> bool:
     along the last axis or 16x16 tiles, nearest-even or stochastic elements, and no Hadamard
     transform or one of 16 along the last axis (the NVFP4 presets and the recipe's variants).
     """
-    cached = _APPLIES.get(id(scheme))  # by identity: a Scheme's hash walks its fields
-    if cached is not None and cached[0] is scheme:
-        return cached[1]
-    if len(_APPLIES) >= 256:  # a bound, for code that builds ever new Schemes
-        _APPLIES.clear()
-    hit = bool(
+    hit = scheme._plans.get("nvfp4_fast")  # memoised on the Scheme, as its block layouts
+    if hit is None:
+        hit = scheme._plans["nvfp4_fast"] = bool(
             scheme.element == _E2M1 and scheme.scale == "e4m3fn"
-            and scheme.scale_format == _E4M3 and scheme.scale_rounding == "even"
-            and scheme.global_scale and not scheme.margin
+            and scheme.scale_rounding == "even" and scheme.global_scale and not scheme.margin
             and scheme.rounding in ("nearest_even", "stochastic")
-            and scheme.random_bits in (None, 8)
-            and (scheme.block == (16, 16) or (scheme.block == 16 and scheme.axis == -1))
+            and scheme.random_bits in (None, 8) and scheme.block in (16, (16, 16))
             and scheme.hadamard in (None, 16) and scheme.axis == -1)
-    _APPLIES[id(scheme)] = (scheme, hit)  # keeps the Scheme alive, so its id is not reused
     return hit
 
 
@@ -142,19 +134,15 @@ def fake_quantize_nvfp4(x: np.ndarray, scheme: Scheme, rng: np.random.Generator 
         amax = None
     if amax is None:
         raise_nonfinite(source)    # x's own NaN / inf, as the general core reports them
-    scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
+    scales32, g = global_block_scales(amax, scheme, tensor_amax)
     eff32 = g * scales32
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        if stochastic and not hardware_sr:
-            eff = eff32.astype(np.float64)
-            eff_q = _per_value(eff, b.view)
-            q = np.divide(b.view, eff_q, order="C")  # float64: x widened exactly in the ufunc
-            peak = amax.astype(np.float64) / eff
-        else:
-            eff = eff32
-            eff_q = _per_value(eff, b.view)
-            q = np.divide(b.view, eff_q, order="C")  # float32 (C order: the kernels' scratch)
-            peak = amax / eff
+        # float64 for exact stochastic rounding (x, amax widened exactly inside the ufuncs),
+        # else float32; C order: the kernels' scratch
+        eff = eff32.astype(np.float64) if stochastic and not hardware_sr else eff32
+        eff_q = _per_value(eff, b.view)
+        q = np.divide(b.view, eff_q, order="C")
+        peak = amax / eff
     peak_max = float(peak.max())
     if not peak_max < np.inf:                 # a zero effective scale: the general core
         return None

@@ -302,8 +302,8 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     """
     scheme = get_scheme(scheme)
     check_flag(rotated, "rotated")
-    source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
-        x, scheme, rng, want_codes=stats)
+    parts = _core(x, scheme, rng, want_codes=stats)
+    source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
     deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
@@ -312,16 +312,25 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
         out = _hadamard(out, scheme, inverse=True)
     if not stats:
         return out
+    # the values dequantize() would recompute (Hadamard inverted), or with rotated=True the
+    # rotated ones, compared with the rotated source
+    return out, _stats_without_codes(scheme, parts, transformed if rotated else source, out)
+
+
+def _stats_without_codes(scheme: Scheme, parts: tuple, source: np.ndarray,
+                         dequantized: np.ndarray | None) -> QuantStats:
+    """The QuantStats of ``_core``'s ``parts`` when no codes were made (fake_quantize,
+    quantize_elements): those of a QuantizedTensor holding no codes, comparing ``source`` with
+    ``dequantized`` (None: the tensor's own dequantize())."""
+    _, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = parts
     qt = QuantizedTensor(
         codes=np.zeros(0, np.uint8), scales=_grid_shape(scales, b.grid).copy(),
         scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
         shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff,
-        source=transformed if rotated else source, transformed=transformed, clipped=clipped,
-        padded=b.padded, extra_bytes=extra)
-    # the values dequantize() would recompute (Hadamard inverted), or with rotated=True the
-    # rotated ones, compared with the rotated source
-    qt._dequantized = out
-    return out, qt.stats
+        source=source, transformed=transformed, clipped=clipped, padded=b.padded,
+        extra_bytes=extra)
+    qt._dequantized = dequantized
+    return qt.stats
 
 
 def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | int | None = None,
@@ -347,20 +356,14 @@ def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | i
         raise ValueError(f"quantize_elements: {scheme.name or scheme.describe()} is not one "
                          "element times one block scale (Hadamard / nested scales); use "
                          "fake_quantize")
-    source, transformed, b, elements, _, scales, scale_codes, g, eff, clipped, extra = _core(
-        x, scheme, rng, want_codes=stats)
+    parts = _core(x, scheme, rng, want_codes=stats)
+    source, _, b, elements, _, _, _, _, eff, _, _ = parts
     grid_scales = _grid_shape(eff, b.grid)
     block = tuple(p // n for p, n in zip(b.padded, b.grid, strict=True))
     values = _unblock(elements, b.padded, b.shape)
     if not stats:
         return values, grid_scales, block, None
-    qt = QuantizedTensor(
-        codes=np.zeros(0, np.uint8), scales=_grid_shape(scales, b.grid).copy(),
-        scale_codes=_grid_shape(scale_codes, b.grid).copy(), global_scale=g, scheme=scheme,
-        shape=b.shape, dtype=elements.dtype, elements=elements, effective=eff,
-        source=source, transformed=transformed, clipped=clipped, padded=b.padded,
-        extra_bytes=extra)
-    return values, grid_scales, block, qt.stats
+    return values, grid_scales, block, _stats_without_codes(scheme, parts, source, None)
 
 
 def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,

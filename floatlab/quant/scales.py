@@ -139,14 +139,14 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
             codes = scales.astype(np.float32).view(np.uint32)
         return scales, codes, None, scales
     fmt = scheme.scale_format
-    mode = _RULE_MODE[rule]
-    emax_value = element_max(element)
     if scheme.global_scale:
-        scales, scales32, g = global_block_scales(amax, scheme, tensor_amax)
+        scales32, g = global_block_scales(amax, scheme, tensor_amax)
+        scales = scales32.astype(np.float64)
         effective = (g * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
-    raw = amax.astype(np.float64) / emax_value * 2.0**scheme.margin
+    mode = _RULE_MODE[rule]
+    raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
     # Clamped (raw is finite and >= 0; minimum / maximum cost less than np.clip's wrapper).
     raw = np.maximum(np.minimum(raw, fmt.max, out=raw), fmt.smallest_normal, out=raw)
     is_float32 = fmt is _FLOAT32 or fmt == _FLOAT32
@@ -163,10 +163,11 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
 
 def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     """NVFP4's two levels (``scheme.global_scale``), every step in float32 as torchao's
-    ``nvfp4_quantize``: ``(scales, scales32, g)``, the block scales as float64 and float32
-    values of the scale format and the float32 global scale ``g``; a block's effective
-    (dequantisation) scale is the float32 product ``g * scales32``. Shared by
-    :func:`block_scales` and the fused NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`).
+    ``nvfp4_quantize``: ``(scales32, g)``, the block scales (values of the scale format as
+    float32: the formats a global scale allows, float32, e4m3fn and bf16, hold only float32
+    numbers) and the float32 global scale ``g``; a block's effective (dequantisation) scale
+    is the float32 product ``g * scales32``. Shared by :func:`block_scales` and the fused
+    NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`), which needs no float64 copy.
     """
     fmt = scheme.scale_format
     f32 = np.float32
@@ -184,13 +185,10 @@ def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     mode = _RULE_MODE[scheme.scale_rounding]
     if mode == "nearest_even":  # finite (g > 0) and clamped: the in-range rounding, on
         # positive normals of fmt, in place (ratio is this call's own array)
-        rounded = round_finite_in_range(ratio, fmt, in_place=True, positive_normal=True)
-        scales = rounded.astype(np.float64)
-        scales32 = rounded.astype(f32, copy=False)  # = scales.astype(f32): widening exact
-    else:
-        scales = round_to_format(ratio, fmt, rounding=mode)
-        scales32 = scales.astype(f32)
-    return scales, scales32, g
+        scales32 = round_finite_in_range(ratio, fmt, in_place=True, positive_normal=True)
+    else:  # float64 values of fmt, so float32 numbers: the cast is exact
+        scales32 = round_to_format(ratio, fmt, rounding=mode).astype(f32)
+    return scales32, g
 
 
 # Switch for the tests, which check the float32 cast equal to floatlab.round.

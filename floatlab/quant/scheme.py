@@ -150,8 +150,9 @@ class Scheme:
         from floatlab.rounding import _resolve_mode
 
         object.__setattr__(self, "rounding", _resolve_mode(self.rounding))
-        # Per-shape block layouts memoised by floatlab.quant.quantize (not a field: no part
-        # of equality, hashing or repr).
+        # What quantisation derives from the scheme, memoised (per-shape block layouts, the
+        # scale format, whether the fused NVFP4 path applies); not a field: no part of
+        # equality, hashing or repr.
         object.__setattr__(self, "_plans", {})
         for label, value in (("margin", self.margin), ("axis", self.axis)):
             if isinstance(value, bool) or not isinstance(value, int):
