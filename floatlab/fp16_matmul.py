@@ -452,16 +452,15 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     return min(options, key=options.get)
 
 
-def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None,
-                    rows: np.ndarray | None = None, scale: float | None = None,
-                    starts: np.ndarray | None = None):
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.ndarray,
+                    scale: float | None, starts: np.ndarray):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
     ``rows`` (and ``starts``, see :func:`_nonzeros_in_order`): the rows of a to run, in this
-    order (``counts`` are theirs; None: all, as they are), so a is not permuted; ``scale``:
+    order (``counts`` are theirs), so a is not permuted; ``scale``:
     a power of two for a's values (the scaled loop's 2**-505, exact: see
     :func:`_float16_scale_applies`), applied to the gathered values only.
 
@@ -481,18 +480,14 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         b = b_copy
     a = np.ascontiguousarray(a)
     nonzero = a != 0
-    n = a.shape[0] if rows is None else rows.size
-    if counts is None:  # (of the rows to run)
-        counts = np.count_nonzero(nonzero, axis=1)
-        counts = counts if rows is None else counts[rows]
+    n = rows.size
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     if _FAST_ORDER:  # (see _nonzeros_in_order)
         values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows, starts)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
-        if rows is not None:
-            a, nonzero = a[rows], nonzero[rows]
+        a, nonzero = a[rows], nonzero[rows]
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
         values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)
         index = np.ascontiguousarray(order.T)
@@ -514,20 +509,19 @@ _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, 
 
 
 def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
-                       rows: np.ndarray | None = None, starts: np.ndarray | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+                       rows: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
     clips). ``rows``: the rows of a (indices, n of them; ``counts`` are theirs) in the order
-    wanted; None: all, as they are; ``starts``: their first entries in the list below, if
-    the caller has them.
+    wanted; ``starts``: their first entries in the list below (the exclusive prefix sum of
+    all rows' counts, taken at ``rows``).
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
     about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
     lists a C-contiguous array's nonzeros row by row, each row's in increasing k, so row i's
     are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the counts'
-    exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
+    exclusive prefix sum). Past its count a row gets an
     entry appended to the list: the flat index of a zero of a (a row with fewer than
     ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
     (0 * b[k, j] = +-0, b finite). Both are this thread's work buffers (see :func:`_scratch`):
@@ -535,17 +529,9 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     """
     m = a.shape[1]
     flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
-    if rows is None:
-        n = a.shape[0]
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        offsets = np.arange(0, n * m, m)  # i * K: row i's first flat index
-    else:
-        n = rows.size
-        offsets = rows * m
-        if starts is None:
-            starts = np.searchsorted(flat, offsets)  # (flat is sorted)
-        ends = starts + counts
+    n = rows.size
+    offsets = rows * m  # i * K: row i's first flat index
+    ends = starts + counts
     listed = np.empty(flat.size + 1, dtype=np.intp)
     listed[:-1], listed[-1] = flat, 0
     if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first
