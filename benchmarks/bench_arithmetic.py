@@ -179,9 +179,9 @@ def lab_gemms() -> None:
         if magic:
             tile = fp16_matmul._TILE_OUTPUTS
             compact, transpose = fp16_matmul._float16_plan(a, b, tile)
-            x, y = (b.T, a.T) if transpose else (a, b)  # the orientation the engine runs
-            scaled = fp16_matmul._float16_scale_pays(x, y, tile, None not in known) and \
-                fp16_matmul._float16_scale_applies(x, y, known=known[::-1] if transpose else known)
+            # (in the orientation the engine runs)
+            scaled = (fp16_matmul._float16_scaled(b.T, a.T, tile, known=known[::-1]) if transpose
+                      else fp16_matmul._float16_scaled(a, b, tile, known=known))
             engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
         times = []
         for _ in range(max(ARGS.repeats, 10)):

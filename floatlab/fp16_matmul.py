@@ -164,8 +164,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
-    scaled = (_float16_scale_pays(a, b, tile, None not in known)
-              and _float16_scale_applies(a, b, bits, known))
+    scaled = _float16_scaled(a, b, tile, bits, known)
     a_run, b_run = a, b
     if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
@@ -235,6 +234,15 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
 _FAST_SCALE = True  # switch for the tests (the scaled loop without the clamp, else the clamp)
 _SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
 _SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
+
+
+def _float16_scaled(a: np.ndarray, b: np.ndarray, tile: int, bits: tuple[int, int] | None = None,
+                    known: tuple[Format | None, Format | None] = (None, None)) -> bool:
+    """Whether :func:`_float16_magic_rows` runs the scaled loop on ``a @ b`` (in the
+    orientation it runs): it pays (:func:`_float16_scale_pays`) and is exact
+    (:func:`_float16_scale_applies`; ``bits`` and ``known`` as there)."""
+    return (_float16_scale_pays(a, b, tile, None not in known)
+            and _float16_scale_applies(a, b, bits, known))
 
 
 def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int, known: bool = False) -> bool:
