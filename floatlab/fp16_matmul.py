@@ -177,6 +177,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         starts = (np.cumsum(counts) - counts)[perm]  # each row's first entry among a's nonzeros
         counts = counts[perm]
         a_run = np.ascontiguousarray(a)  # (once, not per tile)
+        nonzero = a_run != 0  # (and a's nonzeros listed once, for every tile)
+        flat = np.flatnonzero(nonzero)  # (row-major: ``starts`` index into it)
     # the running sums, a tile of rows at a time (fresh memory: measured faster in the step
     # than a work buffer, which other products have pushed out of the caches)
     out = np.zeros((n, m))
@@ -194,7 +196,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         size = stop - start
         if compact:
             blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
-                                     _SCALE_A if scaled else None, starts[start:stop])
+                                     _SCALE_A if scaled else None, starts[start:stop],
+                                     nonzero, flat)
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -461,16 +464,18 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
 
 
 def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.ndarray,
-                    scale: float | None, starts: np.ndarray):
+                    scale: float | None, starts: np.ndarray, nonzero: np.ndarray,
+                    flat: np.ndarray):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
-    ``rows`` (and ``starts``, see :func:`_nonzeros_in_order`): the rows of a to run, in this
-    order (``counts`` are theirs), so a is not permuted; ``scale``:
-    a power of two for a's values (the scaled loop's 2**-505, exact: see
-    :func:`_float16_scale_applies`), applied to the gathered values only.
+    ``a``: C-contiguous; ``rows`` (and ``starts``, ``nonzero``, ``flat``, see
+    :func:`_nonzeros_in_order`: made once for all of a's tiles): the rows of a to run, in
+    this order (``counts`` are theirs), so a is not permuted; ``scale``: a power of two for
+    a's values (the scaled loop's 2**-505, exact: see :func:`_float16_scale_applies`),
+    applied to the gathered values only.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -486,14 +491,12 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.n
         b_copy = _scratch("b_gather", b.shape)
         b_copy[...] = b
         b = b_copy
-    a = np.ascontiguousarray(a)
-    nonzero = a != 0
     n = rows.size
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     if _FAST_ORDER:  # (see _nonzeros_in_order)
-        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows, starts)
+        values, index = _nonzeros_in_order(a, nonzero, flat, counts, steps, rows, starts)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
         a, nonzero = a[rows], nonzero[rows]
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
@@ -516,14 +519,16 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.n
 _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, else argsort)
 
 
-def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
-                       rows: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, flat: np.ndarray,
+                       counts: np.ndarray, steps: int, rows: np.ndarray, starts: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
-    clips). ``rows``: the rows of a (indices, n of them; ``counts`` are theirs) in the order
-    wanted; ``starts``: their first entries in the list below (the exclusive prefix sum of
-    all rows' counts, taken at ``rows``).
+    clips). ``nonzero``: ``a != 0``; ``flat``: ``np.flatnonzero(nonzero)``, the list below
+    (the caller's, made once for all its tiles of rows); ``rows``: the rows of a (indices, n
+    of them; ``counts`` are theirs) in the order wanted; ``starts``: their first entries in
+    that list (the exclusive prefix sum of all rows' counts, taken at ``rows``).
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
     about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
@@ -536,7 +541,6 @@ def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, s
     valid until the next call.
     """
     m = a.shape[1]
-    flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
     n = rows.size
     offsets = rows * m  # i * K: row i's first flat index
     ends = starts + counts

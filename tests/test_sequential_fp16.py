@@ -403,8 +403,9 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         counts = np.count_nonzero(nonzero, axis=1)
         steps = int(counts.max())
         starts = np.cumsum(counts) - counts  # (as the engine lists them)
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts, steps, np.arange(n),
-                                                       starts)
+        flat = np.flatnonzero(nonzero)
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts, steps,
+                                                       np.arange(n), starts)
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps].T
         inside = np.arange(steps)[:, None] < counts[None, :]
         np.testing.assert_array_equal(index[inside], order[inside])
@@ -412,7 +413,7 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         assert not values[~inside].any()  # the padding: exact zeros of a (+0 or -0)
         # chosen rows in a chosen order (the compact loop's tiles of rows sorted by count)
         rows = rng.permutation(n)[: max(1, n // 2)]
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts[rows],
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts[rows],
                                                        int(counts[rows].max()), rows,
                                                        starts[rows])
         steps = int(counts[rows].max())
