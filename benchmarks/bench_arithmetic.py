@@ -141,15 +141,16 @@ def lab() -> None:
     # round, as training does, and the first of them is not timed: it follows another model's
     # steps, whose buffers have pushed this one's out of the caches (measured: 0.5-0.7 ms on
     # the fp16 step, which would fall on whichever row comes first after the default).
+    default = next(iter(steps))  # (the ratios' denominator)
     times: dict[str, list[float]] = {label: [] for label in steps}
     for _ in range(max(ARGS.repeats, 5) * 3):
         for label, fn in steps.items():
             fn()  # (after the other models' steps: cold caches)
-            for _ in range(10 if label == next(iter(steps)) else 2):
+            for _ in range(10 if label == default else 2):
                 start = time.perf_counter()
                 fn()
                 times[label].append(time.perf_counter() - start)
-    base = statistics.median(times[next(iter(steps))])
+    base = statistics.median(times[default])
     for label, samples in times.items():
         row(label, statistics.median(samples), base, "target <= 10x" if "fp16" in label else "")
 
@@ -179,9 +180,9 @@ def lab_gemms() -> None:
         if magic:
             tile = fp16_matmul._TILE_OUTPUTS
             compact, transpose = fp16_matmul._float16_plan(a, b, tile)
-            x, y = (b.T, a.T) if transpose else (a, b)  # the orientation the engine runs
-            scaled = fp16_matmul._float16_scale_pays(x, y, tile, None not in known) and \
-                fp16_matmul._float16_scale_applies(x, y, known=known[::-1] if transpose else known)
+            # (in the orientation the engine runs)
+            scaled = (fp16_matmul._float16_scaled(b.T, a.T, tile, known=known[::-1]) if transpose
+                      else fp16_matmul._float16_scaled(a, b, tile, known=known))
             engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
         times = []
         for _ in range(max(ARGS.repeats, 10)):

@@ -331,14 +331,6 @@ class _ProductTerms(_Terms):
         return self._operand_bits
 
     @property
-    def bits_a(self) -> int | None:
-        return None if self.round_to is not None else self.operand_bits[0]
-
-    @property
-    def bits_b(self) -> int | None:
-        return None if self.round_to is not None else self.operand_bits[1]
-
-    @property
     def bits(self) -> int:  # type: ignore[override]
         return self.round_to.fmt.p if self.round_to is not None else builtins.sum(self.operand_bits)
 
@@ -384,7 +376,7 @@ def _sequential(terms: _Terms, acc: Accumulator, keep: bool, fast: bool = True) 
             # a and b are finite, so ``finite`` are their operand_bits, without that pass
             return _float16_magic(terms.a, terms.b, bits=finite, known=terms.known).reshape(-1)
         if _float16_cast_adds(acc, terms):
-            return _float16_products(terms.a, terms.b, (terms.bits_a, terms.bits_b),
+            return _float16_products(terms.a, terms.b, terms.operand_bits,
                                      terms.known).reshape(-1)
     total = np.zeros(m)
     add = acc._add
@@ -414,7 +406,7 @@ def _truncating(terms: _Terms, acc: Accumulator) -> bool:
     """Whether the products of ``terms`` take floatlab.sequential's truncating fast path."""
     return (_FAST_TRUNCATION and isinstance(terms, _ProductTerms) and terms.round_to is None
             and acc.rounding == "toward_zero"  # (first: the operands' bits may cost a pass)
-            and _truncating_products_apply(acc, terms.a, terms.b, terms.bits_a, terms.bits_b))
+            and _truncating_products_apply(acc, terms.a, terms.b, *terms.operand_bits))
 
 
 # --------------------------------------------------------------------------- the functions

@@ -164,8 +164,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
-    scaled = (_float16_scale_pays(a, b, tile, None not in known)
-              and _float16_scale_applies(a, b, bits, known))
+    scaled = _float16_scaled(a, b, tile, bits, known)
     a_run, b_run = a, b
     if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
@@ -178,6 +177,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         starts = (np.cumsum(counts) - counts)[perm]  # each row's first entry among a's nonzeros
         counts = counts[perm]
         a_run = np.ascontiguousarray(a)  # (once, not per tile)
+        nonzero = a_run != 0  # (and a's nonzeros listed once, for every tile)
+        flat = np.flatnonzero(nonzero)  # (row-major: ``starts`` index into it)
     # the running sums, a tile of rows at a time (fresh memory: measured faster in the step
     # than a work buffer, which other products have pushed out of the caches)
     out = np.zeros((n, m))
@@ -195,7 +196,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
         size = stop - start
         if compact:
             blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
-                                     _SCALE_A if scaled else None, starts[start:stop])
+                                     _SCALE_A if scaled else None, starts[start:stop],
+                                     nonzero, flat)
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -235,6 +237,15 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
 _FAST_SCALE = True  # switch for the tests (the scaled loop without the clamp, else the clamp)
 _SCALE_A, _SCALE_B, _UNSCALE = 2.0**-505, 2.0**-504, 2.0**1009
 _SCALE_LOWEST_BIT = -65  # the products' lowest set bit must be at least 2**-65 (see below)
+
+
+def _float16_scaled(a: np.ndarray, b: np.ndarray, tile: int, bits: tuple[int, int] | None = None,
+                    known: tuple[Format | None, Format | None] = (None, None)) -> bool:
+    """Whether :func:`_float16_magic_rows` runs the scaled loop on ``a @ b`` (in the
+    orientation it runs): it pays (:func:`_float16_scale_pays`) and is exact
+    (:func:`_float16_scale_applies`; ``bits`` and ``known`` as there)."""
+    return (_float16_scale_pays(a, b, tile, None not in known)
+            and _float16_scale_applies(a, b, bits, known))
 
 
 def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int, known: bool = False) -> bool:
@@ -452,18 +463,19 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     return min(options, key=options.get)
 
 
-def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = None,
-                    rows: np.ndarray | None = None, scale: float | None = None,
-                    starts: np.ndarray | None = None):
+def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.ndarray,
+                    scale: float | None, starts: np.ndarray, nonzero: np.ndarray,
+                    flat: np.ndarray):
     """The rank-1 terms of :func:`_product_blocks` with each row's zero products left out, for
     rows sorted by falling count of nonzeros: step s adds, to row i, its s-th product with a
     nonzero a[i, k] (in order of k), and only the rows with more than s nonzeros (a prefix)
     take part. Yields (r, block): r rows, a (g, r, m) block of g steps (valid until the next
     is asked for); the rows of a block that run out before its last step get exact zeros.
-    ``rows`` (and ``starts``, see :func:`_nonzeros_in_order`): the rows of a to run, in this
-    order (``counts`` are theirs; None: all, as they are), so a is not permuted; ``scale``:
-    a power of two for a's values (the scaled loop's 2**-505, exact: see
-    :func:`_float16_scale_applies`), applied to the gathered values only.
+    ``a``: C-contiguous; ``rows`` (and ``starts``, ``nonzero``, ``flat``, see
+    :func:`_nonzeros_in_order`: made once for all of a's tiles): the rows of a to run, in
+    this order (``counts`` are theirs), so a is not permuted; ``scale``: a power of two for
+    a's values (the scaled loop's 2**-505, exact: see :func:`_float16_scale_applies`),
+    applied to the gathered values only.
 
     Leaving out a zero product x changes no running sum of :func:`_float16_magic`: the running
     sum t is never -0 there, and t + (+-0) = t for t != 0, +0 + (+-0) = +0, already an fp16
@@ -479,20 +491,14 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
         b_copy = _scratch("b_gather", b.shape)
         b_copy[...] = b
         b = b_copy
-    a = np.ascontiguousarray(a)
-    nonzero = a != 0
-    n = a.shape[0] if rows is None else rows.size
-    if counts is None:  # (of the rows to run)
-        counts = np.count_nonzero(nonzero, axis=1)
-        counts = counts if rows is None else counts[rows]
+    n = rows.size
     steps = int(counts.max(initial=0))
     # active[s]: the rows with more than s nonzeros (counts fall along the rows)
     active = n - np.cumsum(np.bincount(counts, minlength=steps + 1))[:steps]
     if _FAST_ORDER:  # (see _nonzeros_in_order)
-        values, index = _nonzeros_in_order(a, nonzero, counts, steps, rows, starts)
+        values, index = _nonzeros_in_order(a, nonzero, flat, counts, steps, rows, starts)
     else:  # each row's nonzeros first, in order of k (a stable sort), then its zeros
-        if rows is not None:
-            a, nonzero = a[rows], nonzero[rows]
+        a, nonzero = a[rows], nonzero[rows]
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps]
         values = np.ascontiguousarray(np.take_along_axis(a, order, axis=1).T)
         index = np.ascontiguousarray(order.T)
@@ -513,39 +519,31 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray | None = No
 _FAST_ORDER = True  # switch for the tests (the nonzeros' order by flatnonzero, else argsort)
 
 
-def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, counts: np.ndarray, steps: int,
-                       rows: np.ndarray | None = None, starts: np.ndarray | None = None
+def _nonzeros_in_order(a: np.ndarray, nonzero: np.ndarray, flat: np.ndarray,
+                       counts: np.ndarray, steps: int, rows: np.ndarray, starts: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
     """(values, index), both (steps, n): the s-th nonzero of row i of ``a`` (C-contiguous)
     and its column k, in order of k; past a row's count, a zero of a (+0 or -0) and some
     index (its column minus a multiple of K: out of range for b, which take(mode="clip")
-    clips). ``rows``: the rows of a (indices, n of them; ``counts`` are theirs) in the order
-    wanted; None: all, as they are; ``starts``: their first entries in the list below, if
-    the caller has them.
+    clips). ``nonzero``: ``a != 0``; ``flat``: ``np.flatnonzero(nonzero)``, the list below
+    (the caller's, made once for all its tiles of rows); ``rows``: the rows of a (indices, n
+    of them; ``counts`` are theirs) in the order wanted; ``starts``: their first entries in
+    that list (the exclusive prefix sum of all rows' counts, taken at ``rows``).
 
     What the stable argsort of ``~nonzero`` along the rows gives at the rows' nonzeros, in
     about half its time on the lab's 512 x 64 and 64 x 512 operands: ``np.flatnonzero``
     lists a C-contiguous array's nonzeros row by row, each row's in increasing k, so row i's
     are entries ``start[i] .. start[i] + counts[i] - 1`` of that list (start: the counts'
-    exclusive prefix sum, or where i * K falls in the list). Past its count a row gets an
+    exclusive prefix sum). Past its count a row gets an
     entry appended to the list: the flat index of a zero of a (a row with fewer than
     ``steps`` <= K nonzeros has one), an exact zero, all :func:`_compact_blocks` needs there
     (0 * b[k, j] = +-0, b finite). Both are this thread's work buffers (see :func:`_scratch`):
     valid until the next call.
     """
     m = a.shape[1]
-    flat = np.flatnonzero(nonzero)  # row-major: row by row, each row's in increasing k
-    if rows is None:
-        n = a.shape[0]
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        offsets = np.arange(0, n * m, m)  # i * K: row i's first flat index
-    else:
-        n = rows.size
-        offsets = rows * m
-        if starts is None:
-            starts = np.searchsorted(flat, offsets)  # (flat is sorted)
-        ends = starts + counts
+    n = rows.size
+    offsets = rows * m  # i * K: row i's first flat index
+    ends = starts + counts
     listed = np.empty(flat.size + 1, dtype=np.intp)
     listed[:-1], listed[-1] = flat, 0
     if n and steps and int(counts.min()) < steps:  # a row with padding holds a zero: its first

@@ -17,6 +17,7 @@ import inspect
 
 import numpy as np
 import pytest
+from test_sequential_fp16 import _same_bits
 
 import floatlab
 from floatlab import accumulate, fp16_matmul, get_format, sequential
@@ -33,10 +34,6 @@ ACCUMULATORS = {
 
 def _in(fmt, x):
     return floatlab.round(np.asarray(x, dtype=np.float64), fmt)
-
-
-def _same_bits(x, y):
-    np.testing.assert_array_equal(np.asarray(x).view(np.uint64), np.asarray(y).view(np.uint64))
 
 
 def _cases(rng, fmt):

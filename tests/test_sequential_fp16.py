@@ -402,7 +402,10 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         nonzero = a != 0
         counts = np.count_nonzero(nonzero, axis=1)
         steps = int(counts.max())
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts, steps)
+        starts = np.cumsum(counts) - counts  # (as the engine lists them)
+        flat = np.flatnonzero(nonzero)
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts, steps,
+                                                       np.arange(n), starts)
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps].T
         inside = np.arange(steps)[:, None] < counts[None, :]
         np.testing.assert_array_equal(index[inside], order[inside])
@@ -410,8 +413,9 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         assert not values[~inside].any()  # the padding: exact zeros of a (+0 or -0)
         # chosen rows in a chosen order (the compact loop's tiles of rows sorted by count)
         rows = rng.permutation(n)[: max(1, n // 2)]
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, counts[rows],
-                                                       int(counts[rows].max()), rows)
+        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts[rows],
+                                                       int(counts[rows].max()), rows,
+                                                       starts[rows])
         steps = int(counts[rows].max())
         order = np.argsort(~nonzero[rows], axis=1, kind="stable")[:, :steps].T
         inside = np.arange(steps)[:, None] < counts[rows][None, :]
