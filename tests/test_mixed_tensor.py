@@ -86,6 +86,25 @@ def test_reused_nodes_accumulate_gradients():
         np.testing.assert_array_equal(x.grad, [6 + 3, 0, 10 + 7])
 
 
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed", "64-true"])
+def test_relu_backward_is_torchs_threshold_backward_bit_for_bit(precision):
+    """torch's relu backward, threshold_backward(grad, result, 0) = where(result <= 0, 0, grad):
+    +0 wherever the ReLU blocks, even for a negative, infinite or NaN g (a plain g * mask
+    gives -0 or NaN there), g's own bits where it passes (-0 stays -0), and a NaN input
+    passes its gradient (NaN <= 0 is false)."""
+    x_values = np.array([1.5, -2.0, 0.0, -0.0, 3.0, -1.0, -4.0, 2.0, -0.5, np.nan])
+    g_values = np.array([-1.0, -3.0, -2.0, 5.0, -0.0, np.inf, np.nan, -np.inf, -0.25, 7.0])
+    for g in (g_values[np.isfinite(g_values)], g_values):  # finite, then with inf and NaN
+        x_in = x_values[: g.size]
+        with use_precision(precision):
+            x = Tensor(x_in, requires_grad=True)
+            fm.relu(x).backward(grad=g)
+        expected = np.where(x_in <= 0, 0.0, g)
+        got = x.grad.astype(np.float64)
+        assert np.array_equal(got, expected, equal_nan=True), (precision, got, expected)
+        assert np.array_equal(np.signbit(got), np.signbit(expected)), (precision, got)
+
+
 def test_backward_frees_the_graph_unless_retained():
     x = Tensor([2.0], requires_grad=True)
     y = (x * x).sum()

@@ -152,21 +152,34 @@ def neg(a: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """``max(x, 0)``: exact, so nothing is rounded; backward counts the telemetry's underflow.
 
-    In backward the gradient entries at positions the ReLU lets through are counted, and the
+    Backward is torch's, bit for bit: ``threshold_backward(grad, result, 0)``, the gradient
+    where the output is not <= 0 and +0 elsewhere (so a NaN input passes its gradient, as in
+    torch). The gradient entries at positions the ReLU lets through are counted, and the
     zero ones among them: in exact arithmetic those zeros do not happen, so they measure how
     many activation gradients underflowed (the paper's statistic).
+
+    >>> from floatlab.mixed import Tensor
+    >>> x = Tensor([2.0, -1.0, 0.0], requires_grad=True)
+    >>> relu(x).backward(grad=[-3.0, -3.0, float("inf")]); x.grad.tolist()
+    [-3.0, 0.0, 0.0]
     """
     x = _operand(x)
     out = quantize(np.maximum(x.data, x.data.dtype.type(0)), x.fmt, exact=True)
 
     def backward(g: np.ndarray) -> None:
-        passed = x.data > 0
+        # torch's relu backward is threshold_backward(grad, result, 0), i.e. where(result <= 0,
+        # 0, grad): +0 wherever the ReLU blocks (whatever g is there: negative, inf or NaN)
+        # and g itself where it passes, a NaN input included (NaN <= 0 is false). A plain
+        # g * mask would give -0 for a negative g and NaN for an infinite one; clearing every
+        # bit of the blocked entries gives where()'s bits, in a fifth of np.where's time.
+        passed = ~(x.data <= 0)
         stats = _scope().stats
         if stats is not None:
             stats.observe_relu(passed, g)
-        masked = g * passed  # 4x faster than np.where, and equal while g is finite...
-        if not np.isfinite(masked.sum()):  # ...else inf * 0 = NaN: use torch's where()
-            masked = np.where(passed, g, g.dtype.type(0))
+        bits = np.dtype(f"u{g.dtype.itemsize}")
+        keep = passed.astype(bits)
+        np.negative(keep, out=keep)  # all ones where the ReLU passes, zeros where it blocks
+        masked = np.bitwise_and(g.view(bits), keep).view(g.dtype)
         _send(x, masked, x.fmt, exact=True)
 
     return _result(out, x.fmt, (x,), backward, "relu")
