@@ -110,9 +110,11 @@ def scaled_dot_product_attention(
     scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
 
     ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
-    multiplied by it *before* the product, as fused attention kernels (and torch's math path)
-    do, so the scores are born small: in float16 ``q k^T`` can exceed 65504 and become inf
-    although the scaled scores would be modest.
+    multiplied by it *before* the product, so the scores are born small: in float16 ``q k^T``
+    can exceed 65504 and become inf although the scaled scores would be modest. (torch's math
+    path multiplies both q and k^T by ``sqrt(scale)`` instead, and adds the mask rather than
+    filling it: the same numbers when ``sqrt(scale)`` is a power of two, as for head_dim 16,
+    but not bit for bit for head_dim 64.)
 
     >>> q = Tensor(np.ones((1, 2, 4)))
     >>> scaled_dot_product_attention(q, q, q).shape

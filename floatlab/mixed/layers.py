@@ -162,8 +162,9 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
 #: How :func:`layer_norm` computes its mean and variance.
 LAYER_NORM_STATS = {
     "float32": "two-pass mean and variance accumulated in float32 (float64 for wider formats), "
-               "whatever the op's format: what torch's kernels do (and autocast, which puts "
-               "layer_norm on CUDA's float32 list)",
+               "whatever the op's format: the precision torch's kernels use (and autocast, "
+               "which puts layer_norm on CUDA's float32 list); their algorithm is Welford's "
+               "(RowwiseMoments on CPU), so the last bits can differ from these sums",
     "format": "two-pass mean and variance with every square, sum and quotient rounded to the "
               "op's format (a layer norm written by hand in that format)",
     "one_pass": "E[x^2] - E[x]^2 with every intermediate rounded to the op's format",
