@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 import pytest
 
+import floatlab
 import floatlab.mixed as fm
 from floatlab.mixed import Tensor, use_precision
 from floatlab.mixed import attention as A
@@ -147,3 +148,25 @@ def test_embedding_and_bias_gradients_are_torchs_sums():
             np.zeros(2, F32), requires_grad=True)
         fm.linear(x, wt, bias).backward(grad=np.array([[-0.0, 1], [-0.0, -1], [-0.0, 0]], F32))
     _assert_same_bits(bias.grad, np.array([0.0, 0.0], F32), "bias")
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed"])
+def test_bmm_gradient_of_a_broadcast_operand_is_stored_per_batch_then_summed(precision):
+    """torch.matmul of (B, n, k) and (1, k, m) expands the second operand and runs bmm: its
+    gradient is B products stored in the op's format, then summed by sum_to_size (float32,
+    stored once). Summing the float32 products and rounding once differs in the last bit."""
+    fmt = {"16-mixed": "fp16", "bf16-mixed": "bf16"}[precision]
+    rng = np.random.default_rng(11)
+    store = lambda v: floatlab.round(np.asarray(v, np.float64), fmt)  # noqa: E731
+    a = store(rng.normal(0, 1, (6, 2, 3)))      # n = 2: each product sums two exact terms
+    b = store(rng.normal(0, 1, (1, 3, 4)))
+    g = store(rng.normal(0, 1, (6, 2, 4)))
+    with use_precision(precision):
+        ta, tb = Tensor(a, fmt, requires_grad=True), Tensor(b, fmt, requires_grad=True)
+        A.bmm(ta, tb).backward(grad=g)
+    per_batch = store(np.swapaxes(a, -1, -2).astype(F32) @ g.astype(F32))  # bmm, stored
+    expected = store(per_batch.astype(F32).sum(0, keepdims=True))         # sum_to_size
+    np.testing.assert_array_equal(tb.grad.astype(np.float64), expected.astype(np.float64))
+    # the other operand is not broadcast: its gradient is bmm's own
+    np.testing.assert_array_equal(ta.grad, store(g.astype(F32) @ np.swapaxes(b[0], 0, 1)
+                                                 .astype(F32)))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
 from floatlab.mixed.elementwise import _unbroadcast, mul
@@ -60,13 +61,22 @@ def bmm(a: Any, b: Any) -> Tensor:
     def backward(g: np.ndarray) -> None:
         gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
         if a.requires_grad:
-            ga = _product(gi, np.swapaxes(bi, -1, -2), policy)
-            _send(a, _unbroadcast(ga, a.shape)[0], fmt)
+            _send(a, _batch_sum(_product(gi, np.swapaxes(bi, -1, -2), policy), a.shape, fmt), fmt)
         if b.requires_grad:
-            gb = _product(np.swapaxes(ai, -1, -2), gi, policy)
-            _send(b, _unbroadcast(gb, b.shape)[0], fmt)
+            _send(b, _batch_sum(_product(np.swapaxes(ai, -1, -2), gi, policy), b.shape, fmt), fmt)
 
     return _result(out, fmt, (a, b), backward, "bmm")
+
+
+def _batch_sum(grad: np.ndarray, shape: tuple[int, ...], fmt: Format) -> np.ndarray:
+    """The gradient of an operand whose batch axes were broadcast: torch.matmul expands the
+    operand and runs bmm, whose per-batch gradients are results in the op's format; the
+    expand's backward then sums them (sum_to_size: accumulated in float32, rounded once). So
+    each batch entry's product is rounded to ``fmt`` first, as :func:`_binary
+    <floatlab.mixed.elementwise._binary>` does for element-wise broadcasting."""
+    if grad.shape == shape:
+        return grad
+    return _unbroadcast(quantize(grad, fmt, what="grads"), shape)[0]
 
 
 def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
