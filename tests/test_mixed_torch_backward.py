@@ -170,3 +170,20 @@ def test_bmm_gradient_of_a_broadcast_operand_is_stored_per_batch_then_summed(pre
     # the other operand is not broadcast: its gradient is bmm's own
     np.testing.assert_array_equal(ta.grad, store(g.astype(F32) @ np.swapaxes(b[0], 0, 1)
                                                  .astype(F32)))
+
+
+def test_bmm_gradient_of_a_2d_operand_is_one_folded_product():
+    """torch.matmul folds (B, n, k) @ (k, m) into one (B n, k) @ (k, m) product: the 2-D
+    operand's gradient is a single GEMM rounded once, not B rounded products. Integers keep
+    every float32 sum exact while the per-batch sums need more bits than fp16 holds."""
+    rng = np.random.default_rng(12)
+    a = rng.integers(-60, 61, (16, 2, 3)).astype(np.float64)
+    b = rng.integers(-60, 61, (3, 4)).astype(np.float64)
+    g = rng.integers(-60, 61, (16, 2, 4)).astype(np.float64)
+    with use_precision("16-mixed"):
+        ta, tb = Tensor(a, "fp16", requires_grad=True), Tensor(b, "fp16", requires_grad=True)
+        A.bmm(ta, tb).backward(grad=g)
+    exact = a.reshape(-1, 3).T @ g.reshape(-1, 4)              # every sum exact in float32
+    np.testing.assert_array_equal(tb.grad, floatlab.round(exact, "fp16"))
+    assert not np.array_equal(tb.grad, floatlab.round(
+        floatlab.round(np.swapaxes(a, 1, 2) @ g, "fp16").sum(0), "fp16"))  # per batch: not

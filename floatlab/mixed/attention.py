@@ -69,14 +69,18 @@ def bmm(a: Any, b: Any) -> Tensor:
 
 
 def _batch_sum(grad: np.ndarray, shape: tuple[int, ...], fmt: Format) -> np.ndarray:
-    """The gradient of an operand whose batch axes were broadcast: torch.matmul expands the
-    operand and runs bmm, whose per-batch gradients are results in the op's format; the
+    """The gradient of an operand whose batch axes were broadcast. torch.matmul expands a 3-D
+    or 4-D operand and runs bmm, whose per-batch gradients are results in the op's format; the
     expand's backward then sums them (sum_to_size: accumulated in float32, rounded once). So
     each batch entry's product is rounded to ``fmt`` first, as :func:`_binary
-    <floatlab.mixed.elementwise._binary>` does for element-wise broadcasting."""
+    <floatlab.mixed.elementwise._binary>` does for element-wise broadcasting. A 2-D operand
+    is folded into one matrix product instead (its gradient is one GEMM over all batch rows,
+    rounded once), so its float32 sum is not rounded per batch entry."""
     if grad.shape == shape:
         return grad
-    return _unbroadcast(quantize(grad, fmt, what="grads"), shape)[0]
+    if len(shape) >= 3:
+        grad = quantize(grad, fmt, what="grads")
+    return _unbroadcast(grad, shape)[0]
 
 
 def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
