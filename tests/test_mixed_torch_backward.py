@@ -187,3 +187,23 @@ def test_bmm_gradient_of_a_2d_operand_is_one_folded_product():
     np.testing.assert_array_equal(tb.grad, floatlab.round(exact, "fp16"))
     assert not np.array_equal(tb.grad, floatlab.round(
         floatlab.round(np.swapaxes(a, 1, 2) @ g, "fp16").sum(0), "fp16"))  # per batch: not
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-true"])
+def test_softmax_written_by_hand_backpropagates_through_its_three_ops(precision):
+    """softmax(subtract_max=False) is exp(x) / sum(exp(x)) written by hand: torch's autograd
+    differentiates exp (grad * result), sum (expand) and div (grad / t; -grad * ((e / t) / t),
+    stored, then summed over the broadcast axis), and e's two gradients add up in its dtype."""
+    s = STORE[precision]
+    a, _, g = _values(precision)
+    n = len(a) // 2 * 2
+    x, gx = a[:n].reshape(-1, 2), g[:n].reshape(-1, 2)  # rows of 2: any summation order agrees
+    with np.errstate(all="ignore"):
+        (ga,), y = _grads(precision, lambda t: fm.softmax(t, subtract_max=False), x, g=gx)
+        e = s(np.exp(x))
+        total = s(e.sum(1, keepdims=True))
+        _assert_same_bits(y, s(e / total), "forward")
+        g_e = s(gx / total)                                               # div, self
+        g_total = s(s(s(-gx) * s(s(e / total) / total)).sum(1, keepdims=True))  # div, other
+        g_e = s(g_e + g_total)                                            # + sum's expand
+        _assert_same_bits(ga, s(g_e * e), "backward")                     # exp: grad * result
