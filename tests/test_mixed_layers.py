@@ -123,6 +123,66 @@ def test_gelu_is_the_rounded_function_on_every_fp16_value(fmt, approximate):
     assert_correctly_rounded(out.astype(np.float64), exact, fmt, slack, tiny)
 
 
+def _torch_tanh_gelu_grad(x: np.ndarray) -> np.ndarray:
+    """torch's gelu_backward for approximate="tanh", evaluated in x's dtype as its kernel
+    writes it (the derivative of 0.5 x (1 + tanh(u)), u = kBeta (x + kKappa x^3))."""
+    t = x.dtype.type
+    beta, kappa = t(math.sqrt(2 / math.pi)), t(0.044715)
+    with np.errstate(all="ignore"):
+        x_sq = x * x
+        tanh_inner = np.tanh(beta * (x + kappa * (x_sq * x)))
+        left = t(0.5) * x
+        right = t(1) + tanh_inner
+        left_derivative = t(0.5) * right
+        right_derivative = t(1) - tanh_inner * tanh_inner
+        inner_derivative = beta * (t(1) + t(3) * kappa * x_sq)
+        return left_derivative + left * right_derivative * inner_derivative
+
+
+def _tanh_gelu_grad_chain(x: np.ndarray) -> np.ndarray:
+    """The lab's sigmoid-form derivative as its product chain computes it (before the repair
+    of the entries the chain overflows)."""
+    t = x.dtype.type
+    c, a = t(2 * math.sqrt(2 / math.pi)), t(0.044715)
+    with np.errstate(all="ignore"):
+        e = np.exp((((x * x) * a + t(1)) * x) * -c)
+        sig = t(1) / (e + t(1))
+        return ((((((x * x) * (3 * a) + t(1)) * c) * x) * e) * sig + t(1)) * sig
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed", "64-true"])
+def test_tanh_gelu_gradient_is_nan_exactly_where_torchs_is(precision):
+    """The sigmoid-form chain multiplied by exp(-2u) before 1 / (1 + exp(-2u)): below
+    x ~ -10 (float32) exp(-2u) overflowed and the gradient was -inf or NaN, where torch's
+    tanh-form gradient is +-0. Now: NaN exactly where torch's is (x = +-inf, NaN, x**2
+    overflowing), within 64 ulps of 1 of torch's elsewhere (torch's form cancels, the lab's does
+    not), and every entry the chain got finite keeps its bits."""
+    dt = np.float64 if precision == "64-true" else np.float32
+    edge = np.array([-10.0, -10.05, -10.1, -12.0, -20.0, -30.0, -100.0, -1e10, -1e19, -1e20,
+                     -1e30, 1e10, 1e19, 1e20, 1e30, -0.0, 0.0, np.inf, -np.inf, np.nan], dt)
+    near = np.nextafter(np.full(40, -10.0, dt), -np.inf) - np.arange(40, dtype=dt) * dt(0.005)
+    sweep = np.linspace(-60, 60, 4001).astype(dt)
+    x_in = np.concatenate([edge, near, sweep, RNG.normal(0, 8, 2000).astype(dt)])
+    g = np.where(RNG.random(x_in.size) < 0.5, -1.0, 1.0).astype(dt)
+    with use_precision(precision):
+        x = Tensor(x_in, requires_grad=True)
+        L.gelu(x, "tanh").backward(grad=g)
+    got = x.grad.astype(dt) * g  # g = +-1: the derivative itself, signs included
+    torch_grad = _torch_tanh_gelu_grad(x_in)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(torch_grad))
+    assert np.isfinite(got[~np.isnan(got)]).all()
+    ok = np.isfinite(torch_grad)
+    atol = 64 * np.finfo(dt).eps  # torch's 1 + tanh(u) and 1 - tanh(u)**2 cancel
+    np.testing.assert_allclose(got[ok], torch_grad[ok], rtol=0, atol=atol)
+    chain = _tanh_gelu_grad_chain(x_in)
+    kept = np.isfinite(chain)
+    assert (~kept).sum() > 40  # the far-left entries that the repair recomputes
+    if precision != "16-mixed":  # (16-mixed rounds the gradient to fp16 on its way back)
+        np.testing.assert_array_equal(got[kept].view(np.uint8), chain[kept].view(np.uint8))
+    far = (x_in < -10.2) & ~kept & ~np.isnan(got)
+    assert np.all(np.abs(got[far]) < 3e-36)
+
+
 def test_softmax_without_max_subtraction_overflows_exactly_where_exp_exceeds_fp16():
     # e^x rounds to inf in fp16 once it reaches max + half an ulp (65504 + 16): x > ~11.09.
     fp16 = F("fp16")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag
 from floatlab.mixed.elementwise import _unbroadcast, mul
@@ -60,13 +61,26 @@ def bmm(a: Any, b: Any) -> Tensor:
     def backward(g: np.ndarray) -> None:
         gi = g if contains(fin, fmt) else quantize(g, fin, what="grads")
         if a.requires_grad:
-            ga = _product(gi, np.swapaxes(bi, -1, -2), policy)
-            _send(a, _unbroadcast(ga, a.shape)[0], fmt)
+            _send(a, _batch_sum(_product(gi, np.swapaxes(bi, -1, -2), policy), a.shape, fmt), fmt)
         if b.requires_grad:
-            gb = _product(np.swapaxes(ai, -1, -2), gi, policy)
-            _send(b, _unbroadcast(gb, b.shape)[0], fmt)
+            _send(b, _batch_sum(_product(np.swapaxes(ai, -1, -2), gi, policy), b.shape, fmt), fmt)
 
     return _result(out, fmt, (a, b), backward, "bmm")
+
+
+def _batch_sum(grad: np.ndarray, shape: tuple[int, ...], fmt: Format) -> np.ndarray:
+    """The gradient of an operand whose batch axes were broadcast. torch.matmul expands a 3-D
+    or 4-D operand and runs bmm, whose per-batch gradients are results in the op's format; the
+    expand's backward then sums them (sum_to_size: accumulated in float32, rounded once). So
+    each batch entry's product is rounded to ``fmt`` first, as :func:`_binary
+    <floatlab.mixed.elementwise._binary>` does for element-wise broadcasting. A 2-D operand
+    is folded into one matrix product instead (its gradient is one GEMM over all batch rows,
+    rounded once), so its float32 sum is not rounded per batch entry."""
+    if grad.shape == shape:
+        return grad
+    if len(shape) >= 3:
+        grad = quantize(grad, fmt, what="grads")
+    return _unbroadcast(grad, shape)[0]
 
 
 def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
@@ -110,9 +124,11 @@ def scaled_dot_product_attention(
     scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
 
     ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
-    multiplied by it *before* the product, as fused attention kernels (and torch's math path)
-    do, so the scores are born small: in float16 ``q k^T`` can exceed 65504 and become inf
-    although the scaled scores would be modest.
+    multiplied by it *before* the product, so the scores are born small: in float16 ``q k^T``
+    can exceed 65504 and become inf although the scaled scores would be modest. (torch's math
+    path multiplies both q and k^T by ``sqrt(scale)`` instead, and adds the mask rather than
+    filling it: the same numbers when ``sqrt(scale)`` is a power of two, as for head_dim 16,
+    but not bit for bit for head_dim 64.)
 
     >>> q = Tensor(np.ones((1, 2, 4)))
     >>> scaled_dot_product_attention(q, q, q).shape

@@ -162,8 +162,9 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
 #: How :func:`layer_norm` computes its mean and variance.
 LAYER_NORM_STATS = {
     "float32": "two-pass mean and variance accumulated in float32 (float64 for wider formats), "
-               "whatever the op's format: what torch's kernels do (and autocast, which puts "
-               "layer_norm on CUDA's float32 list)",
+               "whatever the op's format: the precision torch's kernels use (and autocast, "
+               "which puts layer_norm on CUDA's float32 list); their algorithm is Welford's "
+               "(RowwiseMoments on CPU), so the last bits can differ from these sums",
     "format": "two-pass mean and variance with every square, sum and quotient rounded to the "
               "op's format (a layer norm written by hand in that format)",
     "one_pass": "E[x^2] - E[x]^2 with every intermediate rounded to the op's format",
@@ -338,11 +339,40 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
             dy *= sig
             dy += 1
             dy *= sig
+            # all finite iff min and max are (NaN propagates through both): two reductions
+            # without a temporary array; the repair runs only where it is needed
+            if not (np.isfinite(dy.min()) and np.isfinite(dy.max())):
+                _tanh_gelu_grad_far_left(z, dy, c, a)
         else:
             dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
         _send(x, g * dy, fmt)
 
     return _result(out, fmt, (x,), backward, "gelu")
+
+
+def _tanh_gelu_grad_far_left(z: np.ndarray, dy: np.ndarray, c: Any, a: Any) -> None:
+    """Recompute, in place, the entries of tanh-GELU's derivative ``dy`` that the product
+    chain of :func:`gelu`'s backward left inf or NaN at a finite ``z``.
+
+    The chain multiplies by exp(-2u) before sig = 1 / (1 + exp(-2u)). Below x ~ -10 (float32;
+    ~ -20 in float64) exp(-2u) overflows, and for |x| above ~1e13 (float32) the factor
+    z 2u' does: the chain gave -inf or NaN (inf * 0) where the derivative is a tiny number
+    (|d| < 3e-36) or 1, and torch's tanh form gives +-0 or 1. Here the same derivative,
+    sig + (sig (1 - sig) z) 2u', is written with w = exp(-|2u|), which cannot overflow: sig =
+    w / (1 + w), 1 - sig = 1 / (1 + w) for negative z, the other way round for positive z;
+    multiplying sig (1 - sig) by z before 2u' keeps a zero zero (+0 in the end, as torch's)
+    until x**2 itself overflows. NaN stays where torch's gradient is NaN: x = +-inf, NaN, or
+    x**2 overflowing (there 2u' is inf and sig (1 - sig) is 0). Entries the chain got finite
+    are not touched, so ordinary gradients keep their bits.
+    """
+    bad = ~np.isfinite(dy)
+    zb = z[bad]
+    with np.errstate(all="ignore"):
+        w = np.exp(-np.abs(c * zb * (1 + a * zb * zb)))  # exp(-|2u|) <= 1
+        one = 1 / (1 + w)
+        neg = zb < 0
+        sig, one_minus_sig = np.where(neg, w * one, one), np.where(neg, one, w * one)
+        dy[bad] = sig + ((sig * one_minus_sig) * zb) * (c * (1 + 3 * a * zb * zb))
 
 
 # --------------------------------------------------------------------------- dropout

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.checks import flag
 from floatlab.mixed.scope import active_policy, quantize
@@ -76,9 +77,12 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
 
     ``subtract_max=True`` is the stable form every library uses: ``exp(x - max)`` cannot
     overflow, and the result is computed in float32 (float64 for wider formats) and rounded
-    once. ``subtract_max=False`` is the textbook formula written by hand in the op's format:
+    once; backward is torch's ``_softmax_backward_data``, ``(g - sum(g y)) y``.
+    ``subtract_max=False`` is the textbook formula written by hand in the op's format, with
+    the lab's :func:`~floatlab.mixed.exp`, :func:`sum` and :func:`~floatlab.mixed.div`:
     ``exp(x)``, the sum and the quotient are each rounded to it, so in float16 a logit above
-    log(65504) ~ 11.09 gives inf and the row becomes NaN.
+    log(65504) ~ 11.09 gives inf and the row becomes NaN; backward runs through the three ops,
+    as torch's autograd does for a softmax written by hand.
 
     >>> from floatlab.mixed import use_precision
     >>> with use_precision("16-true"):
@@ -88,17 +92,19 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     """
     x = _operand(x)
     subtract_max = flag("softmax: subtract_max", subtract_max)
+    if not subtract_max:
+        # Written by hand, it is three ops, and torch's autograd differentiates those three
+        # (exp's grad * result, sum's expand, div's two gradients), not softmax's fused
+        # formula: so it is built from the lab's ops. Each op's format is softmax's on every
+        # policy and device (exp, sum and softmax share CUDA's float32 list and no CPU list).
+        e = _elementwise.exp(x)
+        return _elementwise.div(e, sum(e, axis=axis, keepdims=True))
     fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
-    if subtract_max:  # in place: attention's score tensors are the largest of a step
-        e = z - z.max(axis=axis, keepdims=True)
-        e = np.exp(e, out=e)
-        e /= e.sum(axis=axis, keepdims=True)
-        y = quantize(e, fmt)
-    else:
-        e = quantize(np.exp(z), fmt)
-        total = quantize(e.sum(axis=axis, keepdims=True), fmt)
-        y = quantize(e / total, fmt)
+    e = z - z.max(axis=axis, keepdims=True)  # in place: attention's scores are a step's largest
+    e = np.exp(e, out=e)
+    e /= e.sum(axis=axis, keepdims=True)
+    y = quantize(e, fmt)
 
     def backward(g: np.ndarray) -> None:
         gx = g * y  # y * (g - sum(g * y)), in place
