@@ -207,3 +207,38 @@ def test_softmax_written_by_hand_backpropagates_through_its_three_ops(precision)
         g_total = s(s(s(-gx) * s(s(e / total) / total)).sum(1, keepdims=True))  # div, other
         g_e = s(g_e + g_total)                                            # + sum's expand
         _assert_same_bits(ga, s(g_e * e), "backward")                     # exp: grad * result
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_cross_entropy_backward_is_log_softmax_after_nll_loss(precision, reduction):
+    """torch's cross_entropy is nll_loss(log_softmax(x)): nll_loss's backward puts -w at each
+    target (w = g / N for the mean), log_softmax's is gO - exp(out) * sum(gO), each result
+    stored in float32 (cross_entropy is on autocast's float32 list). Odd batches and
+    gradients that are not powers of two show the rounding order; zero and negative
+    gradients the signs of zeros."""
+    rng = np.random.default_rng(5)
+    batch, classes = 5, 4
+    logits = rng.standard_normal((batch, classes)).astype(F32) * 4
+    logits[0, 1] = -120.0  # exp underflows to 0 there
+    targets = np.array([1, 0, 3, 2, 1])
+    upstream = ([F32(1.0), F32(0.3), F32(-0.7), F32(0.0), F32(-0.0), F32(65536.0)]
+                if reduction != "none" else
+                [np.array([1.0, 0.3, -0.7, 0.0, -0.0], F32)])
+    for g in upstream:
+        with use_precision(precision):
+            x = Tensor(logits, requires_grad=True)
+            fm.cross_entropy(x, targets, reduction=reduction).backward(grad=g)
+        z = logits.astype(F32)
+        shifted = z - z.max(axis=1, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=1))[:, None]  # log_softmax
+        w = np.broadcast_to(g / F32(batch) if reduction == "mean" else g, (batch,)).astype(F32)
+        go = np.zeros((batch, classes), F32)
+        go[np.arange(batch), targets] = -w  # nll_loss backward
+        row_sum = np.zeros(batch, F32)
+        for j in range(classes):  # a row's sum, from +0, in float32
+            row_sum = row_sum + go[:, j]
+        expected = go - np.exp(out) * row_sum[:, None]  # log_softmax backward
+        got = x.grad
+        assert np.array_equal(got.view(np.uint32), expected.astype(F32).view(np.uint32)), (
+            precision, reduction, g, got, expected)

@@ -173,12 +173,19 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     out = quantize(np.asarray(values, dtype=z.dtype), fmt)
 
     def backward(g: np.ndarray) -> None:
-        d = np.exp(shifted - lse[:, None])
-        d[rows, y] -= 1
-        if reduction == "none":
-            d *= g[:, None]
-        else:
-            d *= g / batch if reduction == "mean" else g
-        _send(logits, d, fmt)
+        # torch's order, each step stored in the op's dtype: nll_loss's backward puts -w at
+        # each row's target (w = g / batch, g, or g[i] for "none"), log_softmax's is
+        # gO - exp(out) * sum(gO), and a row's sum of gO is +0 + (-w). So the target entry is
+        # fl(-w - fl(p * -w)) and the others fl(0 - fl(p * -w)): not fl(fl(p - 1) * w), which
+        # is the same number only when w is a power of two (and differs in zero signs).
+        w = g if reduction == "none" else (g / batch if reduction == "mean" else g)
+        target = -np.broadcast_to(w, (batch,))  # nll_loss's gradient at the targets
+        row_sum = np.add(0, target)  # +0 + (-w): +0 where w is +-0
+        gi = np.exp(shifted - lse[:, None])  # exp(out), out = log_softmax's output
+        gi *= row_sum[:, None]
+        picked = target - gi[rows, y]
+        np.subtract(0, gi, out=gi)
+        gi[rows, y] = picked
+        _send(logits, gi, fmt)
 
     return _result(out, fmt, (logits,), backward, "cross_entropy")
