@@ -242,3 +242,33 @@ def test_cross_entropy_backward_is_log_softmax_after_nll_loss(precision, reducti
         got = x.grad
         assert np.array_equal(got.view(np.uint32), expected.astype(F32).view(np.uint32)), (
             precision, reduction, g, got, expected)
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-true"])
+def test_number_over_tensor_is_reciprocal_then_mul_as_in_torch(precision):
+    """torch's Tensor.__rtruediv__ is ``self.reciprocal() * other``: two roundings forward, and
+    backward through both ops: mul's grad * 3 stored, then reciprocal's
+    -grad * (result * result) with the product stored. ``reciprocal`` itself: the same
+    formula."""
+    s = STORE[precision]
+    a, _, g = _values(precision)
+    with np.errstate(all="ignore"):
+        r = s(F32(1) / a)
+        (ga,), y = _grads(precision, lambda x: 3.0 / x, a, g=g)
+        _assert_same_bits(y, s(r * F32(3)), "3 / x forward")
+        _assert_same_bits(ga, s(-s(g * F32(3)) * s(r * r)), "3 / x backward")
+        (ga,), y = _grads(precision, fm.reciprocal, a, g=g)
+        _assert_same_bits(y, r, "reciprocal forward")
+        _assert_same_bits(ga, s(-g * s(r * r)), "reciprocal backward")
+
+
+def test_number_over_tensor_takes_reciprocals_autocast_format():
+    """reciprocal is on CUDA autocast's float32 list and on none of CPU's: ``1 / t`` of an
+    fp16 tensor is float32 under 16-mixed on CUDA and float16 on CPU, as in torch."""
+    x = np.array([3.0, 7.0, 0.1])
+    with use_precision("16-mixed"):
+        y = 1.0 / Tensor(x, "fp16")
+    assert y.fmt.name == "float32"
+    with use_precision(floatlab.mixed.get_policy("16-mixed", device="cpu")):
+        y = 1.0 / Tensor(x, "fp16")
+    assert y.fmt.name == "float16"

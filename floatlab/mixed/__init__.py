@@ -74,6 +74,7 @@ from floatlab.mixed.tensor import (
     no_grad,
     prime_copies,
     quantize,
+    reciprocal,
     recording,
     relu,
     softmax,
@@ -94,7 +95,7 @@ __all__ = [
     "prime_copies",
     # ("sum" is reachable as floatlab.mixed.sum but not star-exported: it would shadow the builtin)
     "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "mean",
-    "softmax", "log_softmax", "cross_entropy", "cast",
+    "reciprocal", "softmax", "log_softmax", "cross_entropy", "cast",
     # transformer ops
     "embedding", "layer_norm", "gelu", "bmm", "scaled_dot_product_attention", "dropout",
     "sequence_loss",

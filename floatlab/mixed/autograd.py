@@ -141,7 +141,8 @@ class Tensor:
         return _elementwise.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _elementwise.div(other, self)
+        # torch's: reciprocal(self) * other (two ops, two roundings), not one division
+        return _elementwise.mul(_elementwise.reciprocal(self), other)
 
     def __neg__(self) -> Tensor:
         return _elementwise.neg(self)
@@ -163,6 +164,9 @@ class Tensor:
 
     def log(self) -> Tensor:
         return _elementwise.log(self)
+
+    def reciprocal(self) -> Tensor:
+        return _elementwise.reciprocal(self)
 
     def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         return _reductions.sum(self, axis=axis, keepdims=keepdims)

@@ -21,7 +21,8 @@ from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.scope import _scope, active_policy, quantize
 
-__all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "cast"]
+__all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "reciprocal",
+           "cast"]
 
 
 # --------------------------------------------------------------------------- element-wise ops
@@ -218,6 +219,26 @@ def exp(x: Any) -> Tensor:
 def log(x: Any) -> Tensor:
     """``log(x)``: on CUDA's float32 list in mixed modes; in its input's format on CPU."""
     return _safe_unary("log", x, np.log, lambda g, x, y: g / x)
+
+
+def reciprocal(x: Any) -> Tensor:
+    """``1 / x``, torch's ``reciprocal``: on CUDA's float32 list in mixed modes, in its input's
+    format on CPU. Backward is torch's ``-grad * (result * result)``, each product in the op's
+    format. It is also what ``number / tensor`` runs, as in torch, whose ``__rtruediv__`` is
+    ``reciprocal(tensor) * number`` (two roundings, not one division).
+
+    >>> from floatlab.mixed import use_precision
+    >>> with use_precision("16-mixed"):
+    ...     y = 3.0 / Tensor([7.0], "fp16")
+    >>> y.fmt.name, y.data.tolist() == [np.float32(np.float32(1 / 7) * 3)]
+    ('float32', True)
+    """
+    x = _operand(x)
+    fmt = active_policy().op_format("reciprocal", x.fmt)
+    xin = _work(x, fmt)
+    y = quantize(np.reciprocal(xin), fmt)
+    r = _rounder(fmt)
+    return _result(y, fmt, (x,), lambda g: _send(x, -(g * r(y * y)), fmt), "reciprocal")
 
 
 def cast(x: Any, fmt: str | Format) -> Tensor:

@@ -83,7 +83,7 @@ OpKind = Literal["low", "safe", "promote"]
 LAB_OPS: tuple[str, ...] = (
     "matmul", "linear", "bmm", "embedding", "layer_norm", "gelu", "dropout", "masked_fill",
     "exp", "log", "sum", "mean", "softmax", "log_softmax", "cross_entropy", "mse_loss",
-    "add", "sub", "mul", "div", "neg", "relu", "tanh",
+    "add", "sub", "mul", "div", "neg", "relu", "tanh", "reciprocal",
 )
 
 #: Graph nodes that move, select or relabel values without computing (views, casts by the

@@ -52,6 +52,7 @@ from floatlab.mixed.elementwise import (  # noqa: F401
     log,
     mul,
     neg,
+    reciprocal,
     relu,
     sub,
     tanh,
@@ -80,5 +81,5 @@ from floatlab.mixed.scope import (  # noqa: F401
 __all__ = [
     "Tensor", "quantize", "use_precision", "no_grad", "recording", "active_policy",
     "matmul", "linear", "add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log",
-    "sum", "mean", "softmax", "log_softmax", "cross_entropy", "cast", "prime_copies",
+    "reciprocal", "sum", "mean", "softmax", "log_softmax", "cross_entropy", "cast", "prime_copies",
 ]
