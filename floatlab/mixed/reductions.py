@@ -125,9 +125,15 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
 
     def backward(g: np.ndarray) -> None:
-        _send(x, g - np.exp(y) * g.sum(axis=axis, keepdims=True), fmt)
+        _send(x, _log_softmax_grad(g, y, axis), fmt)
 
     return _result(y, fmt, (x,), backward, "log_softmax")
+
+
+def _log_softmax_grad(g: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
+    """torch's ``_log_softmax_backward_data``: ``g - exp(out) * sum(g)`` along ``axis``, each
+    step in ``out``'s dtype (``out``: log_softmax's output)."""
+    return g - np.exp(out) * g.sum(axis=axis, keepdims=True)
 
 
 def _check_targets(targets: Any, batch: int, classes: int) -> np.ndarray:
@@ -173,19 +179,12 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     out = quantize(np.asarray(values, dtype=z.dtype), fmt)
 
     def backward(g: np.ndarray) -> None:
-        # torch's order, each step stored in the op's dtype: nll_loss's backward puts -w at
-        # each row's target (w = g / batch, g, or g[i] for "none"), log_softmax's is
-        # gO - exp(out) * sum(gO), and a row's sum of gO is +0 + (-w). So the target entry is
-        # fl(-w - fl(p * -w)) and the others fl(0 - fl(p * -w)): not fl(fl(p - 1) * w), which
-        # is the same number only when w is a power of two (and differs in zero signs).
-        w = g if reduction == "none" else (g / batch if reduction == "mean" else g)
-        target = -np.broadcast_to(w, (batch,))  # nll_loss's gradient at the targets
-        row_sum = np.add(0, target)  # +0 + (-w): +0 where w is +-0
-        gi = np.exp(shifted - lse[:, None])  # exp(out), out = log_softmax's output
-        gi *= row_sum[:, None]
-        picked = target - gi[rows, y]
-        np.subtract(0, gi, out=gi)
-        gi[rows, y] = picked
-        _send(logits, gi, fmt)
+        # torch's composition, each step in the op's dtype: nll_loss's backward puts -w at
+        # each row's target (w = g / batch for the mean, else g), then log_softmax's backward:
+        # fl(-w - fl(p * -w)) at the target, not fl(fl(p - 1) * w), which is the same number
+        # only when w is a power of two (and differs in zero signs)
+        nll = np.zeros_like(shifted)
+        nll[rows, y] = -(g / batch if reduction == "mean" else g)
+        _send(logits, _log_softmax_grad(nll, shifted - lse[:, None], 1), fmt)
 
     return _result(out, fmt, (logits,), backward, "cross_entropy")
