@@ -231,6 +231,9 @@ def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
     array would otherwise end in a bare OverflowError, and [-1, 2**63] would become float64).
     """
     arr = as_array(codes, "codes")
+    if arr.size == 0 and arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
+        # [] (numpy reads it as float64) holds no code to refuse: no values, shape kept.
+        return np.zeros(arr.shape, dtype=np.uint64)
     if arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
         arr = as_array(codes, "codes", dtype=object)  # keep Python ints exact
     if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
@@ -345,10 +348,13 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     """
     fmt = get_format(fmt)
     arr = as_array(codes_or_values, "codes_or_values")
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
+        arr = _as_codes(arr, fmt)  # Python ints beyond int64 ([2**64]) are codes too: checked
     if arr.dtype.kind in "iu":
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
     else:
-        codes = encode(arr, fmt, **rounding_options)
+        # Checked here so that a bad value is named as this function's argument.
+        codes = encode(as_float_array(arr, name="codes_or_values"), fmt, **rounding_options)
     c = codes.astype(np.uint64)
     M = fmt.man_bits
     mantissa = c & np.uint64((1 << M) - 1)

@@ -190,7 +190,13 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
     fmt = get_format(fmt)
     arr = _as_float64(x, "x")
     toward = _parse_direction(direction)
-    arr, toward = np.broadcast_arrays(arr, toward)
+    try:
+        arr, toward = np.broadcast_arrays(arr, toward)
+    except ValueError:
+        raise ValueError(
+            f"x (shape {arr.shape}) and direction (shape {toward.shape}) do not broadcast: "
+            "pass one direction for all (e.g. 'up'), or one per element of x"
+        ) from None
     _require_representable(arr, fmt)
 
     with np.errstate(invalid="ignore"):

@@ -312,7 +312,13 @@ _FEW_BIG_MIN_SIZE = 16384
 def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
     if dtype is None:
         return _FLOAT64
-    out = np.dtype(dtype)
+    try:
+        out = np.dtype(dtype)
+    except (TypeError, ValueError, SyntaxError):  # numpy's own message names no argument
+        raise TypeError(
+            f"dtype must be float64 or float32 (np.float64, np.float32, 'float32' or None), "
+            f"got {dtype!r} ({type(dtype).__name__})"
+        ) from None
     if out not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise TypeError(f"dtype must be float64 or float32, got {out}")
     if out == np.float32 and not _fits_float32(fmt):

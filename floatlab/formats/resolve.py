@@ -103,9 +103,19 @@ def get_format(fmt: str | Format | Any) -> Format:
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {fmt!r}"
         )
+    if isinstance(fmt, (bytes, list, tuple, dict, set)):
+        # np.dtype reads these as structured-dtype specs ([] is 'void', b'01' a Python literal
+        # it cannot parse): none of them names a format.
+        hint = " (a bytes name: decode it to str)" if isinstance(fmt, bytes) else (
+            "; for several formats call once per format" if isinstance(fmt, (list, tuple, set))
+            else "")
+        raise TypeError(
+            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
+            f"got {type(fmt).__name__} {fmt!r}{hint}"
+        )
     try:
         dtype = np.dtype(fmt)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):
         raise TypeError(
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {type(fmt).__name__} {fmt!r}"
@@ -153,7 +163,7 @@ def _numpy_dtype_string(name: str) -> np.dtype | None:
 
     try:
         dtype = np.dtype(name.strip())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, SyntaxError):  # numpy parses some strings as Python ('01')
         return None
     if dtype.kind == "f" or dtype.name in PRESETS:
         return dtype

@@ -1,0 +1,188 @@
+"""Bad input to the core (formats, rounding, codes, strings, the grid, finfo, plots, the CLI):
+each mistake gets an error naming the argument and the fix, never a crash inside NumPy or
+Python; valid edge input (empty, 0-d, views, float16 / float32) keeps working.
+
+Found by the h-audit-core fuzz pass; each test names what used to happen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab import Format, FormatNameError, decode, fields, get_format
+
+# --------------------------------------------------------------------------- get_format
+
+
+@pytest.mark.parametrize("name", ["01", "007"])
+def test_digit_strings_are_unknown_names_not_a_syntax_error(name):
+    """numpy parses some dtype strings as Python literals: '01' used to escape as SyntaxError
+    (a traceback from the CLI: floatlab finfo 01)."""
+    with pytest.raises(FormatNameError, match=f"unknown format name '{name}'"):
+        get_format(name)
+
+
+@pytest.mark.parametrize(
+    "bad, hint",
+    [
+        (b"fp16", r"bytes b'fp16' \(a bytes name: decode it to str\)"),
+        ([], "list \\[\\]; for several formats call once per format"),
+        (["fp16", "bf16"], "list .*for several formats"),
+        (("fp16",), "tuple .*for several formats"),
+        ({"fp16": 1}, "dict"),
+    ],
+)
+def test_containers_and_bytes_are_not_formats(bad, hint):
+    """b'01' used to raise SyntaxError, [] "dtype 'void' is not a floating-point format"."""
+    with pytest.raises(TypeError, match=f"expected a format name such as 'fp16'.*got {hint}"):
+        get_format(bad)
+
+
+# --------------------------------------------------------------------------- Format fields
+
+
+@pytest.mark.parametrize("name", [True, 0, 1.5, ["a"], np.array(["a", "b"]), b"x"])
+def test_format_name_must_be_a_string(name):
+    """name=True used to give a Format named True; an array name died on its truth value."""
+    with pytest.raises(TypeError, match=r"Format.name must be a str \(or '' for the spec name\)"):
+        Format(4, 3, special="fn", name=name)
+
+
+def test_format_name_none_means_the_spec_name():
+    assert Format(4, 3, special="fn", name=None).name == "float8_e4m3fn"
+
+
+@pytest.mark.parametrize("special", [["ieee"], None, 1])
+def test_format_special_must_be_a_string(special):
+    """special=['ieee'] used to fail inside a dict lookup (unhashable type: 'list')."""
+    with pytest.raises(TypeError, match="Format.special must be one of .*'ieee'"):
+        Format(4, 3, special=special)
+
+
+# --------------------------------------------------------------------------- round(dtype=)
+
+
+@pytest.mark.parametrize("dtype", [b"01", 1.5, "abc", [1], np.zeros(2)])
+def test_round_dtype_errors_name_the_argument(dtype):
+    """numpy's own messages ("Cannot interpret '1.5' as a data type", SyntaxError for b'01')
+    named no argument."""
+    with pytest.raises(TypeError, match=r"dtype must be float64 or float32 \(np.float64"):
+        floatlab.round(1.0, "fp16", dtype=dtype)
+
+
+def test_round_dtype_accepts_the_usual_spellings():
+    for dtype in (np.float32, "float32", np.dtype("f4"), "f4"):
+        assert floatlab.round([1 / 3], "bf16", dtype=dtype).dtype == np.float32
+
+
+# --------------------------------------------------------------------------- decode / fields
+
+
+@pytest.mark.parametrize("codes, shape", [([], (0,)), ([[]], (1, 0)), ([[], []], (2, 0))])
+def test_decode_of_no_codes_keeps_the_shape(codes, shape):
+    """decode([]) used to say "decode expects integer codes, got None (NoneType)"."""
+    out = decode(codes, "fp16")
+    assert out.shape == shape and out.dtype == np.float64
+
+
+def test_fields_reads_python_ints_as_codes_and_checks_them():
+    """[2**64] (an object array) used to be rounded as a value: inf, silently."""
+    with pytest.raises(ValueError, match=r"code 0x10000000000000000 .* does not fit"):
+        fields([2**64], "fp16")
+    f = fields(np.array([0x3C00, 1], dtype=object), "fp16")
+    assert f.kind.tolist() == ["normal", "subnormal"]
+    assert f.code.tolist() == [0x3C00, 1]
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ([True], TypeError, "codes_or_values is a boolean array"),
+    (["a"], TypeError, "codes_or_values must hold real numbers"),
+    ([1j], TypeError, "codes_or_values is complex"),
+])
+def test_fields_names_its_own_argument(bad, error, message):
+    """The message used to say 'x', an argument fields does not have."""
+    with pytest.raises(error, match=message):
+        fields(bad, "fp16")
+
+
+# --------------------------------------------------------------------------- nextafter
+
+
+@pytest.mark.parametrize("direction", [[], [1.0, 2.0, 3.0]])
+def test_nextafter_shapes_that_do_not_broadcast(direction):
+    """numpy's "shape mismatch: objects cannot be broadcast to a single shape" before."""
+    with pytest.raises(ValueError, match=r"x \(shape \(2,\)\) and direction .* do not broadcast"):
+        floatlab.nextafter([1.0, 2.0], direction, "fp16")
+
+
+# --------------------------------------------------------------------------- compare_formats
+
+
+def test_compare_formats_takes_one_dtype():
+    """np.float16 (a type), np.dtype('f2') and a 0-d array (its dtype, as finfo reads it) used
+    to fail with "object is not iterable" / "iteration over a 0-d array"."""
+    for one in (np.float16, np.dtype("f2"), np.array(1.0, np.float16), "fp16", get_format("fp16")):
+        assert floatlab.compare_formats(one).rows[0] == ("bits (sign/exp/man)", ("16 (1/5/10)",))
+
+
+@pytest.mark.parametrize("bad", [True, 3, b"fp16"])
+def test_compare_formats_refuses_non_formats_clearly(bad):
+    """'bool' object is not iterable / 'int' object is not iterable before."""
+    with pytest.raises(TypeError, match="expected a format name such as 'fp16'"):
+        floatlab.compare_formats(bad)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+@pytest.fixture
+def plots():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from floatlab import plots
+
+    yield plots
+    plt.close("all")
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"lo": 0}, ValueError, r"lo must be a positive finite number such as 1e-8 \(or None"),
+    ({"lo": -1}, ValueError, "lo must be a positive finite number"),  # was: math domain error
+    ({"hi": float("inf")}, ValueError, "hi must be a positive finite number"),  # matplotlib's
+    ({"lo": True}, TypeError, r"lo must be .*got True \(bool\)"),  # was: read as 1
+    ({"lo": "1e-8"}, TypeError, r"got '1e-8' \(str\)"),  # was: must be real number, not str
+    ({"hi": np.ones(3)}, TypeError, "hi must be a positive finite number"),  # truth value
+    ({"samples": "False"}, TypeError, "samples must be True or False"),  # was: truthy
+    ({"kind": np.array(["a", "b"])}, ValueError, "kind must be 'relative' or 'ulp'"),
+])
+def test_rounding_error_options(plots, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        plots.rounding_error("fp16", **kwargs)
+
+
+def test_rounding_error_still_takes_numpy_numbers(plots):
+    ax = plots.rounding_error("fp16", lo=np.float32(2.0**-28), hi=np.int64(2**18), samples=False)
+    assert ax.get_xlim() == (-28.0, 18.0)
+
+
+@pytest.mark.parametrize("scale", [10**30, 10**400])
+def test_zone_scale_beyond_float64_ints(plots, scale):
+    """10**30 used to die in numpy's isfinite ("ufunc 'isfinite' not supported")."""
+    if scale > 1e308:
+        with pytest.raises(ValueError, match="scale must be a positive finite number"):
+            plots.zone_fractions([1.0], "fp16", scale=scale)
+    else:
+        assert plots.zone_fractions([1.0], "fp16", scale=scale)["overflow"] == 1.0
+
+
+@pytest.mark.parametrize("function", ["bit_layout", "dynamic_range", "rounding_error"])
+def test_plot_formats_refuse_a_0d_array(plots, function):
+    """"iteration over a 0-d array" before."""
+    with pytest.raises(TypeError, match="expected a format name such as 'fp16'.*ndarray"):
+        getattr(plots, function)(np.array(1.0))
