@@ -186,3 +186,112 @@ def test_plot_formats_refuse_a_0d_array(plots, function):
     """"iteration over a 0-d array" before."""
     with pytest.raises(TypeError, match="expected a format name such as 'fp16'.*ndarray"):
         getattr(plots, function)(np.array(1.0))
+
+
+# --------------------------------------------------------------------------- training plots
+
+HISTORY = {"loss": [1.0, 0.5, 0.25], "loss_scale": [4.0, 2.0, 2.0]}
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"metric": ["loss"]}, TypeError, r"metric must be a field name .*got \['loss'\] \(list\)"),
+    ({"logy": "no"}, TypeError, "logy must be True or False"),  # was: truthy
+])
+def test_training_curves_options(plots, kwargs, error, message):
+    """metric=['loss'] used to fail as "unhashable type: 'list'"."""
+    with pytest.raises(error, match=message):
+        plots.training_curves(HISTORY, **kwargs)
+
+
+@pytest.mark.parametrize("loss", [["a", "b", "c"], [[1.0], [1.0, 2.0], [3.0]]])
+def test_training_fields_that_are_not_numbers(plots, loss):
+    """numpy's "could not convert string to float" / "inhomogeneous shape" before."""
+    with pytest.raises(TypeError, match="history 'run': the 'loss' field must be one number"):
+        plots.training_curves({"loss": loss})
+
+
+def test_training_fields_keep_reading_none_as_nan(plots):
+    ax = plots.training_curves({"loss": [1.0, None, 0.5]})
+    assert np.isnan(ax.lines[0].get_ydata()[1])
+
+
+@pytest.mark.parametrize("skipped, error, message", [
+    ([5], ValueError, "'skipped' names step 5, but the run has steps 0..2"),  # IndexError
+    ([-1], ValueError, "names step -1"),  # silently marked the last step
+    ([0.5], TypeError, "'skipped' must be one True / False per step or the skipped step"),
+    (["a"], TypeError, "'skipped' must be one True / False"),
+])
+def test_loss_scale_skipped_steps(plots, skipped, error, message):
+    with pytest.raises(error, match=message):
+        plots.loss_scale({**HISTORY, "skipped": skipped})
+
+
+def test_loss_scale_skipped_flags_and_indices_still_work(plots):
+    for skipped in ([1], [False, True, False], [0.0, 1.0, 0.0]):
+        ax = plots.loss_scale({**HISTORY, "skipped": skipped})
+        assert ax.lines[1].get_xdata().tolist() == [1]
+
+
+# --------------------------------------------------------------------------- quant plots
+
+X64 = np.random.default_rng(0).standard_normal(64)
+
+
+@pytest.mark.parametrize("function, args", [
+    ("qsnr_by_scheme", (X64, ["mxfp8"])),
+    ("scale_exponents", (X64, "mxfp8")),
+    ("block_before_after", (X64, "mxfp8")),
+    ("element_grids", (["e2m1"],)),
+])
+def test_quant_plots_check_ax(plots, function, args):
+    """ax='x' used to end in "'str' object has no attribute 'barh'" (or 'vlines', 'bar')."""
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes.*'x'"):
+        getattr(plots, function)(*args, ax="x")
+
+
+@pytest.mark.parametrize("schemes, error, message", [
+    ([], ValueError, "schemes is empty"),  # was: an empty picture
+    ([None], TypeError, "scheme must be a Scheme or a preset name"),  # was: AttributeError
+    ([["mxfp8"]], TypeError, "scheme must be a Scheme or a preset name"),
+])
+def test_qsnr_by_scheme_schemes(plots, schemes, error, message):
+    with pytest.raises(error, match=message):
+        plots.qsnr_by_scheme(X64, schemes)
+
+
+def test_qsnr_by_scheme_checks_rng_and_takes_one_name(plots):
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        plots.qsnr_by_scheme(X64, ["mxfp8"], rng="a")
+    ax = plots.qsnr_by_scheme(X64, "mxfp8")  # one name, not its letters
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["mxfp8"]
+
+
+@pytest.mark.parametrize("x, message", [
+    (b"01", "x must hold real numbers"),  # was: drawn as the number 1
+    ("0", "x must hold real numbers"),  # was: drawn as 0
+    (True, "x is a boolean array"),
+    (np.ma.array(X64, mask=X64 > 0), "x is a masked array"),  # was: unmasked silently
+])
+def test_block_before_after_x(plots, x, message):
+    with pytest.raises(TypeError, match=message):
+        plots.block_before_after(x, "mxfp8")
+
+
+@pytest.mark.parametrize("block, error, message", [
+    (np.int64(2**62), ValueError, "block 4611686018427387904 is out of range"),  # IndexError
+    (1.0, TypeError, r"block must be the int index of a block .*got 1.0 \(float\)"),
+    (True, TypeError, "block must be the int index"),
+    ("0", TypeError, "block must be the int index"),  # '<=' not supported ...
+])
+def test_block_before_after_block(plots, block, error, message):
+    with pytest.raises(error, match=message):
+        plots.block_before_after(X64, "mxfp8", block=block)
+
+
+def test_element_grids_elements(plots):
+    with pytest.raises(ValueError, match="elements is empty"):
+        plots.element_grids([])
+    with pytest.raises(TypeError, match="expected a format name such as 'fp16'.*got 3"):
+        plots.element_grids(3)  # 'int' object is not iterable before
+    ax = plots.element_grids("nf4")  # one name, not its letters
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["nf4"]
