@@ -489,6 +489,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (FormatNameError, ValueError, TypeError, OSError) as error:
             print(f"{prefix}: error: {error}", file=sys.stderr)
             return EXIT_ERROR
+        except MemoryError as error:  # a silly size (compare --rows 10**15): one line, no trace
+            print(f"{prefix}: error: not enough memory ({error or 'MemoryError'}); ask for "
+                  "less: fewer values, rows or steps", file=sys.stderr)
+            return EXIT_ERROR
         finally:
             _print_notes(caught, prefix)
 

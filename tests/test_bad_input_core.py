@@ -295,3 +295,38 @@ def test_element_grids_elements(plots):
         plots.element_grids(3)  # 'int' object is not iterable before
     ax = plots.element_grids("nf4")  # one name, not its letters
     assert [t.get_text() for t in ax.get_yticklabels()] == ["nf4"]
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _cli(capsys, *argv):
+    from floatlab.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["finfo", "01"], ["values", "01"], ["formats", "01"], ["bits", "1", "-f", "01"],
+])
+def test_cli_digit_format_names_are_one_line_errors(capsys, argv):
+    """These printed a SyntaxError traceback from numpy's dtype parser."""
+    code, _, err = _cli(capsys, *argv)
+    assert code == 1
+    assert err.count("\n") == 1 and "error: unknown format name '01'" in err
+
+
+def test_cli_out_of_memory_is_one_line(capsys, monkeypatch):
+    """compare --rows 10**15 printed a MemoryError traceback (numpy could not allocate 114 PiB);
+    any subcommand that runs out of memory now says so in one line."""
+    import floatlab.cli
+
+    def too_big(args):
+        raise MemoryError("Unable to allocate 114. PiB for an array")
+
+    monkeypatch.setattr(floatlab.cli, "cmd_values", too_big)
+    code, _, err = _cli(capsys, "values", "e2m1")
+    assert code == 1 and err.count("\n") == 1
+    assert "floatlab values: error: not enough memory (Unable to allocate 114. PiB" in err
