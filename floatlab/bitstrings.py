@@ -190,15 +190,20 @@ def _parse_bin(text: Any, fmt: Format) -> int:
     return int(digits, 2)
 
 
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
+
+
 def _parse_hex(text: Any, fmt: Format) -> int:
     digits = _clean(text, "0x", "hex")
-    try:
-        code = int(digits, 16)
-    except ValueError:
-        bad = next(c for c in digits if c.lower() not in "0123456789abcdef")
+    # Checked by hand: int(..., 16) also takes a sign, a second 0x and non-ASCII digits
+    # ('+3c00', '0x0x3c00', '-0x1' and the Arabic-Indic '٣' were read as codes).
+    bad = next((c for c in digits if c not in _HEX_CHARS), None)
+    if bad is not None:
         raise ValueError(
-            f"hex string {text!r} has {bad!r}, which is not a hex digit (0-9, a-f)"
-        ) from None
+            f"hex string {text!r} has {bad!r} at digit {digits.index(bad)}, which is not a "
+            "hex digit (0-9, a-f; spaces, _ or | between digits and a 0x prefix are fine)"
+        )
+    code = int(digits, 16)
     if code >= 1 << fmt.bits:
         raise ValueError(
             f"hex code {text!r} does not fit in the {fmt.bits} bits of {fmt.name} "

@@ -330,3 +330,21 @@ def test_cli_out_of_memory_is_one_line(capsys, monkeypatch):
     code, _, err = _cli(capsys, "values", "e2m1")
     assert code == 1 and err.count("\n") == 1
     assert "floatlab values: error: not enough memory (Unable to allocate 114. PiB" in err
+
+
+# --------------------------------------------------------------------------- hex strings
+
+
+@pytest.mark.parametrize("text, bad, position", [
+    ("+3c00", "+", 0), ("0x0x3c00", "x", 1), ("-0x1", "-", 0), ("\u0663", "\u0663", 0),
+])
+def test_from_hex_takes_hex_digits_only(text, bad, position):
+    """int(..., 16) read '+3c00' and '0x0x3c00' as 0x3c00 and the Arabic-Indic digit three as
+    3; '-0x1' became the code -1."""
+    with pytest.raises(ValueError, match=f"has '{bad}' at digit {position}, which is not a hex"):
+        floatlab.from_hex(text, "fp16")
+
+
+def test_from_hex_still_takes_its_spellings():
+    assert [floatlab.from_hex(t, "fp16") for t in ("3C00", "0X3c00", " 0x3c_00 ", "3c|00")] == [
+        1.0] * 4
