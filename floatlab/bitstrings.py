@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._interop import as_numpy
-from floatlab._validate import as_array
+from floatlab._validate import as_array, as_float_array
 from floatlab.codec import decode, encode
 from floatlab.formats import Format, get_format
 
@@ -242,13 +242,18 @@ def from_hex(text: str | Any, fmt: str | Format | Any) -> float | np.ndarray:
 
 # --------------------------------------------------------------------------- tutorial names
 
+def _num(num: Any) -> np.ndarray:
+    """``num`` checked under its own name (to_bin's errors would call it x)."""
+    return as_float_array(as_numpy(num), name="num")
+
+
 def float16_to_bin(num: Any) -> str | np.ndarray:
     """The 16-bit pattern of ``num`` as float16.
 
     >>> float16_to_bin(3.141)
     '0100001001001000'
     """
-    return to_bin(num, "float16")
+    return to_bin(_num(num), "float16")
 
 
 def bin_to_float16(bits: str | Any) -> float | np.ndarray:
@@ -266,7 +271,7 @@ def bfloat16_to_bin(num: Any) -> str | np.ndarray:
     >>> bfloat16_to_bin(3.141)
     '0100000001001001'
     """
-    return to_bin(num, "bfloat16")
+    return to_bin(_num(num), "bfloat16")
 
 
 def bin_to_bfloat16(bits: str | Any) -> float | np.ndarray:
@@ -284,7 +289,7 @@ def float32_to_bin(num: Any) -> str | np.ndarray:
     >>> float32_to_bin(1.0)
     '00111111100000000000000000000000'
     """
-    return to_bin(num, "float32")
+    return to_bin(_num(num), "float32")
 
 
 def bin_to_float32(bits: str | Any) -> float | np.ndarray:

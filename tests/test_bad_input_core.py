@@ -351,3 +351,30 @@ def test_from_hex_takes_hex_digits_only(text, bad, position):
 def test_from_hex_still_takes_its_spellings():
     assert [floatlab.from_hex(t, "fp16") for t in ("3C00", "0X3c00", " 0x3c_00 ", "3c|00")] == [
         1.0] * 4
+
+
+# --------------------------------------------------------------------------- flags, names
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: Format(4, 3, signed="False"), "Format.signed must be True or False, got 'False'"
+                                           ".*strings are refused"),
+    (lambda: floatlab.p3109_format(3, signed="no"), "signed must be True or False.*strings"),
+    (lambda: floatlab.p3109_format(3, extended=1), r"extended must be True or False, got 1"),
+])
+def test_format_flags_go_through_check_flag(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_p3109_flags_take_numpy_bools():
+    assert floatlab.p3109_format(3, signed=np.False_).name == "p3109_k8p3ue"
+
+
+@pytest.mark.parametrize("function", ["float16_to_bin", "bfloat16_to_bin", "float32_to_bin"])
+def test_tutorial_bit_helpers_name_their_argument(function):
+    """Their errors used to call the argument x; it is num."""
+    with pytest.raises(TypeError, match="num is a boolean array"):
+        getattr(floatlab, function)(True)
+    with pytest.raises(TypeError, match="num must hold real numbers"):
+        getattr(floatlab, function)("1.5")
