@@ -378,3 +378,23 @@ def test_tutorial_bit_helpers_name_their_argument(function):
         getattr(floatlab, function)(True)
     with pytest.raises(TypeError, match="num must hold real numbers"):
         getattr(floatlab, function)("1.5")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1e-99999999999999999999", "is below float64's smallest positive value"),
+    ("-1e99999999999999999999", "is beyond float64's range"),
+    ("\u0663e-99999999999999999999", "is below float64's smallest positive value"),
+])
+def test_cli_numbers_with_huge_exponents_are_refused(text, message):
+    """Decimal cannot hold these exponents, so the check that refuses 1e-400 let them through:
+    1e-99999999999999999999 was read as 0 and -1e99999999999999999999 as -inf, silently."""
+    from floatlab.cli_input import parse_number
+
+    with pytest.raises(ValueError, match=message):
+        parse_number(text)
+
+
+def test_cli_zero_with_a_huge_exponent_is_zero():
+    from floatlab.cli_input import parse_number
+
+    assert parse_number("0.000e-99999999999999999999") == 0.0
