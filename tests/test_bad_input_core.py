@@ -398,3 +398,13 @@ def test_cli_zero_with_a_huge_exponent_is_zero():
     from floatlab.cli_input import parse_number
 
     assert parse_number("0.000e-99999999999999999999") == 0.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"label": None}, r"label must be a string such as 'naive' .*got None"),  # "None float16"
+    ({"logx": "False"}, "logx must be True or False"),  # was: truthy, a log axis
+])
+def test_error_profile_plot_options(plots, kwargs, message):
+    profile = floatlab.error_profile(lambda x: x + 1, [1.0, 2.0], "fp16")
+    with pytest.raises(TypeError, match=message):
+        plots.error_profile(profile, **kwargs)

@@ -143,6 +143,10 @@ def error_profile(profile: ErrorProfile, ax: Axes | None = None, label: str = ""
     if not isinstance(profile, ErrorProfile):
         raise TypeError(f"error_profile draws a floatlab.ErrorProfile (from "
                         f"floatlab.error_profile(f, x, formats)), got {type(profile).__name__}")
+    if not isinstance(label, str):  # it prefixes the legend: None would print as "None fp16"
+        raise TypeError(f"label must be a string such as 'naive' (or '' for none), got "
+                        f"{label!r} ({type(label).__name__})")
+    logx = None if logx is None else check_flag(logx, "logx")
     ax = _axes(ax, (6.4, 3.6))
     x = profile.x.reshape(-1)
     order = np.argsort(x)
