@@ -22,6 +22,7 @@ code decodes to NaN.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -352,6 +353,13 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
         arr = _as_codes(arr, fmt)  # Python ints beyond int64 ([2**64]) are codes too: checked
     if arr.dtype.kind in "iu":
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
+        if rounding_options:  # nothing is rounded: check them anyway, and say so
+            _resolved_options(rounding_options)
+            warnings.warn(
+                f"{', '.join(sorted(rounding_options))} ignored: fields read integer input as "
+                "codes, which are not rounded; pass float values to round them first",
+                UserWarning, stacklevel=2,
+            )
     else:
         # Checked here so that a bad value is named as this function's argument.
         codes = encode(as_float_array(arr, name="codes_or_values"), fmt, **rounding_options)

@@ -408,3 +408,15 @@ def test_error_profile_plot_options(plots, kwargs, message):
     profile = floatlab.error_profile(lambda x: x + 1, [1.0, 2.0], "fp16")
     with pytest.raises(TypeError, match=message):
         plots.error_profile(profile, **kwargs)
+
+
+def test_fields_of_codes_checks_and_reports_rounding_options():
+    """Integer input is read as codes, so the rounding options did nothing, silently, even
+    saturate='no' or an unknown option."""
+    with pytest.raises(TypeError, match="saturate must be True or False"):
+        fields([1], "fp16", saturate="no")
+    with pytest.raises(TypeError, match="unknown option.*foo"):
+        fields([1], "fp16", foo=1)
+    with pytest.warns(UserWarning, match="rounding ignored: fields read integer input as codes"):
+        f = fields([1], "fp16", rounding="up")
+    assert f.kind.tolist() == ["subnormal"]
