@@ -420,3 +420,11 @@ def test_fields_of_codes_checks_and_reports_rounding_options():
     with pytest.warns(UserWarning, match="rounding ignored: fields read integer input as codes"):
         f = fields([1], "fp16", rounding="up")
     assert f.kind.tolist() == ["subnormal"]
+
+
+def test_exact_decimal_names_unknown_options():
+    """Python's "round() got an unexpected keyword argument 'foo'" blamed a function the
+    caller never called."""
+    with pytest.raises(TypeError, match="unknown option.*foo; the rounding options are"):
+        floatlab.exact_decimal(1.0, "fp16", foo=1)
+    assert floatlab.exact_decimal(1 / 3, "fp16", rounding="up") == "0.33349609375"
