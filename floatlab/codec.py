@@ -70,7 +70,8 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     """
     back = caller_type(x)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
-        return back(fmt.encode(x, **rounding_options))
+        _check_options(rounding_options)  # they used to pass unchecked ('no', unknown names)
+        return back(np.asarray(fmt.encode(x, **rounding_options)))
     fmt = get_format(fmt)
     arr = as_float_array(x)
     options = _resolved_options(rounding_options)
@@ -94,6 +95,15 @@ _ENCODE_CHUNK = 4 * _ROUND_CHUNK  # a multiple of the core's chunk (see encode)
 def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
     """Check the options once for the whole array and fix the random stream (a seed becomes
     one Generator) so that rounding chunk by chunk equals rounding the whole."""
+    options = _check_options(rounding_options)
+    mode = options["rounding"]
+    options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
+    return options
+
+
+def _check_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
+    """The option names, the mode and the flags checked; the mode resolved (rtz ->
+    toward_zero), the rng left as given."""
     unknown = set(rounding_options) - {"rounding", "saturate", "subnormals", "rng"}
     if unknown:
         raise TypeError(
@@ -101,12 +111,10 @@ def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
             "rounding, saturate, subnormals and rng (those of floatlab.round)"
         )
     options = dict(rounding_options)
-    mode = _resolve_mode(options.get("rounding", "nearest_even"))
-    options["rounding"] = mode
+    options["rounding"] = _resolve_mode(options.get("rounding", "nearest_even"))
     for flag in ("saturate", "subnormals"):  # checked even when there is nothing to round
         if flag in options:
             options[flag] = check_flag(options[flag], flag)
-    options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
     return options
 
 
@@ -205,7 +213,7 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     """
     back = caller_type(codes)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
-        return back(fmt.decode(codes))
+        return back(np.asarray(fmt.decode(codes)))  # an array, as for Formats (0-d for one)
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name

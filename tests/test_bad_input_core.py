@@ -428,3 +428,37 @@ def test_exact_decimal_names_unknown_options():
     with pytest.raises(TypeError, match="unknown option.*foo; the rounding options are"):
         floatlab.exact_decimal(1.0, "fp16", foo=1)
     assert floatlab.exact_decimal(1 / 3, "fp16", rounding="up") == "0.33349609375"
+
+
+# --------------------------------------------------------------------------- element formats
+
+
+@pytest.fixture(params=["nf4", "fixed"])
+def element(request):
+    return floatlab.get_codebook("nf4") if request.param == "nf4" else floatlab.FixedPoint(8, 4)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda e: floatlab.round(0.3, e, saturate="no"), TypeError, "saturate must be True or"),
+    (lambda e: floatlab.round(0.3, e, subnormals="no"), TypeError, "subnormals must be True"),
+    (lambda e: floatlab.round(0.3, e, dtype="bad"), TypeError, "dtype must be float64 or"),
+    (lambda e: floatlab.round(0.3, e, "sr", random_bits=3), ValueError,
+     "random_bits=3: .* rounds without it"),  # was dropped: exact SR instead of 3-bit SR
+    (lambda e: floatlab.encode(0.3, e, saturate="no"), TypeError, "saturate must be True or"),
+    (lambda e: floatlab.encode(0.3, e, foo=1), TypeError, "unknown option.*foo"),
+    (lambda e: floatlab.explain(0.3, e, saturate="no"), TypeError, "saturate must be True or"),
+])
+def test_element_formats_get_the_same_checks(element, call, error, message):
+    """Codebooks and FixedPoint ignored the flags, so 'no' passed; encode's unknown option
+    ended in "Codebook.indices() got an unexpected keyword argument"."""
+    with pytest.raises(error, match=message):
+        call(element)
+
+
+def test_element_formats_give_arrays(element):
+    """A codebook gave numpy scalars (even for a 0-d array); floatlab's functions give 0-d
+    arrays for one value, with the same value."""
+    for out in (floatlab.round(np.array(0.3), element), floatlab.encode(0.3, element),
+                floatlab.decode(3, element)):
+        assert isinstance(out, np.ndarray) and out.shape == ()
+    assert float(floatlab.round(0.3, element)) == float(element.round(0.3))
