@@ -462,3 +462,24 @@ def test_element_formats_give_arrays(element):
                 floatlab.decode(3, element)):
         assert isinstance(out, np.ndarray) and out.shape == ()
     assert float(floatlab.round(0.3, element)) == float(element.round(0.3))
+
+
+# --------------------------------------------------------------------------- spec names
+
+
+@pytest.mark.parametrize("name, message", [
+    ("e" + "9" * 30 + "m3", "has a 30-digit exp_bits: use 0..11"),  # OverflowError before
+    ("e4m3b" + "9" * 5000, "has a 5000-digit bias"),  # Python's 4300-digit int() limit
+    ("e4m" + "9" * 5000, "has a 5000-digit man_bits: use 0..52"),
+])
+def test_spec_names_with_huge_numbers(name, message):
+    with pytest.raises(ValueError, match=message):
+        get_format(name)
+
+
+@pytest.mark.parametrize("name", ["e\uff14m3", "e\u0664m3"])
+def test_spec_digits_are_ascii(name):
+    """A fullwidth or Arabic-Indic 4 read as 4 made 'e4m3', which is refused as ambiguous,
+    an IEEE-like E4M3 without a word."""
+    with pytest.raises(FormatNameError, match="unknown format name"):
+        get_format(name)
