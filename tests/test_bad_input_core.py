@@ -483,3 +483,51 @@ def test_spec_digits_are_ascii(name):
     an IEEE-like E4M3 without a word."""
     with pytest.raises(FormatNameError, match="unknown format name"):
         get_format(name)
+
+
+# --------------------------------------------------------------------------- valid edges
+
+_BASE = np.arange(-6, 6, dtype=np.float64).reshape(3, 4) / 7
+
+
+def _read_only(a):
+    a = a.copy()
+    a.setflags(write=False)
+    return a
+
+
+EDGE_INPUTS = {
+    "empty 2-D": np.empty((0, 3)),
+    "empty float32": np.empty((2, 0), np.float32),
+    "0-d": np.array(1.5),
+    "float16": _BASE.astype(np.float16),
+    "float32": _BASE.astype(np.float32),
+    "transposed": _BASE.T,
+    "negative strides": _BASE[::-1, ::-2],
+    "read-only": _read_only(_BASE),
+}
+EDGE_CALLS = {
+    "round": lambda x: floatlab.round(x, "fp16"),
+    "round stochastic": lambda x: floatlab.round(x, "e4m3fn", "stochastic", rng=0),
+    "encode": lambda x: floatlab.encode(x, "e4m3fn"),
+    "to_bin": lambda x: floatlab.to_bin(x, "fp16"),
+    "to_hex": lambda x: floatlab.to_hex(x, "bf16"),
+    "exact_decimal": lambda x: floatlab.exact_decimal(x, "fp16"),
+    "fields": lambda x: fields(x, "fp16").kind,
+    "ulp": lambda x: floatlab.ulp(x, "fp16"),
+    "nextafter": lambda x: floatlab.nextafter(floatlab.round(x, "fp16"), "up", "fp16"),
+    "decode": lambda x: decode(floatlab.encode(x, "fp16"), "fp16"),
+}
+
+
+@pytest.mark.parametrize("input_name", EDGE_INPUTS)
+@pytest.mark.parametrize("call_name", EDGE_CALLS)
+def test_valid_edge_input_keeps_its_shape_and_is_not_mutated(call_name, input_name):
+    x = EDGE_INPUTS[input_name]
+    before = x.copy()
+    out = EDGE_CALLS[call_name](x)
+    if x.ndim == 0 and call_name in ("to_bin", "to_hex", "exact_decimal"):
+        assert isinstance(out, str)  # the string helpers give Python objects for scalars
+    else:
+        assert isinstance(out, np.ndarray) and out.shape == x.shape
+    assert np.array_equal(before, x) and before.dtype == x.dtype
