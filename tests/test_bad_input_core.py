@@ -531,3 +531,25 @@ def test_valid_edge_input_keeps_its_shape_and_is_not_mutated(call_name, input_na
     else:
         assert isinstance(out, np.ndarray) and out.shape == x.shape
     assert np.array_equal(before, x) and before.dtype == x.dtype
+
+
+# --------------------------------------------------------------------------- floatlab.testing
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: t.check_encoder(None, "fp16"), r"fn must be the encoder to check .*got None"),
+    (lambda t: t.check_decoder(3, "fp16"), r"fn must be the decoder to check .*got 3"),
+    (lambda t: t.check_encoder(np.negative, "fp16", dtype="bad"),
+     "dtype must be float32 or float64 .*got 'bad'"),  # numpy's "data type 'bad' not understood"
+    (lambda t: t.check_encoder(np.negative, "fp16", limit=-1), "limit must be a whole number"),
+    (lambda t: t.check_decoder(np.negative, "fp16", limit=1.5), "limit must be a whole number"),
+    (lambda t: t.check_encoder(np.negative, "fp16", any_nan_code="False"),
+     "any_nan_code must be True or False"),  # was truthy
+])
+def test_checkers_check_their_options_first(call, message):
+    """None failed only when called ("'NoneType' object is not callable"), limit=1.5 only when
+    the report was printed, any_nan_code='False' counted as True."""
+    from floatlab import testing
+
+    with pytest.raises(TypeError, match=message):
+        call(testing)
