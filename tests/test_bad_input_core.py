@@ -553,3 +553,13 @@ def test_checkers_check_their_options_first(call, message):
 
     with pytest.raises(TypeError, match=message):
         call(testing)
+
+
+@pytest.mark.parametrize("name", ["g", "longdouble"])
+def test_long_double_names_are_format_name_errors(name):
+    """A string naming numpy's long double got a TypeError, as if a string were the wrong
+    type."""
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("long double is float64 here")
+    with pytest.raises(FormatNameError, match="is the numpy dtype float.*, which floatlab does"):
+        get_format(name)

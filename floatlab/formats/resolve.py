@@ -146,6 +146,12 @@ def _format_from_name(name: str) -> Format:
         return spec
     dtype = _numpy_dtype_string(name)
     if dtype is not None:
+        if dtype.name not in PRESETS:  # a name, so a wrong value (FormatNameError), not a type
+            raise FormatNameError(
+                f"{name!r} is the numpy dtype {dtype.name}, which floatlab does not model "
+                f"(its values leave as float64): use 'f8' (float64) or another of "
+                f"{', '.join(format_names())}"
+            )
         return get_format(dtype)
     known = list(PRESETS) + list(_ALIASES) + list(P3109)
     close = difflib.get_close_matches(key, known, n=4, cutoff=0.5)
