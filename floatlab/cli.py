@@ -243,6 +243,9 @@ def _check_plot_path(path: str) -> None:
     from matplotlib.figure import Figure
 
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):  # savefig would fail only after the training
+        raise ValueError(f"--plot {path} is a folder: give a file name, e.g. "
+                         f"{os.path.join(path, 'curves.png')}")
     if not os.path.isdir(folder):
         raise ValueError(f"--plot {path}: the folder {folder} does not exist; create it first "
                          "or pick another path")

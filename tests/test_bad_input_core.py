@@ -563,3 +563,13 @@ def test_long_double_names_are_format_name_errors(name):
         pytest.skip("long double is float64 here")
     with pytest.raises(FormatNameError, match="is the numpy dtype float.*, which floatlab does"):
         get_format(name)
+
+
+def test_cli_compare_plot_path_that_is_a_folder(capsys, tmp_path):
+    """--plot on an existing folder named like a picture failed in savefig, after training."""
+    folder = tmp_path / "curves.png"
+    folder.mkdir()
+    code, out, err = _cli(capsys, "compare", "32-true", "--steps", "1", "--rows", "8", "-q",
+                          "--plot", str(folder))
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert f"--plot {folder} is a folder: give a file name" in err
