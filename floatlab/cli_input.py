@@ -78,7 +78,8 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
     if math.isfinite(value) and value != 0:
         return
     try:
-        nonzero = Decimal(cleaned) != 0 and Decimal(cleaned).is_finite()
+        exact = Decimal(cleaned)
+        nonzero = exact.is_finite() and exact != 0
     except InvalidOperation:
         # Decimal refuses exponents beyond about 10**18 ('1e-99999999999999999999') that
         # float() turns into 0 or inf: the value is nonzero when its digits are.
