@@ -573,3 +573,14 @@ def test_cli_compare_plot_path_that_is_a_folder(capsys, tmp_path):
                           "--plot", str(folder))
     assert code == 1 and out == "" and err.count("\n") == 1
     assert f"--plot {folder} is a folder: give a file name" in err
+
+
+@pytest.mark.parametrize("name", ["e1m1", "e1m2", "p3109_k8p8se", "e0m3fn"])
+def test_explain_ftz_in_a_format_without_normals(name):
+    """Every value of these formats is subnormal, so FTZ flushes all of them; explain died
+    building the FTZ grid, with Format's own message ("this encoding leaves no finite positive
+    value", "pass has_zero=True and subnormals=True") about an argument nobody passed."""
+    assert float(floatlab.round(0.5, name, subnormals=False)) == 0.0
+    with pytest.raises(ValueError, match="subnormals=False flushes every nonzero value of .* to "
+                                         "zero .*use subnormals=True"):
+        floatlab.explain(0.5, name, subnormals=False)
