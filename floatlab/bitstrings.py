@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._interop import as_numpy
-from floatlab._validate import as_array
+from floatlab._validate import as_array, as_float_array
 from floatlab.codec import decode, encode
 from floatlab.formats import Format, get_format
 
@@ -190,15 +190,20 @@ def _parse_bin(text: Any, fmt: Format) -> int:
     return int(digits, 2)
 
 
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
+
+
 def _parse_hex(text: Any, fmt: Format) -> int:
     digits = _clean(text, "0x", "hex")
-    try:
-        code = int(digits, 16)
-    except ValueError:
-        bad = next(c for c in digits if c.lower() not in "0123456789abcdef")
+    # Checked by hand: int(..., 16) also takes a sign, a second 0x and non-ASCII digits
+    # ('+3c00', '0x0x3c00', '-0x1' and the Arabic-Indic '٣' were read as codes).
+    bad = next((c for c in digits if c not in _HEX_CHARS), None)
+    if bad is not None:
         raise ValueError(
-            f"hex string {text!r} has {bad!r}, which is not a hex digit (0-9, a-f)"
-        ) from None
+            f"hex string {text!r} has {bad!r} at digit {digits.index(bad)}, which is not a "
+            "hex digit (0-9, a-f; spaces, _ or | between digits and a 0x prefix are fine)"
+        )
+    code = int(digits, 16)
     if code >= 1 << fmt.bits:
         raise ValueError(
             f"hex code {text!r} does not fit in the {fmt.bits} bits of {fmt.name} "
@@ -237,13 +242,18 @@ def from_hex(text: str | Any, fmt: str | Format | Any) -> float | np.ndarray:
 
 # --------------------------------------------------------------------------- tutorial names
 
+def _num(num: Any) -> np.ndarray:
+    """``num`` checked under its own name (to_bin's errors would call it x)."""
+    return as_float_array(as_numpy(num), name="num")
+
+
 def float16_to_bin(num: Any) -> str | np.ndarray:
     """The 16-bit pattern of ``num`` as float16.
 
     >>> float16_to_bin(3.141)
     '0100001001001000'
     """
-    return to_bin(num, "float16")
+    return to_bin(_num(num), "float16")
 
 
 def bin_to_float16(bits: str | Any) -> float | np.ndarray:
@@ -261,7 +271,7 @@ def bfloat16_to_bin(num: Any) -> str | np.ndarray:
     >>> bfloat16_to_bin(3.141)
     '0100000001001001'
     """
-    return to_bin(num, "bfloat16")
+    return to_bin(_num(num), "bfloat16")
 
 
 def bin_to_bfloat16(bits: str | Any) -> float | np.ndarray:
@@ -279,7 +289,7 @@ def float32_to_bin(num: Any) -> str | np.ndarray:
     >>> float32_to_bin(1.0)
     '00111111100000000000000000000000'
     """
-    return to_bin(num, "float32")
+    return to_bin(_num(num), "float32")
 
 
 def bin_to_float32(bits: str | Any) -> float | np.ndarray:

@@ -243,6 +243,9 @@ def _check_plot_path(path: str) -> None:
     from matplotlib.figure import Figure
 
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):  # savefig would fail only after the training
+        raise ValueError(f"--plot {path} is a folder: give a file name, e.g. "
+                         f"{os.path.join(path, 'curves.png')}")
     if not os.path.isdir(folder):
         raise ValueError(f"--plot {path}: the folder {folder} does not exist; create it first "
                          "or pick another path")
@@ -488,6 +491,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         except (FormatNameError, ValueError, TypeError, OSError) as error:
             print(f"{prefix}: error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        except MemoryError as error:  # a silly size (compare --rows 10**15): one line, no trace
+            print(f"{prefix}: error: not enough memory ({error or 'MemoryError'}); ask for "
+                  "less: fewer values, rows or steps", file=sys.stderr)
             return EXIT_ERROR
         finally:
             _print_notes(caught, prefix)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -78,9 +79,12 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
         return
     try:
         exact = Decimal(cleaned)
-    except InvalidOperation:  # pragma: no cover - float() accepted it, so Decimal does too
-        return
-    if exact.is_finite() and exact != 0:
+        nonzero = exact.is_finite() and exact != 0
+    except InvalidOperation:
+        # Decimal refuses exponents beyond about 10**18 ('1e-99999999999999999999') that
+        # float() turns into 0 or inf: the value is nonzero when its digits are.
+        nonzero = any(c.isdecimal() and int(c) for c in re.split("[eE]", cleaned)[0])
+    if nonzero:
         raise ValueError(f"{text!r} {_TOO_BIG if value else _TOO_SMALL}; floatlab reads values "
                          "as float64")
 

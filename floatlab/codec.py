@@ -22,6 +22,7 @@ code decodes to NaN.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -69,7 +70,8 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     """
     back = caller_type(x)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
-        return back(fmt.encode(x, **rounding_options))
+        _check_options(rounding_options)  # they used to pass unchecked ('no', unknown names)
+        return back(np.asarray(fmt.encode(x, **rounding_options)))
     fmt = get_format(fmt)
     arr = as_float_array(x)
     options = _resolved_options(rounding_options)
@@ -93,6 +95,15 @@ _ENCODE_CHUNK = 4 * _ROUND_CHUNK  # a multiple of the core's chunk (see encode)
 def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
     """Check the options once for the whole array and fix the random stream (a seed becomes
     one Generator) so that rounding chunk by chunk equals rounding the whole."""
+    options = _check_options(rounding_options)
+    mode = options["rounding"]
+    options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
+    return options
+
+
+def _check_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
+    """The option names, the mode and the flags checked; the mode resolved (rtz ->
+    toward_zero), the rng left as given."""
     unknown = set(rounding_options) - {"rounding", "saturate", "subnormals", "rng"}
     if unknown:
         raise TypeError(
@@ -100,12 +111,10 @@ def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
             "rounding, saturate, subnormals and rng (those of floatlab.round)"
         )
     options = dict(rounding_options)
-    mode = _resolve_mode(options.get("rounding", "nearest_even"))
-    options["rounding"] = mode
+    options["rounding"] = _resolve_mode(options.get("rounding", "nearest_even"))
     for flag in ("saturate", "subnormals"):  # checked even when there is nothing to round
         if flag in options:
             options[flag] = check_flag(options[flag], flag)
-    options["rng"] = resolve_rng(options.get("rng"), mode == "stochastic", mode)
     return options
 
 
@@ -204,7 +213,7 @@ def decode(codes: Any, fmt: str | Format | Any) -> np.ndarray:
     """
     back = caller_type(codes)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
-        return back(fmt.decode(codes))
+        return back(np.asarray(fmt.decode(codes)))  # an array, as for Formats (0-d for one)
     fmt = get_format(fmt)
     arr = _as_codes(codes, fmt)
     native = _NATIVE_DTYPES.get(fmt)  # same encoding as a numpy dtype, whatever its name
@@ -231,6 +240,9 @@ def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
     array would otherwise end in a bare OverflowError, and [-1, 2**63] would become float64).
     """
     arr = as_array(codes, "codes")
+    if arr.size == 0 and arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
+        # [] (numpy reads it as float64) holds no code to refuse: no values, shape kept.
+        return np.zeros(arr.shape, dtype=np.uint64)
     if arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
         arr = as_array(codes, "codes", dtype=object)  # keep Python ints exact
     if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
@@ -345,10 +357,20 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     """
     fmt = get_format(fmt)
     arr = as_array(codes_or_values, "codes_or_values")
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
+        arr = _as_codes(arr, fmt)  # Python ints beyond int64 ([2**64]) are codes too: checked
     if arr.dtype.kind in "iu":
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
+        if rounding_options:  # nothing is rounded: check them anyway, and say so
+            _resolved_options(rounding_options)
+            warnings.warn(
+                f"{', '.join(sorted(rounding_options))} ignored: fields read integer input as "
+                "codes, which are not rounded; pass float values to round them first",
+                UserWarning, stacklevel=2,
+            )
     else:
-        codes = encode(arr, fmt, **rounding_options)
+        # Checked here so that a bad value is named as this function's argument.
+        codes = encode(as_float_array(arr, name="codes_or_values"), fmt, **rounding_options)
     c = codes.astype(np.uint64)
     M = fmt.man_bits
     mantissa = c & np.uint64((1 << M) - 1)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import as_array, resolve_rng
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.explain_html import FIELD_COLOURS  # noqa: F401 - widgets import it from here
 from floatlab.explain_steps import (
     _Derivation,
@@ -67,6 +67,9 @@ def explain(
     '00000000'
     """
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
+        # They always saturate and have no subnormals to flush, but a bad flag is still bad.
+        check_flag(saturate, "saturate")
+        check_flag(subnormals, "subnormals")
         return fmt.explain(x, rounding=rounding, rng=rng)
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)

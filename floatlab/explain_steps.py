@@ -64,6 +64,13 @@ def result_grid(fmt: Format, subnormals: bool = True) -> Format:
     """
     if subnormals or not (fmt.subnormals and fmt.has_zero):
         return fmt
+    if not fmt.has_normals:  # the FTZ grid would be zero alone: no Format describes it
+        raise ValueError(
+            f"subnormals=False flushes every nonzero value of {fmt.name} to zero (it has no "
+            "normal numbers: every finite value is subnormal), which leaves no grid of results "
+            f"to explain; use subnormals=True, or floatlab.round(x, {fmt.name!r}, "
+            "subnormals=False) for the zeros"
+        )
     return replace(fmt, subnormals=False, name=f"{fmt.name} (FTZ)")
 
 

@@ -418,8 +418,11 @@ def compare_formats(formats: Iterable[str | Format | Any] | None = None) -> Form
     >>> dict(table.rows)["max"]
     ('448', '57344')
     """
-    if isinstance(formats, (str, Format)):
-        formats = [formats]
+    if isinstance(formats, (str, bytes, Format, np.dtype, type)) or (
+            formats is not None and not isinstance(formats, Iterable)):
+        formats = [formats]  # one format (a dtype or a float counts, as in finfo)
+    elif isinstance(formats, np.ndarray) and formats.ndim == 0:
+        formats = [formats]  # a 0-d array stands for its dtype (finfo) and cannot be iterated
     chosen: Sequence[Any] = DEFAULT_COMPARISON if formats is None else list(formats)
     if not chosen:
         raise ValueError("compare_formats needs at least one format, e.g. ['fp16', 'bf16']")

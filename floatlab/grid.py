@@ -59,6 +59,9 @@ def _decimal(value: float | Fraction) -> str:
     return f"{sign}{whole}.{tail}" if tail else f"{sign}{whole}"
 
 
+_ROUND_OPTIONS = frozenset({"rounding", "saturate", "subnormals", "rng", "dtype", "random_bits"})
+
+
 def exact_decimal(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> str | np.ndarray:
     """The exact decimal value stored when ``x`` is rounded to ``fmt`` (str, or array of str).
 
@@ -73,6 +76,10 @@ def exact_decimal(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> s
     >>> exact_decimal([2**-24, -65504.0, 1e6], "fp16").tolist()
     ['0.000000059604644775390625', '-65504', 'inf']
     """
+    unknown = set(rounding_options) - _ROUND_OPTIONS
+    if unknown:  # else Python's message would blame round(), which the caller did not call
+        raise TypeError(f"unknown option(s) {', '.join(sorted(unknown))}; the rounding options "
+                        f"are {', '.join(sorted(_ROUND_OPTIONS))} (those of floatlab.round)")
     stored = round_to_format(as_numpy(x), get_format(fmt), **rounding_options)
     out = np.array([_decimal(float(v)) for v in stored.reshape(-1)], dtype=object)
     if stored.ndim == 0:
@@ -190,7 +197,13 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
     fmt = get_format(fmt)
     arr = _as_float64(x, "x")
     toward = _parse_direction(direction)
-    arr, toward = np.broadcast_arrays(arr, toward)
+    try:
+        arr, toward = np.broadcast_arrays(arr, toward)
+    except ValueError:
+        raise ValueError(
+            f"x (shape {arr.shape}) and direction (shape {toward.shape}) do not broadcast: "
+            "pass one direction for all (e.g. 'up'), or one per element of x"
+        ) from None
     _require_representable(arr, fmt)
 
     with np.errstate(invalid="ignore"):

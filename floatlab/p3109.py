@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from floatlab._validate import check_flag
 from floatlab.formats import Format
 
 __all__ = ["P3109", "p3109_format"]
@@ -56,9 +57,7 @@ def p3109_format(precision: int, signed: bool = True, extended: bool = True) -> 
         raise TypeError(f"precision must be an int in 1..8, got {precision!r}")
     if not 1 <= precision <= 8:
         raise ValueError(f"P3109 8-bit formats have precision 1..8, got {precision}")
-    for label, flag in (("signed", signed), ("extended", extended)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    signed, extended = check_flag(signed, "signed"), check_flag(extended, "extended")
     name = f"p3109_k8p{precision}{'s' if signed else 'u'}{'e' if extended else 'f'}"
     if name in P3109:
         return P3109[name]

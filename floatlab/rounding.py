@@ -170,8 +170,17 @@ def round(  # noqa: A001 - the name users expect (inside floatlab, import it und
     """
     back = caller_type(x)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
-        return back(fmt.round(x, rounding=rounding, saturate=saturate, subnormals=subnormals,
-                         rng=rng, dtype=dtype))
+        # The same checks as for a Format ('no' was a truthy saturate, random_bits was dropped
+        # silently), and an array back (a codebook gave a numpy scalar, even for 0-d input).
+        _resolve_mode(rounding)
+        check_flag(saturate, "saturate")
+        check_flag(subnormals, "subnormals")
+        _check_out_dtype(dtype)
+        if random_bits is not None:
+            raise ValueError(f"random_bits={random_bits!r}: {type(fmt).__name__} rounds "
+                             "without it; drop random_bits, or round to a floatlab format")
+        return back(np.asarray(fmt.round(x, rounding=rounding, saturate=saturate,
+                                          subnormals=subnormals, rng=rng, dtype=dtype)))
     fmt = get_format(fmt)
     mode = _resolve_mode(rounding)
     saturate = check_flag(saturate, "saturate")
@@ -309,12 +318,24 @@ _FLOAT64, _FLOAT32 = np.dtype(np.float64), np.dtype(np.float32)
 _FEW_BIG_MIN_SIZE = 16384
 
 
-def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
+def _check_out_dtype(dtype: Any) -> np.dtype:
+    """float64 (for None) or float32, from anything numpy reads as a dtype."""
     if dtype is None:
         return _FLOAT64
-    out = np.dtype(dtype)
+    try:
+        out = np.dtype(dtype)
+    except (TypeError, ValueError, SyntaxError):  # numpy's own message names no argument
+        raise TypeError(
+            f"dtype must be float64 or float32 (np.float64, np.float32, 'float32' or None), "
+            f"got {dtype!r} ({type(dtype).__name__})"
+        ) from None
     if out not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise TypeError(f"dtype must be float64 or float32, got {out}")
+    return out
+
+
+def _resolve_out_dtype(dtype: Any, fmt: Format) -> np.dtype:
+    out = _check_out_dtype(dtype)
     if out == np.float32 and not _fits_float32(fmt):
         raise ValueError(
             f"{fmt.name} values do not all fit in float32; use dtype=np.float64 (the default)"

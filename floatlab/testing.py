@@ -35,7 +35,7 @@ from floatlab._validate import check_flag
 from floatlab.codec import decode, encode
 from floatlab.formats import Format, get_format
 from floatlab.grid import nextafter, ulp
-from floatlab.rounding import _resolve_mode, as_float_array
+from floatlab.rounding import _check_out_dtype, _resolve_mode, as_float_array
 
 __all__ = [
     "CheckReport",
@@ -150,10 +150,14 @@ def check_encoder(
     NaN code of the format is accepted for a NaN result (kernels rarely agree on the payload).
     The options are those of :func:`floatlab.round`.
     """
+    _check_fn_and_limit(fn, "encoder", limit)
     fmt = get_format(fmt)
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"dtype must be float32 or float64 (the input fn takes), got {dtype}")
+    try:  # numpy's own "data type 'x' not understood" named no argument
+        dtype = _check_out_dtype(dtype)  # None is float64, as np.dtype(None)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64 (the input fn takes), got "
+                        f"{dtype!r}") from None
+    any_nan_code = check_flag(any_nan_code, "any_nan_code")
     mode = _resolve_mode(rounding)
     options = dict(rounding=mode, saturate=check_flag(saturate, "saturate"),
                    subnormals=check_flag(subnormals, "subnormals"))
@@ -181,6 +185,18 @@ def check_encoder(
         report.mismatches.append(Mismatch(str(categories[i]), inputs[i].item(),
                                           int(expected[i]), int(got[i])))
     return report
+
+
+def _check_fn_and_limit(fn: Any, what: str, limit: Any) -> None:
+    """Up front, before thousands of inputs are built: a non-callable fn failed only when
+    first called, a bad limit only when the report was printed."""
+    if not callable(fn):
+        raise TypeError(f"fn must be the {what} to check (a function of one array), got "
+                        f"{fn!r} ({type(fn).__name__})")
+    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
+            or limit < 0:
+        raise TypeError(f"limit must be a whole number >= 0 (how many mismatches str() "
+                        f"lists), got {limit!r}")
 
 
 def _setting(mode: str, options: dict[str, Any]) -> str:
@@ -285,6 +301,7 @@ def check_decoder(
     mantissas and both signs. Values must be equal, with the same sign of zero; NaN must be
     NaN. ``fn`` may return float16 / bfloat16 / float32 / float64 (compared exactly).
     """
+    _check_fn_and_limit(fn, "decoder", limit)
     fmt = get_format(fmt)
     codes = _sample_codes(fmt).astype(fmt.code_dtype)
     expected = decode(codes, fmt)

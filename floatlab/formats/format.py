@@ -17,6 +17,8 @@ from typing import Literal
 
 import numpy as np
 
+from floatlab._validate import check_flag
+
 __all__ = ["Format", "SpecialValues"]
 
 SpecialValues = Literal["ieee", "fn", "fnuz", "none", "p3109"]
@@ -85,10 +87,19 @@ class Format:
                 raise TypeError(f"Format.{attr} must be an int, got {value!r}")
             object.__setattr__(self, attr, int(value))
         for attr in ("signed", "subnormals", "has_zero"):
-            value = getattr(self, attr)
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"Format.{attr} must be True or False, got {value!r}")
-            object.__setattr__(self, attr, bool(value))
+            object.__setattr__(self, attr, check_flag(getattr(self, attr), f"Format.{attr}"))
+        if self.name is None:  # "no name": the spec name, as for the default ""
+            object.__setattr__(self, "name", "")
+        if not isinstance(self.name, str):  # it is shown, compared by get_format, and looked up
+            raise TypeError(
+                f"Format.name must be a str (or '' for the spec name), got {self.name!r} "
+                f"({type(self.name).__name__})"
+            )
+        if not isinstance(self.special, str):  # a list would fail the lookup below as unhashable
+            raise TypeError(
+                f"Format.special must be one of {sorted(_SPECIAL_HELP)}, got {self.special!r} "
+                f"({type(self.special).__name__})"
+            )
         if not 0 <= self.exp_bits <= 11:
             raise ValueError(
                 f"exp_bits={self.exp_bits} is out of range: use 0..11 (float64 has 11)"

@@ -103,9 +103,19 @@ def get_format(fmt: str | Format | Any) -> Format:
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {fmt!r}"
         )
+    if isinstance(fmt, (bytes, list, tuple, dict, set)):
+        # np.dtype reads these as structured-dtype specs ([] is 'void', b'01' a Python literal
+        # it cannot parse): none of them names a format.
+        hint = " (a bytes name: decode it to str)" if isinstance(fmt, bytes) else (
+            "; for several formats call once per format" if isinstance(fmt, (list, tuple, set))
+            else "")
+        raise TypeError(
+            f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
+            f"got {type(fmt).__name__} {fmt!r}{hint}"
+        )
     try:
         dtype = np.dtype(fmt)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):
         raise TypeError(
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {type(fmt).__name__} {fmt!r}"
@@ -136,6 +146,12 @@ def _format_from_name(name: str) -> Format:
         return spec
     dtype = _numpy_dtype_string(name)
     if dtype is not None:
+        if dtype.name not in PRESETS:  # a name, so a wrong value (FormatNameError), not a type
+            raise FormatNameError(
+                f"{name!r} is the numpy dtype {dtype.name}, which floatlab does not model "
+                f"(its values leave as float64): use 'f8' (float64) or another of "
+                f"{', '.join(format_names())}"
+            )
         return get_format(dtype)
     known = list(PRESETS) + list(_ALIASES) + list(P3109)
     close = difflib.get_close_matches(key, known, n=4, cutoff=0.5)
@@ -153,7 +169,7 @@ def _numpy_dtype_string(name: str) -> np.dtype | None:
 
     try:
         dtype = np.dtype(name.strip())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, SyntaxError):  # numpy parses some strings as Python ('01')
         return None
     if dtype.kind == "f" or dtype.name in PRESETS:
         return dtype

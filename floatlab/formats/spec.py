@@ -23,8 +23,12 @@ _TOKEN_KIND = {
 _SPEC = re.compile(
     r"^e(?P<e>\d+)m(?P<m>\d+)(?:b(?P<bias>_?\d+))?"
     r"(?:_?(?P<kind>ieee|fnuz|fnu|fn_nonan|fn_nan|fn|p3109))?"
-    r"(?P<flags>(?:_(?:unsigned|nozero|ftz))*)$"
+    r"(?P<flags>(?:_(?:unsigned|nozero|ftz))*)$",
+    re.ASCII,  # digits 0-9 only: 'e\uff14m3' (a fullwidth 4) slipped past the ambiguous 'e4m3'
 )
+# Longer digit strings are out of range anyway; refused before int() (Python refuses strings
+# over 4300 digits) and before 1 << (E - 1) (an OverflowError for E of 30 digits).
+_MAX_DIGITS = 6
 
 
 def _spec_name(fmt: Format, explicit_kind: bool) -> str:
@@ -49,6 +53,11 @@ def _from_spec(spec: str) -> Format | None:
     match = _SPEC.match(spec)
     if match is None:
         return None
+    for field, limit in (("e", "exp_bits: use 0..11"), ("m", "man_bits: use 0..52"),
+                         ("bias", "bias: float64's exponents are -1022..1023")):
+        if match[field] is not None and len(match[field].lstrip("_")) > _MAX_DIGITS:
+            shown = spec if len(spec) <= 40 else spec[:40] + "..."
+            raise ValueError(f"spec {shown!r} has a {len(match[field])}-digit {limit}")
     e, m = int(match["e"]), int(match["m"])
     token = match["kind"] or ""
     special = _TOKEN_KIND[token]

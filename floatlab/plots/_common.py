@@ -8,6 +8,7 @@ every picture, power-of-two axes and percentage labels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -53,12 +54,33 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
 
 def _formats(formats: FormatLike | Iterable[FormatLike]) -> list[Format]:
     """One format or several, resolved (unknown names raise FormatNameError)."""
-    if isinstance(formats, (str, Format)) or not isinstance(formats, Iterable):
-        formats = [formats]
+    if isinstance(formats, (str, bytes, Format, np.dtype, type)) or not isinstance(
+            formats, Iterable) or (isinstance(formats, np.ndarray) and formats.ndim == 0):
+        formats = [formats]  # one format; get_format then says what a bad one should be
     resolved = [get_format(f) for f in formats]
     if not resolved:
         raise ValueError("no formats given: pass a name such as 'fp16' or a list of names")
     return resolved
+
+
+def _positive_finite(value: Any, name: str, example: str) -> float:
+    """``value`` as a positive finite float: a scale, or a magnitude on a log axis.
+
+    bools are refused (True would be 1), and so are arrays, strings and ints beyond float64.
+    """
+    is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if not is_number:
+        raise TypeError(f"{name} must be a positive finite number such as {example}, got "
+                        f"{value!r} ({type(value).__name__})")
+    try:
+        number = float(value)
+    except OverflowError:  # a Python int beyond float64
+        number = math.inf
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a positive finite number such as {example}, got "
+                         f"{value!r}")
+    return number
 
 
 def _one_value(x: Any, function: str, fmt: Format) -> float:

@@ -22,6 +22,7 @@ from floatlab.plots._common import (
     _axes,
     _log2_binade,
     _percent,
+    _positive_finite,
     _pow2,
     _pow2_axis,
 )
@@ -40,15 +41,9 @@ def _magnitudes(data: Any, scale: float, what: str = "data") -> np.ndarray:
     arr = np.ravel(as_float_array(data, name=what)).astype(np.float64)
     if arr.size == 0:
         raise ValueError(f"{what} is empty: zones need at least one value")
-    is_number = isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(
-        scale, (bool, np.bool_))
-    if not is_number:
-        raise TypeError(f"scale must be a positive finite number, got {scale!r} "
-                        f"({type(scale).__name__})")
-    if not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    scale = _positive_finite(scale, "scale", "1.0 or 2.0**16")
     with np.errstate(over="ignore"):
-        return np.abs(arr * float(scale))
+        return np.abs(arr * scale)
 
 
 def _classify(mag: np.ndarray, fmt: Format) -> dict[str, np.ndarray]:

@@ -17,9 +17,16 @@ from collections.abc import Iterable
 import numpy as np
 from matplotlib.axes import Axes
 
+from floatlab._validate import check_flag
 from floatlab.errors import ErrorProfile
 from floatlab.formats import Format
-from floatlab.plots._common import FormatLike, _axes, _formats, _pow2_axis
+from floatlab.plots._common import (
+    FormatLike,
+    _axes,
+    _formats,
+    _positive_finite,
+    _pow2_axis,
+)
 from floatlab.plots.ranges import _shade_zones
 from floatlab.rounding import round as round_to_format
 
@@ -84,8 +91,12 @@ def rounding_error(formats: FormatLike | Iterable[FormatLike] = ("float16", "bfl
     >>> len(ax.lines)   # the sawtooth
     1
     """
-    if kind not in ("relative", "ulp"):
+    if not isinstance(kind, str) or kind not in ("relative", "ulp"):
         raise ValueError(f"kind must be 'relative' or 'ulp', got {kind!r}")
+    samples = check_flag(samples, "samples")
+    # Magnitudes on a log axis: None is the default range; 0, negatives, inf are refused.
+    lo = None if lo is None else _positive_finite(lo, "lo", "1e-8 (or None for the default)")
+    hi = None if hi is None else _positive_finite(hi, "hi", "1e5 (or None for the default)")
     fmts = _formats(formats)
     ax = _axes(ax, (10, 4.2))
     x_lo = math.log2(lo) if lo else min(math.log2(f.smallest_positive) for f in fmts) - 3
@@ -132,6 +143,10 @@ def error_profile(profile: ErrorProfile, ax: Axes | None = None, label: str = ""
     if not isinstance(profile, ErrorProfile):
         raise TypeError(f"error_profile draws a floatlab.ErrorProfile (from "
                         f"floatlab.error_profile(f, x, formats)), got {type(profile).__name__}")
+    if not isinstance(label, str):  # it prefixes the legend: None would print as "None fp16"
+        raise TypeError(f"label must be a string such as 'naive' (or '' for none), got "
+                        f"{label!r} ({type(label).__name__})")
+    logx = None if logx is None else check_flag(logx, "logx")
     ax = _axes(ax, (6.4, 3.6))
     x = profile.x.reshape(-1)
     order = np.argsort(x)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 
+from floatlab._validate import check_flag
 from floatlab.plots._common import ZONE_COLORS, _axes
 
 __all__ = ["training_curves", "loss_scale", "underflow_over_time"]
@@ -87,16 +88,27 @@ def _histories(histories: Any) -> list[tuple[str, Any]]:
     return pairs
 
 
+def _numbers(raw: Any, label: str, name: str) -> np.ndarray:
+    """A per-step field as a flat float64 array (None entries read as NaN, as numpy does);
+    strings, ragged lists and the like get an error naming the run and the field."""
+    try:
+        return np.asarray(raw, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"history {label!r}: the {name!r} field must be one number per step, got "
+            f"{repr(raw)[:60]} ({type(raw).__name__})"
+        ) from None
+
+
 def _series(history: Any, name: str, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one per-step field, with a clear error when it is missing."""
     raw = _field(history, name)
     if raw is None:
         names = " / ".join(repr(n) for n in _FIELD_ALIASES.get(name, (name,)))
         raise ValueError(f"history {label!r} has no {names} field to plot")
-    values = np.asarray(raw, dtype=np.float64).ravel()
+    values = _numbers(raw, label, name)
     steps_raw = _field(history, "step")
-    steps = (np.arange(values.size) if steps_raw is None
-             else np.asarray(steps_raw, dtype=np.float64).ravel())
+    steps = np.arange(values.size) if steps_raw is None else _numbers(steps_raw, label, "step")
     if steps.size != values.size:
         raise ValueError(f"history {label!r}: {steps.size} steps but {values.size} {name} values")
     return steps, values
@@ -122,6 +134,10 @@ def training_curves(histories: Any, metric: str = "loss", ax: Axes | None = None
     >>> [t.get_text() for t in ax.texts]
     ['NaN at step 1']
     """
+    if not isinstance(metric, str):  # a field name; a list would fail as an unhashable key
+        raise TypeError(f"metric must be a field name such as 'loss' or 'accuracy', got "
+                        f"{metric!r} ({type(metric).__name__})")
+    logy = check_flag(logy, "logy")
     pairs = _histories(histories)
     ax = _axes(ax, (8, 4.2))
     for i, (label, history) in enumerate(pairs):
@@ -159,8 +175,20 @@ def _skipped_mask(raw: Any, n: int, label: str) -> np.ndarray:
         if arr.size != n:
             raise ValueError(f"history {label!r}: 'skipped' has {arr.size} flags for {n} steps")
         return arr.ravel()
+    try:
+        steps = arr.astype(np.int64).ravel()
+    except (TypeError, ValueError):
+        steps = None
+    if steps is None or arr.dtype.kind not in "iuf" or (steps != arr.ravel()).any():
+        raise TypeError(f"history {label!r}: 'skipped' must be one True / False per step or "
+                        f"the skipped step indices, got {repr(raw)[:60]}")
+    if steps.size and not (0 <= steps.min() and steps.max() < n):
+        # a negative index would silently mark a step counted from the end
+        bad = int(steps.min() if steps.min() < 0 else steps.max())
+        raise ValueError(f"history {label!r}: 'skipped' names step {bad}, but the run has "
+                         f"steps 0..{n - 1}")
     mask = np.zeros(n, dtype=bool)
-    mask[arr.astype(np.int64).ravel()] = True
+    mask[steps] = True
     return mask
 
 

@@ -18,12 +18,14 @@ Every function draws into ``ax`` (a new figure when None) and returns the Axes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 
+from floatlab._validate import as_float_array, resolve_rng
+from floatlab.plots._common import _axes as _checked_axes
 from floatlab.quant.quantize import QuantizedTensor, quantize
 from floatlab.quant.scheme import Scheme, get_scheme
 
@@ -31,11 +33,23 @@ __all__ = ["qsnr_by_scheme", "scale_exponents", "block_before_after", "element_g
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+    """The given Axes (checked: a string used to fail at the first draw call) or a new one."""
     if ax is not None:
-        return ax
+        return _checked_axes(ax, figsize)
     import matplotlib.pyplot as plt
 
     return plt.subplots(figsize=figsize)[1]
+
+
+def _several(items: Any, what: str, example: str) -> list[Any]:
+    """A non-empty list from one item (a name or an object) or a sequence of them."""
+    if isinstance(items, str) or not isinstance(items, Iterable) or (
+            isinstance(items, np.ndarray) and items.ndim == 0):
+        items = [items]
+    items = list(items)
+    if not items:
+        raise ValueError(f"{what} is empty: pass at least one, e.g. {example}")
+    return items
 
 
 def _label(scheme: str | Scheme) -> str:
@@ -48,10 +62,13 @@ def qsnr_by_scheme(x: Any, schemes: Sequence[str | Scheme], ax: Axes | None = No
                    rng: Any = 0) -> Axes:
     """Horizontal QSNR bars (dB, higher is better), one per scheme, on the same ``x``; each
     bar is labelled with its bits per value and the clipped / flushed-to-zero percentages."""
+    schemes = _several(schemes, "schemes", "['mxfp8', 'nvfp4']")
+    resolved = [get_scheme(s) for s in schemes]  # every name checked before any work
+    resolve_rng(rng, True, "stochastic")  # checked even when no scheme rounds stochastically
+    x = as_float_array(x, name="x")
     ax = _axes(ax, (8, 0.5 + 0.55 * len(schemes)))
     labels, rows = [], []
-    for s in schemes:
-        scheme = get_scheme(s) if isinstance(s, str) else s
+    for s, scheme in zip(schemes, resolved, strict=True):
         q = quantize(x, scheme, rng=rng if scheme.rounding == "stochastic" else None)
         labels.append(_label(s))
         rows.append((q.stats.qsnr_db, q.bits_per_value, q.stats.clipped_fraction,
@@ -107,7 +124,12 @@ def block_before_after(x: Any, scheme: str | Scheme, block: int = 0, ax: Axes | 
     scheme = get_scheme(scheme)
     if not isinstance(scheme.block, int):
         raise ValueError("block_before_after draws a 1-D block: use a scheme with an int block")
-    flat = np.asarray(x, dtype=np.float64).reshape(-1)
+    if isinstance(block, (bool, np.bool_)) or not isinstance(block, (int, np.integer)):
+        raise TypeError(f"block must be the int index of a block (0, 1, ...), got {block!r} "
+                        f"({type(block).__name__})")
+    block = int(block)  # a Python int: np.int64 products could wrap
+    # as_float_array: bytes, strings, bools and masked arrays were read as numbers before
+    flat = as_float_array(x, name="x").astype(np.float64).reshape(-1)
     start = block * scheme.block
     if not 0 <= start < flat.size:
         raise ValueError(f"block {block} is out of range: x has "
@@ -143,7 +165,7 @@ def element_grids(elements: Sequence[Any], ax: Axes | None = None) -> Axes:
     from floatlab.grid import values
     from floatlab.quant.scheme import resolve_element
 
-    fmts = [resolve_element(e) for e in elements]
+    fmts = [resolve_element(e) for e in _several(elements, "elements", "['nf4', 'e2m1']")]
     ax = _axes(ax, (8, 0.6 + 0.5 * len(fmts)))
     for row, fmt in enumerate(fmts):
         v = np.asarray(values(fmt), dtype=np.float64) / float(fmt.max)
