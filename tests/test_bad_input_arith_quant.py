@@ -1,0 +1,90 @@
+"""Bad input to the arithmetic, accumulation and quantisation API (DEVELOPERS.md, "Bad input"):
+each case below was a silent wrong answer, a truthy-string surprise or a crash deep inside NumPy
+before; each now gets an error naming the argument and the fix. Valid edge input (empty, 0-d,
+float16, views) keeps working."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+
+X = np.linspace(-1, 1, 64)
+
+
+# --------------------------------------------------------------------------- FloatArray
+
+@pytest.mark.parametrize("call, option", [
+    (lambda x: np.add(x, 1, dtype=np.float32), "dtype"),
+    (lambda x: np.multiply(x, 2, casting="unsafe"), "casting"),
+    (lambda x: np.add.reduce(x, keepdims=True), "keepdims"),
+    (lambda x: np.add.reduce(x, dtype=np.float32), "dtype"),
+    (lambda x: np.add.reduce(x, initial=5.0), "initial"),
+    (lambda x: np.add.reduce(x, where=np.ones(64, bool)), "where"),
+    (lambda x: np.add.accumulate(x, dtype=np.float32), "dtype"),
+])
+def test_ufunc_options_that_would_be_ignored_are_refused(call, option):
+    """They were dropped without a word (np.add.reduce(x, initial=5) summed without the 5)."""
+    x = floatlab.array(X, "fp16")
+    with pytest.raises(TypeError, match=f"on a FloatArray takes no {option}: .*np.asarray"):
+        call(x)
+
+
+def test_neutral_ufunc_options_still_work():
+    x = floatlab.array(X, "fp16")
+    assert np.add.reduce(x, axis=None, dtype=None, keepdims=False).values == x.sum().values
+    assert np.array_equal(np.add(x, 1, casting="same_kind").values, (x + 1).values)
+    assert np.array_equal(np.add(x, 1, where=True).values, (x + 1).values)
+
+
+@pytest.mark.parametrize("axis, error, message", [
+    (3, ValueError, "axis 3 is out of range for an array of 2 dimension"),
+    (-3, ValueError, "axis -3 is out of range"),
+    (0.0, TypeError, "axis must be an int or None, got 0.0"),
+    ((0, 1), TypeError, r"axis must be an int or None, got \(0, 1\)"),
+])
+def test_mean_checks_its_axis(axis, error, message):
+    """x.mean(axis=3) raised IndexError: tuple index out of range; np.mean too."""
+    x = floatlab.array(np.ones((2, 3)), "fp16")
+    with pytest.raises(error, match=message):
+        x.mean(axis=axis)
+    with pytest.raises(error, match=message):
+        np.mean(x, axis=axis)
+    assert x.mean(axis=-1).values.tolist() == [1.0, 1.0]
+
+
+def test_assigning_a_floatarray_of_another_format_casts_it():
+    """y[0] = array(0.1, "float32") stored 0.1 in an e4m3fn array: not an e4m3fn value."""
+    y = floatlab.array([0.0, 0.0], "e4m3fn")
+    y[0] = floatlab.array(0.1, "float32")
+    assert y.values.tolist() == [floatlab.round(0.1, "e4m3fn").item(), 0.0]
+    z = floatlab.array([0.0, 0.0, 0.0], "fp16")
+    z[1:] = floatlab.array([0.1, 70000.0], "float32")
+    assert z.values.tolist() == [0.0, floatlab.round(0.1, "fp16").item(), np.inf]
+    same = floatlab.array([0.0, 0.0], "fp16")
+    same[0] = floatlab.array(0.1, "fp16")
+    assert same.values[0] == floatlab.round(0.1, "fp16")
+
+
+def test_fma_refuses_shapes_that_do_not_broadcast():
+    """A numpy 'shape mismatch: objects cannot be broadcast' from deep inside before."""
+    with pytest.raises(ValueError, match=r"fma: a, b and c have shapes \(3,\), \(4,\) and \(\)"):
+        floatlab.fma(np.ones(3), np.ones(4), 1.0, fmt="fp16")
+    a, b = floatlab.array(np.ones(3), "fp16"), floatlab.array(np.ones(4), "fp16")
+    with pytest.raises(ValueError, match="do not broadcast together"):
+        floatlab.fma(a, b, a)
+
+
+def test_fma_refuses_a_rounding_or_rng_its_floatarrays_would_ignore():
+    """fma(x, x, x, rounding="up") rounded to nearest (the FloatArray's mode), silently."""
+    x = floatlab.array([1 + 2.0**-10], "fp16")
+    with pytest.raises(ValueError, match="rounding='up', but FloatArray operands round with "
+                                         "the first one's mode"):
+        floatlab.fma(x, x, x, rounding="up")
+    with pytest.raises(ValueError, match="rng= applies to plain operands"):
+        floatlab.fma(x, x, x, rng=0)
+    assert floatlab.fma(x, x, x, rounding="nearest_even").values == floatlab.fma(x, x, x).values
+    up = floatlab.array([1 + 2.0**-10], "fp16", rounding="up")
+    assert floatlab.fma(up, up, up, rounding="up").rounding == "up"
+    assert float(floatlab.fma(1.0, 3.0, 2.0**-30, fmt="fp16", rounding="up")) == 3.001953125
