@@ -88,3 +88,33 @@ def test_fma_refuses_a_rounding_or_rng_its_floatarrays_would_ignore():
     up = floatlab.array([1 + 2.0**-10], "fp16", rounding="up")
     assert floatlab.fma(up, up, up, rounding="up").rounding == "up"
     assert float(floatlab.fma(1.0, 3.0, 2.0**-30, fmt="fp16", rounding="up")) == 3.001953125
+
+
+# --------------------------------------------------------------------------- Accumulator
+
+@pytest.mark.parametrize("bits, error, message", [
+    ("3", TypeError, "random_bits must be an int"),
+    (3.0, TypeError, "random_bits must be an int"),
+    (True, TypeError, "random_bits must be an int"),
+    (0, ValueError, "random_bits=0 is out of range: use 1..52"),
+    (10**30, ValueError, "out of range: use 1..52"),
+])
+def test_accumulator_checks_random_bits_when_built(bits, error, message):
+    """Accepted by the constructor (repr random_bits='3'), refused only at the first addition."""
+    with pytest.raises(error, match=message):
+        floatlab.Accumulator("fp16", rounding="stochastic", random_bits=bits)
+    acc = floatlab.Accumulator("fp16", rounding="stochastic", random_bits=np.int64(8), rng=0)
+    assert acc.random_bits == 8 and type(acc.random_bits) is int
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "down", "toward_zero"])
+def test_a_chunk_longer_than_the_sum_needs_no_memory_for_its_padding(mode):
+    """chunk=2**40 padded a 10-term sum with 2**40 zeros: a MemoryError of 8 TiB."""
+    x = np.array([1.0, 2.0**-11, -0.0, 3.0, 2.0**-12] * 2)
+    huge = floatlab.Accumulator("fp16", rounding=mode, chunk=2**40)
+    small = floatlab.Accumulator("fp16", rounding=mode, chunk=4096)
+    assert floatlab.sum(x, huge).tobytes() == floatlab.sum(x, small).tobytes()
+    m = x.reshape(2, 5)
+    promoted = floatlab.Accumulator("fp16", rounding=mode, chunk=2**40, promote="float32")
+    assert floatlab.matmul(m.T, m, promoted).shape == (5, 5)
+    assert floatlab.sum(-np.zeros(3), huge).tobytes() == floatlab.sum(-np.zeros(3), small).tobytes()
