@@ -118,3 +118,53 @@ def test_a_chunk_longer_than_the_sum_needs_no_memory_for_its_padding(mode):
     promoted = floatlab.Accumulator("fp16", rounding=mode, chunk=2**40, promote="float32")
     assert floatlab.matmul(m.T, m, promoted).shape == (5, 5)
     assert floatlab.sum(-np.zeros(3), huge).tobytes() == floatlab.sum(-np.zeros(3), small).tobytes()
+
+
+# --------------------------------------------------------------------------- error profiles
+
+@pytest.mark.parametrize("rng, error, message", [
+    ("3", TypeError, "rng must be a numpy.random.Generator, a non-negative int seed"),
+    (3.0, TypeError, "rng must be a numpy.random.Generator"),
+    (True, TypeError, "rng must be a numpy.random.Generator"),
+    (-1, ValueError, "rng seed must be a non-negative int"),
+])
+def test_significant_digits_checks_its_seed(rng, error, message):
+    """rng='3' failed inside numpy's SeedSequence; rng=True was taken as the seed 1."""
+    with pytest.raises(error, match=message):
+        floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16", rng=rng)
+    a = floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16", rng=5)
+    b = floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16",
+                                    rng=np.random.default_rng(5))
+    assert a.tolist() == b.tolist()
+
+
+def test_significant_digits_checks_n_and_f():
+    with pytest.raises(TypeError, match=r"n=30.0: need an int >= 2 runs"):
+        floatlab.significant_digits(lambda t: t, [1.0], "fp16", n=30.0)
+    with pytest.raises(ValueError, match=r"n=1: need an int >= 2 runs"):
+        floatlab.significant_digits(lambda t: t, [1.0], "fp16", n=1)
+    with pytest.raises(TypeError, match="f must be a function of one array, got NoneType"):
+        floatlab.significant_digits(None, [1.0], "fp16")
+    calls = []
+
+    def growing(t):
+        calls.append(1)
+        return np.ones(len(calls))
+
+    with pytest.raises(ValueError, match=r"f returned shape \(2,\) on run 2 and \(1,\) on run 1"):
+        floatlab.significant_digits(growing, [1.0], "fp16", rng=0)
+
+
+def test_error_profile_needs_one_result_per_input():
+    """A result of another shape was broadcast against the reference without a word (or failed
+    in np.broadcast_arrays), and the table then indexed past it."""
+    with pytest.raises(ValueError, match=r"f returned shape \(5,\) for inputs of shape \(2,\)"):
+        floatlab.error_profile(lambda t: np.ones(5), [1.0, 2.0], "fp16")
+    with pytest.raises(ValueError, match=r"reference returned shape \(3,\) for inputs of shape"):
+        floatlab.error_profile(lambda t: t, [1.0, 2.0], "fp16", reference=lambda t: np.ones(3))
+    with pytest.raises(TypeError, match="formats must be a format or a list of them, got None"):
+        floatlab.error_profile(lambda t: t, [1.0], None)
+    p = floatlab.error_profile(lambda t: t * 3, 1.5, ("fp16", "bf16"))  # 0-d in, 0-d out
+    assert p.bits["float16"].shape == () and p.results["bfloat16"].shape == ()
+    empty = floatlab.error_profile(lambda t: t * 3, np.zeros((0, 2)), "fp16")
+    assert empty.ulps["float16"].shape == (0, 2)
