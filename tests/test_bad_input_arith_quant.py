@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import floatlab
+from floatlab import quant
 
 X = np.linspace(-1, 1, 64)
 
@@ -168,3 +169,149 @@ def test_error_profile_needs_one_result_per_input():
     assert p.bits["float16"].shape == () and p.results["bfloat16"].shape == ()
     empty = floatlab.error_profile(lambda t: t * 3, np.zeros((0, 2)), "fp16")
     assert empty.ulps["float16"].shape == (0, 2)
+
+
+# --------------------------------------------------------------------------- quantisation
+
+@pytest.mark.parametrize("call", [
+    lambda: floatlab.fake_quantize(X, "mxfp8", stats="False"),
+    lambda: quant.quantize_elements(X, "mxfp8", stats="False"),
+    lambda: quant.quantize_elements(X, "mxfp8", stats=1),
+])
+def test_stats_flags_are_real_bools(call):
+    """stats='False' returned the stats (a truthy string)."""
+    with pytest.raises(TypeError, match="stats must be True or False"):
+        call()
+
+
+def test_dequantize_refuses_codes_it_would_misread():
+    """Code 300 of an 8-bit element became NaN, -1 became code 0's value, int8 code 300 wrapped
+    to -1, masked codes lost their mask: all silently."""
+    one = np.array([1.0])
+    for codes, scheme in (([300, 0], "mxfp8"), ([-1, 0], "mxfp8"), ([300, 0], "int8_tensor"),
+                          ([2**62], "mxfp8"), ([-3, 0], "nf4")):
+        with pytest.raises(ValueError, match=r"codes of .* run from 0 to (255|15), got"):
+            floatlab.dequantize(np.array(codes), one, scheme)
+    with pytest.raises(TypeError, match="codes is a masked array"):
+        floatlab.dequantize(np.ma.array([1, 2], mask=[0, 1]), one, "mxfp8")
+    with pytest.raises(ValueError, match="codes is ragged"):
+        floatlab.dequantize([[1], [1, 2]], one, "mxfp8")
+
+
+@pytest.mark.parametrize("shape", ["64", (64.0,), (-1,), (True,), [None]])
+def test_dequantize_checks_shape(shape):
+    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything."""
+    q = floatlab.quantize(X, "mxfp4")
+    with pytest.raises(TypeError, match="shape must be a tuple of non-negative ints"):
+        floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=shape)
+    assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=64).shape == (64,)
+    assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=[np.int64(64)]).shape == (64,)
+
+
+def test_dequantize_checks_scales_and_the_global_scale():
+    """NaN / negative float32 scales and a NaN global scale gave NaN or negated values; a
+    global_scale for a scheme without one was ignored; string scales failed in float()."""
+    codes, f32 = np.array([1, 0]), floatlab.Scheme("e4m3fn", 32, "float32", "even")
+    for bad in ([np.nan], [-2.0], [np.inf]):
+        with pytest.raises(ValueError, match=r"scales must be finite and >= 0 .* got \["):
+            floatlab.dequantize(codes, np.array(bad), f32)
+    with pytest.raises(TypeError, match="scales must hold real numbers"):
+        floatlab.dequantize(codes, ["a"], f32)
+    with pytest.raises(TypeError, match="scales is a masked array"):
+        floatlab.dequantize(codes, np.ma.array([1.0], mask=[1]), f32)
+    q = floatlab.quantize(np.linspace(-3, 3, 16), "nvfp4")
+    for bad, error in ((np.nan, ValueError), (-1.0, ValueError), ("a", TypeError)):
+        with pytest.raises(error, match="global_scale must be"):
+            floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape, global_scale=bad)
+    with pytest.raises(ValueError, match="has no global scale, so global_scale=2.0 would be "
+                                         "ignored"):
+        floatlab.dequantize(codes, np.array([1.0]), f32, global_scale=2.0)
+    back = floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape,
+                               global_scale=q.global_scale)
+    assert np.array_equal(back, q.dequantize())
+    dq = floatlab.quantize(np.random.default_rng(0).standard_normal(64 * 300), "nf4_dq")
+    assert np.array_equal(floatlab.dequantize(dq.codes, dq.scales, "nf4_dq", shape=dq.shape),
+                          dq.dequantize())  # (its approximated scales may be negative)
+
+
+def test_scheme_fields():
+    """name=3 gave repr 'Scheme(3: ...'; margin=2000 failed in 2.0**margin (OverflowError);
+    numpy ints were refused in tiles but accepted as a block."""
+    with pytest.raises(TypeError, match="name must be a string"):
+        floatlab.Scheme("e4m3fn", name=3)
+    with pytest.raises(ValueError, match="margin=2000 is beyond float64's exponents"):
+        floatlab.Scheme("e4m3fn", 32, "float32", "even", margin=2000)
+    tile = floatlab.Scheme("e4m3fn", (np.int64(1), np.int64(128)), "float32", "even")
+    assert tile == floatlab.get_scheme("fp8_1x128")
+    s = floatlab.Scheme("e4m3fn", margin=np.int64(1), axis=np.int64(0))
+    assert s.margin == 1 and type(s.margin) is int and s.axis == 0
+
+
+def test_codebook_and_fixed_point_inputs():
+    """2-D values were flattened, masked codes unmasked, bad seeds failed in numpy, an
+    unhashable name failed in functools.cache, saturate='False' was accepted."""
+    with pytest.raises(ValueError, match=r"values must be a 1-D list of numbers, got shape"):
+        floatlab.Codebook("cb", [[0.0, 1.0], [2.0, 3.0]])
+    with pytest.raises(TypeError, match="codes is a masked array"):
+        floatlab.Codebook("cb", [0.0, 1.0], codes=np.ma.array([0, 1], mask=[0, 1]))
+    with pytest.raises(ValueError, match=r"codes must be one int per value \(2 ints\)"):
+        floatlab.Codebook("cb", [0.0, 1.0], codes=[[0, 1]])
+    nf4 = floatlab.get_codebook("nf4")
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        nf4.round(X, rounding="stochastic", rng="3")
+    with pytest.raises(ValueError, match="rng seed must be a non-negative int"):
+        nf4.round(X, rounding="stochastic", rng=-1)
+    assert np.array_equal(nf4.round(X, rounding="stochastic", rng=3),
+                          nf4.round(X, rounding="stochastic", rng=np.random.default_rng(3)))
+    with pytest.raises(TypeError, match="codebook name must be a string, got \\['nf4'\\]"):
+        floatlab.get_codebook(["nf4"])
+    for element in (nf4, floatlab.FixedPoint(8, 2)):
+        with pytest.raises(TypeError, match="saturate must be True or False"):
+            element.round(X, saturate="False")
+    with pytest.raises(TypeError, match="FixedPoint name must be a string"):
+        floatlab.FixedPoint(8, 0, name=3)
+    assert floatlab.get_codebook("nf4") is nf4  # (still cached)
+
+
+# --------------------------------------------------------------------------- scaling
+
+@pytest.mark.parametrize("call", [
+    lambda flag: floatlab.amax_scale(X, "e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.quantize_scaled(X, "e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.CurrentScaling("e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.DelayedScaling("e4m3fn", power_of_two=flag),
+])
+@pytest.mark.parametrize("flag", ["False", 1, None])
+def test_power_of_two_is_a_real_bool(call, flag):
+    """power_of_two='False' rounded the scale to a power of two (256 instead of 448)."""
+    with pytest.raises(TypeError, match="power_of_two must be True or False"):
+        call(flag)
+
+
+@pytest.mark.parametrize("amax, error, message", [
+    ("3", TypeError, "amax must be a number >= 0"),
+    (True, TypeError, "amax must be a number >= 0"),
+    (np.array([1.0, 2.0]), TypeError, "amax must be a number >= 0"),
+    (None, TypeError, "amax must be a number >= 0"),
+    (-1.0, ValueError, r"amax must be finite and >= 0 .* got -1.0"),
+    (np.nan, ValueError, "amax must be finite and >= 0"),
+])
+def test_scale_for_checks_its_amax(amax, error, message):
+    """scale_for('3') took the string as 3.0; scale_for(-1.0) gave 1.0 without a word."""
+    with pytest.raises(error, match=message):
+        floatlab.CurrentScaling("e4m3fn").scale_for(amax)
+    assert floatlab.CurrentScaling("e4m3fn").scale_for(np.float32(3.5)) == 128.0
+
+
+def test_scaling_sizes_and_dtypes():
+    """history_len=10**30 failed inside deque (OverflowError); dequantize(np.int32) truncated
+    the values to ints; mx_scale([]) failed in np.max of an empty array."""
+    with pytest.raises(ValueError, match="history_len=10{30} is more amaxes than a deque"):
+        floatlab.DelayedScaling("e4m3fn", history_len=10**30)
+    q = floatlab.quantize_scaled([0.3, -1.5], "e4m3fn")
+    for dtype in (np.int32, np.float16, bool):
+        with pytest.raises(TypeError, match="dtype must be float32 or float64"):
+            q.dequantize(dtype)
+    assert q.dequantize(np.float32).dtype == np.float32
+    assert floatlab.mx_scale([]).shape == (0,)
+    assert floatlab.mx_scale(np.zeros((0, 3))).shape == (0, 3)
