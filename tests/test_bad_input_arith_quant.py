@@ -315,3 +315,56 @@ def test_scaling_sizes_and_dtypes():
     assert q.dequantize(np.float32).dtype == np.float32
     assert floatlab.mx_scale([]).shape == (0,)
     assert floatlab.mx_scale(np.zeros((0, 3))).shape == (0, 3)
+
+
+# --------------------------------------------------------------------------- valid edges
+
+@pytest.mark.parametrize("shapes", [((0, 64), (64, 0)), ((0, 3), (3, 2)), ((3, 2), (2, 0)),
+                                    ((2, 0), (0, 3))])
+def test_block_fma_matmul_of_empty_operands_keeps_the_shape(shapes):
+    """A (0, k) operand divided by zero in the block-FMA tiling (ZeroDivisionError)."""
+    acc = floatlab.Accumulator("float32", rounding="toward_zero", block_fma=4)
+    a, b = np.ones(shapes[0]), np.ones(shapes[1])
+    out = floatlab.matmul(a, b, acc)
+    assert out.shape == (shapes[0][0], shapes[1][1]) and not out.any()
+    chunked = floatlab.Accumulator("float32", block_fma=4, chunk=8, promote="float32")
+    assert floatlab.matmul(a, b, chunked).shape == out.shape
+
+
+VIEWS = {
+    "float32": lambda x: x.astype(np.float32),
+    "float16": lambda x: x.astype(np.float16),
+    "transposed": lambda x: np.ascontiguousarray(x.T).T,
+    "reversed": lambda x: x[:, ::-1],
+    "strided": lambda x: np.repeat(x, 2, axis=1)[:, ::2],
+    "read-only": lambda x: np.array(x, copy=True).view(),
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("call", [
+    lambda x: floatlab.sum(x, "fp16", axis=-1),
+    lambda x: floatlab.cumsum(x, floatlab.Accumulator("fp16", compensated=True), axis=-1),
+    lambda x: floatlab.matmul(x, np.asarray(x).T, "bf16"),
+    lambda x: (floatlab.array(x, "fp16") * 3 + x).mean(axis=0).values,
+    lambda x: floatlab.fake_quantize(x, "mxfp4"),
+    lambda x: floatlab.quantize(x, "nvfp4").dequantize(),
+    lambda x: floatlab.mx_quantize(x, "e2m1", 32, 0).dequantize(),
+    lambda x: floatlab.CurrentScaling("e4m3fn", float32=True).quantize(x).dequantize(),
+    lambda x: floatlab.error_profile(lambda t: t * 3 + 1, x, "fp16").bits["float16"],
+])
+def test_views_and_narrow_dtypes_give_the_values_of_a_plain_copy(view, call):
+    """Transposed, reversed, strided and read-only views give what a contiguous copy of the
+    same values gives (float16 what float32 gives: it widens exactly, and quantisation works in
+    the input's precision), and are not written to."""
+    base = np.random.default_rng(1).standard_normal((4, 64))
+    x = VIEWS[view](base)
+    if view == "read-only":
+        x.setflags(write=False)
+    before = np.array(x, copy=True)
+    work = np.float32 if view in ("float32", "float16") else np.float64
+    expected = call(np.ascontiguousarray(x, dtype=work))
+    got = call(x)
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64),
+                                  np.asarray(expected, dtype=np.float64))
+    assert np.array_equal(x, before)
