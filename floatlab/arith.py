@@ -373,14 +373,14 @@ def _shape_function(func, args, kwargs) -> FloatArray:
     arrays = _leaves(args)
     lead, fmt = arrays[0], result_format(*arrays)
 
-    def convert(obj):
+    def convert(obj):  # the data argument: every number in it becomes a value of fmt
         if isinstance(obj, FloatArray):
             return obj.values
         if isinstance(obj, (list, tuple)):
             return type(obj)(convert(o) for o in obj)
-        if isinstance(obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool):
-            return lead._weak(obj, fmt) if not isinstance(obj, numbers.Integral) else obj
-        return obj
+        # (ints too: np.concatenate([e2m1 array, [7]]) kept 7, above e2m1's max 6; bools and
+        # strings go to _weak's refusal instead of becoming 1.0 or a numpy conversion error)
+        return lead._weak(obj, fmt)
 
     first, rest = convert(args[0]), args[1:]
     out = func(first, *rest, **kwargs)

@@ -368,3 +368,15 @@ def test_views_and_narrow_dtypes_give_the_values_of_a_plain_copy(view, call):
     np.testing.assert_array_equal(np.asarray(got, dtype=np.float64),
                                   np.asarray(expected, dtype=np.float64))
     assert np.array_equal(x, before)
+
+
+def test_joining_a_floatarray_with_numbers_rounds_them_into_its_format():
+    """np.concatenate([e2m1 array, [7]]) kept the int 7 (e2m1's max is 6): not a value of the
+    format; [True] became 1.0 and ['a'] failed in numpy's float conversion."""
+    x = floatlab.array([1.0], "e2m1")
+    assert np.concatenate([x, [7]]).values.tolist() == [1.0, 6.0]
+    assert np.stack([x, [5]]).values.tolist() == [[1.0], [4.0]]  # 5 ties to even
+    for bad, message in (([True], "boolean"), ([np.True_], "bool"), (["a"], "str 'a'")):
+        with pytest.raises(TypeError, match=message):
+            np.concatenate([x, bad])
+    assert np.take(x, [0]).values.tolist() == [1.0]
