@@ -152,6 +152,11 @@ class Accumulator:
             set_(self, "chunk", int(self.chunk))
         if self.order == "blocked" and self.chunk is None:
             raise ValueError("order='blocked' needs chunk=<terms per block>, e.g. chunk=128")
+        if self.order == "pairwise" and self.chunk is not None:
+            # (the chunks were summed left to right, the pairwise order silently dropped)
+            raise ValueError("order='pairwise' with chunk= is not emulated: chunks are summed "
+                             "left to right (that is order='blocked'); use order='blocked', or "
+                             "drop chunk / promote for one pairwise tree")
         if self.promote is not None:
             promote = get_format(self.promote)
             if self.chunk is None:
@@ -243,7 +248,7 @@ class Accumulator:
         return level[0]
 
     def _chunked(self, terms: _Terms) -> np.ndarray:
-        """Sequential (or pairwise) inside blocks of ``chunk`` terms, then the block sums."""
+        """Sequential inside blocks of ``chunk`` terms, then the block sums."""
         n, m, c = terms.n, terms.m, self.chunk
         blocks = -(-n // c)
         values = terms.block(0, n)

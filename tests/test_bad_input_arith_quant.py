@@ -380,3 +380,13 @@ def test_joining_a_floatarray_with_numbers_rounds_them_into_its_format():
         with pytest.raises(TypeError, match=message):
             np.concatenate([x, bad])
     assert np.take(x, [0]).values.tolist() == [1.0]
+
+
+def test_pairwise_order_with_chunks_is_refused_not_dropped():
+    """Accumulator('fp16', order='pairwise', chunk=8) summed each chunk left to right: 1.0
+    where the pairwise tree gives 1.0029296875, without a word."""
+    with pytest.raises(ValueError, match="order='pairwise' with chunk= is not emulated"):
+        floatlab.Accumulator("fp16", order="pairwise", chunk=8)
+    x = np.array([1.0] + [2.0**-11] * 7)
+    assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="pairwise"))) == 1.0029296875
+    assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="blocked", chunk=8))) == 1.0
