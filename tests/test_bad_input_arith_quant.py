@@ -390,3 +390,11 @@ def test_pairwise_order_with_chunks_is_refused_not_dropped():
     x = np.array([1.0] + [2.0**-11] * 7)
     assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="pairwise"))) == 1.0029296875
     assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="blocked", chunk=8))) == 1.0
+
+
+def test_error_profile_table_limit():
+    p = floatlab.error_profile(lambda t: t + 1, [1.0, 2.0, 3.0], "fp16")
+    for bad, error in (("a", TypeError), (2.0, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="limit must be an int >= 0"):
+            p.table(limit=bad)
+    assert len(p.table(limit=2).splitlines()) == 3
