@@ -398,3 +398,13 @@ def test_error_profile_table_limit():
         with pytest.raises(error, match="limit must be an int >= 0"):
             p.table(limit=bad)
     assert len(p.table(limit=2).splitlines()) == 3
+
+
+def test_dequantize_refuses_a_code_the_codebook_does_not_use():
+    """fp4_bnb has no code 8 (bitsandbytes' -0): it dequantised to NaN without a word."""
+    scheme = floatlab.Scheme("fp4_bnb", 32, "float32", "even")
+    with pytest.raises(ValueError, match="a code that codebook fp4_bnb does not use"):
+        floatlab.dequantize(np.array([8, 1]), np.array([1.0]), scheme)
+    q = floatlab.quantize(X, scheme)
+    assert np.array_equal(floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape),
+                          q.dequantize())

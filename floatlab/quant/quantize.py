@@ -53,6 +53,7 @@ from floatlab.quant.blocks import (
     _unblock,
     raise_nonfinite,
 )
+from floatlab.quant.codebook import Codebook
 from floatlab.quant.elements import (
     _FLOAT_TYPES,
     _codes_of_values,
@@ -418,6 +419,10 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
                          "codes quantize() stored (QuantizedTensor.codes)")
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError("codes must be a non-empty array with at least one dimension")
+    if isinstance(element, Codebook) and np.any(element._index_of_code[arr] < 0):
+        # (a code no entry has, fp4_bnb's 8: its table slot is NaN)
+        raise ValueError(f"codes hold a code that codebook {element.name} does not use; pass "
+                         "the codes quantize() stored (QuantizedTensor.codes)")
     values = _element_values(arr.astype(np.intp), element, dtype)
     b = _blocked(values, scheme)
     sc = np.asarray(as_float_array(scales, name="scales"), dtype=np.float64)
