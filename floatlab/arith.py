@@ -426,7 +426,9 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's na
 
 
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
-    extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue}
+    # (keepdims=False and where=True change nothing: accepted, as the ufunc path accepts them)
+    extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue
+             and not (k in _NEUTRAL_OPTIONS and _same(v, _NEUTRAL_OPTIONS[k]))}
     if extra:
         raise TypeError(f"np.{name} on a FloatArray takes axis only, got {sorted(extra)}: the "
                         "result's format is the array's, its adder the array's accumulator")

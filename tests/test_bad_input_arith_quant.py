@@ -408,3 +408,12 @@ def test_dequantize_refuses_a_code_the_codebook_does_not_use():
     q = floatlab.quantize(X, scheme)
     assert np.array_equal(floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape),
                           q.dequantize())
+
+
+def test_np_sum_mean_cumsum_take_their_neutral_options():
+    """np.sum(x, keepdims=False) was refused as an extra option, though it changes nothing."""
+    x = floatlab.array(np.ones((2, 3)), "fp16")
+    assert np.sum(x, axis=0, keepdims=False, where=True).values.tolist() == [2.0, 2.0, 2.0]
+    assert np.mean(x, keepdims=False).values == 1.0
+    with pytest.raises(TypeError, match=r"np.sum on a FloatArray takes axis only"):
+        np.sum(x, keepdims=True)
