@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from floatlab import blockfma as _blockfma
+from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
@@ -151,6 +152,11 @@ class Accumulator:
             set_(self, "chunk", int(self.chunk))
         if self.order == "blocked" and self.chunk is None:
             raise ValueError("order='blocked' needs chunk=<terms per block>, e.g. chunk=128")
+        if self.order == "pairwise" and self.chunk is not None:
+            # (the chunks were summed left to right, the pairwise order silently dropped)
+            raise ValueError("order='pairwise' with chunk= is not emulated: chunks are summed "
+                             "left to right (that is order='blocked'); use order='blocked', or "
+                             "drop chunk / promote for one pairwise tree")
         if self.promote is not None:
             promote = get_format(self.promote)
             if self.chunk is None:
@@ -172,6 +178,8 @@ class Accumulator:
         set_(self, "rng", resolve_rng(self.rng, self.rounding == "stochastic", self.rounding))
         if self.rounding != "stochastic" and self.random_bits is not None:
             raise ValueError("random_bits applies to rounding='stochastic' only")
+        if self.random_bits is not None:  # checked now, not at the first stochastic addition
+            set_(self, "random_bits", _check_random_bits(self.random_bits))
         if self.fmt.p > 51 and self.rounding != "nearest_even":
             raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "
                              "rounds to nearest even only; use a narrower format or "
@@ -240,10 +248,16 @@ class Accumulator:
         return level[0]
 
     def _chunked(self, terms: _Terms) -> np.ndarray:
-        """Sequential (or pairwise) inside blocks of ``chunk`` terms, then the block sums."""
+        """Sequential inside blocks of ``chunk`` terms, then the block sums."""
         n, m, c = terms.n, terms.m, self.chunk
         blocks = -(-n // c)
         values = terms.block(0, n)
+        if blocks == 1 and c > n + 1 and self.rounding != "stochastic":
+            # One block (a chunk longer than the sum, up to chunk=2**40): one zero of padding
+            # gives the bits of many, since (s + 0) + 0 == s + 0 in every deterministic mode
+            # (only a -0 sum can change, and then once). Stochastic rounding keeps its full
+            # padding: its draws per addition are part of its random stream.
+            c = n + 1
         if blocks * c != n:  # pad with zeros after the real terms: acc + 0 == acc exactly
             values = np.concatenate([values, np.zeros((blocks * c - n, m))])
         # (blocks, c, m) -> (c, blocks * m): each block is an independent sequential sum.

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import resolve_rng
-from floatlab.accumulate import Accumulator
+from floatlab.accumulate import Accumulator, _check_axis
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
@@ -170,7 +170,12 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         values = self._values.copy()
-        values[key] = self._weak(value, self.fmt)
+        incoming = self._weak(value, self.fmt)
+        if isinstance(value, FloatArray) and value.fmt != self.fmt:
+            # A FloatArray of another format is cast into this one (round to nearest even, as
+            # torch's t[i] = other casts): its raw values would not be values of this format.
+            incoming = _round(incoming, self.fmt)
+        values[key] = incoming
         values.setflags(write=False)
         self._values = values
 
@@ -202,6 +207,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
         if kwargs.get("out") is not None:
             raise TypeError("FloatArray operations do not write into out=: assign the result")
+        if method == "__call__" or ufunc is np.add:
+            _refuse_ufunc_options(ufunc, method, kwargs)
         if method == "reduce" and ufunc is np.add:
             return _sum(inputs[0], axis=kwargs.get("axis", 0))
         if method == "accumulate" and ufunc is np.add:
@@ -281,7 +288,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def mean(self, axis: int | None = None) -> FloatArray:
         """The accumulator's sum divided by the count, rounded once (faithful)."""
-        count = self.size if axis is None else self.shape[axis]
+        # (checked here: self.shape[axis] would raise IndexError for an axis out of range)
+        count = self.size if axis is None else self.shape[_check_axis(axis, self.ndim)]
         total = _sum(self, self.accumulator, axis=axis)
         return self._new(np.asarray(total.values) / count, self.fmt)
 
@@ -313,6 +321,35 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         return self._values.tolist()
 
 
+# What a ufunc option means when it changes nothing (numpy passes only the options given).
+_NEUTRAL_OPTIONS = {"where": True, "keepdims": False, "dtype": None, "initial": np._NoValue,
+                    "casting": "same_kind", "order": "K", "subok": True, "signature": None}
+
+
+def _refuse_ufunc_options(ufunc: np.ufunc, method: str, kwargs: dict) -> None:
+    """Options the emulation would otherwise drop without a word (``dtype=``, ``keepdims=``,
+    ``initial=``, ``where=`` of a reduction ...): refused, since the result's format is the
+    operands' and its rounding the array's, whatever the option asked for."""
+    # (where= of a call has its own message in __array_ufunc__)
+    allowed = {"out", "axis"} if method in ("reduce", "accumulate") else {"out", "where"}
+    extra = sorted(k for k, v in kwargs.items() if k not in allowed
+                   and not (k in _NEUTRAL_OPTIONS and _same(v, _NEUTRAL_OPTIONS[k])))
+    if not extra:
+        return
+    name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+    raise TypeError(f"np.{name} on a FloatArray takes no {', '.join(extra)}: the result's "
+                    "format is the operands' (promoted) and its rounding the array's; convert "
+                    "with .astype(fmt) afterwards, or call it on np.asarray(x) to compute on "
+                    "the exact float64 values")
+
+
+def _same(value: Any, neutral: Any) -> bool:
+    if neutral is None or neutral is np._NoValue or isinstance(neutral, bool):
+        return value is neutral or (isinstance(neutral, bool) and isinstance(value, np.bool_)
+                                    and bool(value) is neutral)
+    return isinstance(value, str) and value == neutral
+
+
 def _plain(obj: Any) -> Any:
     if isinstance(obj, FloatArray):
         return obj.values
@@ -336,14 +373,14 @@ def _shape_function(func, args, kwargs) -> FloatArray:
     arrays = _leaves(args)
     lead, fmt = arrays[0], result_format(*arrays)
 
-    def convert(obj):
+    def convert(obj):  # the data argument: every number in it becomes a value of fmt
         if isinstance(obj, FloatArray):
             return obj.values
         if isinstance(obj, (list, tuple)):
             return type(obj)(convert(o) for o in obj)
-        if isinstance(obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool):
-            return lead._weak(obj, fmt) if not isinstance(obj, numbers.Integral) else obj
-        return obj
+        # (ints too: np.concatenate([e2m1 array, [7]]) kept 7, above e2m1's max 6; bools and
+        # strings go to _weak's refusal instead of becoming 1.0 or a numpy conversion error)
+        return lead._weak(obj, fmt)
 
     first, rest = convert(args[0]), args[1:]
     out = func(first, *rest, **kwargs)
@@ -389,7 +426,9 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's na
 
 
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
-    extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue}
+    # (keepdims=False and where=True change nothing: accepted, as the ufunc path accepts them)
+    extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue
+             and not (k in _NEUTRAL_OPTIONS and _same(v, _NEUTRAL_OPTIONS[k]))}
     if extra:
         raise TypeError(f"np.{name} on a FloatArray takes axis only, got {sorted(extra)}: the "
                         "result's format is the array's, its adder the array's accumulator")
@@ -437,11 +476,13 @@ def array(
 
 
 def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
-        rounding: str = "nearest_even", rng: Any = None) -> Any:
+        rounding: str | None = None, rng: Any = None) -> Any:
     """``a * b + c`` rounded once (correctly rounded in every mode; see the module notes).
 
     With FloatArray operands the result is a FloatArray of their promoted format and the first
-    one's rounding; with plain operands pass ``fmt`` (they are taken exactly) and get float64.
+    one's rounding (and rng: ``rounding`` / ``rng`` other than those are refused, not ignored);
+    with plain operands pass ``fmt`` (they are taken exactly), ``rounding`` (default
+    "nearest_even") and ``rng``, and get float64.
 
     >>> x = array([1 + 2.0**-10], "fp16")
     >>> fma(x, x, array([-1.0], "fp16"))       # x*x - 1 = 2**-9 + 2**-20: 2**-9 after rounding
@@ -454,11 +495,13 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
         lead = arrays[0]
         out_fmt = result_format(*arrays) if fmt is None else get_format(fmt)
         va, vb, vc = (lead._weak(v, out_fmt) for v in (a, b, c))
+        _check_lead_settings(lead, rounding, rng)
         mode, rng = lead.rounding, lead.rng
     else:
         if fmt is None:
             raise TypeError("fma of plain numbers needs fmt=<format of the result>")
-        out_fmt, mode = get_format(fmt), _resolve_mode(rounding)
+        out_fmt = get_format(fmt)
+        mode = _resolve_mode("nearest_even" if rounding is None else rounding)
         va, vb, vc = (np.asarray(as_float_array(v, name=n), dtype=np.float64)
                       for v, n in ((a, "a"), (b, "b"), (c, "c")))
         for v, n in ((va, "a"), (vb, "b")):
@@ -466,6 +509,12 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
                 raise ValueError(f"fma: {n} has more than 24 significant bits; the product "
                                  "is exact in float64 only for inputs of at most 26 bits "
                                  "(round them to float32 or to the format first)")
+    try:
+        np.broadcast_shapes(np.shape(va), np.shape(vb), np.shape(vc))
+    except ValueError:
+        raise ValueError(f"fma: a, b and c have shapes {np.shape(va)}, {np.shape(vb)} and "
+                         f"{np.shape(vc)}, which do not broadcast together; pass arrays of one "
+                         "shape (or scalars)") from None
     if _FAST_FMA and arrays and all(contains(out_fmt, f.fmt) for f in arrays) \
             and _sums_exact(out_fmt):
         with np.errstate(invalid="ignore", over="ignore"):
@@ -479,6 +528,18 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
     if arrays:
         return lead._new(exact, out_fmt)
     return _round(exact, out_fmt, mode, rng=rng)
+
+
+def _check_lead_settings(lead: FloatArray, rounding: Any, rng: Any) -> None:
+    """fma's ``rounding`` / ``rng`` with FloatArray operands: the first one's settings decide,
+    so a different mode or generator would be silently ignored; it is refused instead."""
+    if rounding is not None and _resolve_mode(rounding) != lead.rounding:
+        raise ValueError(f"fma: rounding={rounding!r}, but FloatArray operands round with the "
+                         f"first one's mode ({lead.rounding!r}); drop rounding=, or build that "
+                         f"operand with floatlab.array(..., rounding={rounding!r})")
+    if rng is not None and rng is not lead.rng:
+        raise ValueError("fma: rng= applies to plain operands; FloatArray operands draw from "
+                         "the first one's generator: pass it to floatlab.array(..., rng=...)")
 
 
 _FAST_FMA = True  # switch for the tests, which check the fast path equal to odd_sum's

@@ -115,6 +115,8 @@ def reduce(terms: _Terms, acc: Accumulator) -> np.ndarray:
     from floatlab.accumulate import _ArrayTerms, _ProductTerms
 
     n, m = terms.n, terms.m
+    if m == 0:  # no outputs (a (0, k) or (k, 0) operand): the tiling below would divide by 0
+        return np.zeros(0)
     products = _FAST_PRODUCTS and isinstance(terms, _ProductTerms) and terms.round_to is None
     if products:  # products made in cache-sized tiles, block by block, all chunks side by side
         partial = _product_chunks(terms.a, terms.b, acc.chunk or builtins.max(n, 1), acc)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import resolve_rng
 from floatlab.arith import FloatArray, array
 from floatlab.codec import encode
 from floatlab.formats import Format, get_format
@@ -62,6 +63,10 @@ class ErrorProfile:
 
     def table(self, limit: int = 12) -> str:
         """A text table: input, then result / bits of error per format."""
+        if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)):
+            raise TypeError(f"limit must be an int >= 0 (rows to show), got {limit!r}")
+        if limit < 0:
+            raise ValueError(f"limit must be an int >= 0 (rows to show), got {limit!r}")
         head = f"{'x':>14}" + "".join(f"  {f.name:>22}" for f in self.formats)
         rows = [head]
         for i, value in enumerate(self.x.reshape(-1)[:limit].tolist()):
@@ -105,8 +110,13 @@ def error_profile(
     Results that are inf or NaN where the reference is finite count as all bits wrong.
     """
     xs = np.asarray(as_float_array(x), dtype=np.float64)
-    fmts = [get_format(formats)] if isinstance(formats, (str, Format)) else [
-        get_format(fmt) for fmt in formats]
+    if isinstance(formats, (str, Format)):
+        fmts = [get_format(formats)]
+    elif isinstance(formats, Iterable):
+        fmts = [get_format(fmt) for fmt in formats]
+    else:
+        raise TypeError(f"formats must be a format or a list of them, got {formats!r}; e.g. "
+                        "formats=['fp16', 'bf16']")
     if not fmts:
         raise ValueError("formats is empty: pass a format name or a list of them")
     if not callable(f):
@@ -115,11 +125,12 @@ def error_profile(
     for fmt in fmts:
         inputs = array(xs, fmt, rounding="nearest_even")
         run = array(inputs.values, fmt, rounding=rounding)
-        result = _values(f(run), "f")
+        result = _shaped(_values(f(run), "f"), xs.shape, "f")
         if callable(reference):
             exact = _values(reference(inputs.values.copy()), "reference")
         else:
             exact = _values(f(array(inputs.values, reference)), "f")
+        exact = _shaped(exact, xs.shape, "reference" if callable(reference) else "f")
         out.inputs[fmt.name], out.results[fmt.name] = inputs.values, result
         out.reference[fmt.name] = exact
         out.ulps[fmt.name], out.bits[fmt.name] = _errors(result, exact, fmt)
@@ -133,6 +144,16 @@ def _values(result: Any, what: str) -> np.ndarray:
         return np.asarray(as_float_array(result, name=what), dtype=np.float64)
     except TypeError as err:
         raise TypeError(f"{what} must return numbers or a FloatArray: {err}") from None
+
+
+def _shaped(result: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``result`` if it has the inputs' shape: the profile compares input by input, so a
+    result of another shape (a reduction, a stray broadcast) has no input to pair with."""
+    if result.shape != shape:
+        raise ValueError(f"{what} returned shape {result.shape} for inputs of shape {shape}; "
+                         "error_profile compares results input by input, so it needs an "
+                         "element-wise formula (one result per input)")
+    return result
 
 
 def _ordinal(values: np.ndarray, fmt: Format) -> np.ndarray:
@@ -181,14 +202,22 @@ def significant_digits(
     [3.3, 0.0]
     """
     fmt = get_format(fmt)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n={n!r}: need an int >= 2 runs to measure a spread")
-    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n={n!r}: need an int >= 2 runs to measure a spread, e.g. n=30")
+    if n < 2:
+        raise ValueError(f"n={n!r}: need an int >= 2 runs to measure a spread, e.g. n=30")
+    if not callable(f):
+        raise TypeError(f"f must be a function of one array, got {type(f).__name__}")
+    generator = resolve_rng(rng, True, "stochastic")
     inputs = array(x, fmt).values
-    runs = np.stack([
-        _values(f(array(inputs, fmt, rounding="stochastic", rng=generator)), "f")
-        for _ in range(int(n))
-    ])
+    runs = []
+    for _ in range(int(n)):
+        run = _values(f(array(inputs, fmt, rounding="stochastic", rng=generator)), "f")
+        if runs and run.shape != runs[0].shape:
+            raise ValueError(f"f returned shape {run.shape} on run {len(runs) + 1} and "
+                             f"{runs[0].shape} on run 1; the spread needs one shape every run")
+        runs.append(run)
+    runs = np.stack(runs)
     top = fmt.p * np.log10(2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean, spread = runs.mean(axis=0), runs.std(axis=0, ddof=1)

@@ -118,6 +118,8 @@ def mx_scale(amax: Any, element_fmt: str | Format | Any = "e2m1") -> np.ndarray:
         _nonfinite_amax(amax, "amax")
     if np.any(amax < 0):
         raise ValueError("amax must be >= 0 (it is a maximum of magnitudes)")
+    if amax.size == 0:  # no blocks: no scales, the shape kept
+        return np.zeros(amax.shape)
     return _mx_scale(amax, fmt)
 
 

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.quant.fixed import FixedPoint
 from floatlab.rounding import _resolve_mode, as_float_array
 
@@ -99,7 +100,10 @@ class Codebook:
     def __init__(self, name: str, values: Any, codes: Any = None):
         if not isinstance(name, str) or not name:
             raise TypeError(f"Codebook name must be a non-empty string, got {name!r}")
-        arr = as_float_array(values, name="values").astype(np.float64).reshape(-1)
+        arr = as_float_array(values, name="values").astype(np.float64)
+        if arr.ndim != 1:  # (was flattened without a word)
+            raise ValueError(f"Codebook values must be a 1-D list of numbers, got shape "
+                             f"{arr.shape}")
         if arr.size < 2:
             raise ValueError("a Codebook needs at least two values")
         if not np.all(np.isfinite(arr)):
@@ -120,9 +124,10 @@ class Codebook:
         if codes is None:
             code_arr = np.arange(arr.size)
         else:
-            code_arr = np.asarray(codes).reshape(-1)
-            if code_arr.dtype.kind not in "iu" or code_arr.size != arr.size:
-                raise ValueError("codes must be one int per value")
+            code_arr = as_array(codes, "codes")
+            if code_arr.dtype.kind not in "iu" or code_arr.shape != arr.shape:
+                raise ValueError(f"codes must be one int per value ({arr.size} ints), got "
+                                 f"{code_arr.dtype} of shape {code_arr.shape}")
             code_arr = code_arr[order]
             if np.unique(code_arr).size != code_arr.size or code_arr.min() < 0 \
                     or code_arr.max() >= 1 << self.bits:
@@ -204,7 +209,7 @@ class Codebook:
             return np.where(arr < self._values[0], 0, lower)
         if mode == "toward_zero":
             return np.where(arr >= 0, np.where(arr < self._values[0], 0, lower), upper)
-        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        gen = resolve_rng(rng, True, mode)  # (a bad seed failed inside numpy before)
         lo_v, hi_v = self._values[lower], self._values[upper]
         span = np.where(hi_v > lo_v, hi_v - lo_v, 1.0)
         p = np.clip((arr - lo_v) / span, 0.0, 1.0)
@@ -262,7 +267,11 @@ class Codebook:
 
     def round(self, x: Any, rounding: str = "nearest_even", saturate: bool = True,
               subnormals: bool = True, rng: Any = None, dtype: Any = None) -> np.ndarray:
-        """The nearest entries (float64, or float32 with ``dtype=np.float32``); saturating."""
+        """The nearest entries (float64, or float32 with ``dtype=np.float32``); saturating
+        (``saturate`` and ``subnormals`` are taken for floatlab.round's signature; they must be
+        bools, and a table has no other choice)."""
+        check_flag(saturate, "saturate")
+        check_flag(subnormals, "subnormals")
         idx = self.indices(x, rounding=rounding, rng=rng)
         table = self._values32 if dtype is not None and np.dtype(dtype) == np.float32 \
             else self._values
@@ -412,15 +421,19 @@ def codebook_names() -> list[str]:
     return list(_BUILDERS)
 
 
-@cache
 def get_codebook(name: str) -> Codebook | FixedPoint:
     """A preset codebook (or the integer FixedPoint elements int8 / int4 / mxint8) by name.
 
     >>> get_codebook("int8")
     FixedPoint('int8': 8 bits two's complement, 0 fraction bits, range [-128, 127], step 1)
     """
-    if not isinstance(name, str):
+    if not isinstance(name, str):  # (before the cache, which fails on unhashable names)
         raise TypeError(f"codebook name must be a string, got {name!r}")
+    return _get_codebook(name)
+
+
+@cache
+def _get_codebook(name: str) -> Codebook | FixedPoint:
     key = name.strip().lower().replace("-", "_")
     if key not in _BUILDERS:
         close = difflib.get_close_matches(key, list(_BUILDERS), n=3, cutoff=0.5)

@@ -42,6 +42,7 @@ one FP8 step where the float32 rounding crosses an FP8 midpoint).
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +164,7 @@ def amax_scale(x: Any, fmt: str | Format | Any, margin: int = 0, *,
     """
     fmt = _signed_format(fmt, "scaled into")
     margin = _check_margin(margin)
+    power_of_two = check_flag(power_of_two, "power_of_two")
     amax = _amax(_as_float64(x))
     return _scale_from_amax(amax, fmt, margin, power_of_two)
 
@@ -240,6 +242,9 @@ class ScaledTensor:
         >>> quantize_scaled([0.00703125], "e4m3fn", scale=5.0).dequantize(np.float32).tolist()
         [0.007031249813735485]
         """
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):  # (ints truncated)
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         if self.float32:
             scale_inv = np.float32(1.0) / np.float32(self.scale)   # IEEE float32 division
             out = np.multiply(self.values, scale_inv, dtype=np.float32)
@@ -345,6 +350,7 @@ def quantize_scaled(
     """
     fmt = _signed_format(fmt, "scaled into")
     margin = _check_margin(margin)
+    power_of_two = check_flag(power_of_two, "power_of_two")
     rule = _scale_rule(float32)
     arr = _as_float64(x)
     amax = None
@@ -453,6 +459,18 @@ def _check_epsilon(amax_epsilon: Any) -> float:
     return value
 
 
+def _check_amax(amax: Any) -> float:
+    """A given amax: a real number, finite and >= 0 (a string or a negative one was taken)."""
+    if isinstance(amax, (bool, np.bool_)) or not isinstance(
+            amax, (int, float, np.integer, np.floating)):
+        raise TypeError(f"amax must be a number >= 0 (the largest magnitude of a tensor), got "
+                        f"{amax!r}; e.g. float(np.max(np.abs(x)))")
+    value = float(amax)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"amax must be finite and >= 0 (a largest magnitude), got {value!r}")
+    return value
+
+
 class CurrentScaling:
     """Transformer Engine's current (just-in-time) scaling: each call scales by its own amax.
 
@@ -473,13 +491,14 @@ class CurrentScaling:
         self.fmt = _signed_format(fmt, "scaled into")
         self.margin = _check_margin(margin)
         self.amax_epsilon = _check_epsilon(amax_epsilon)
-        self.power_of_two = bool(power_of_two)
+        self.power_of_two = check_flag(power_of_two, "power_of_two")
         self._rule = _scale_rule(float32)
         self.float32 = bool(float32)
 
     def scale_for(self, amax: float) -> float:
-        """The scale for a tensor with this amax."""
-        return self._rule(max(float(amax), self.amax_epsilon), self.fmt, self.margin,
+        """The scale for a tensor with this amax (a number >= 0, e.g. ``float(np.max(np.abs(
+        x)))``)."""
+        return self._rule(max(_check_amax(amax), self.amax_epsilon), self.fmt, self.margin,
                           self.power_of_two)
 
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
@@ -533,8 +552,11 @@ class DelayedScaling:
         self.history_len = _check_int(
             history_len, "history_len", 1, "it is how many past amaxes are kept"
         )
+        if self.history_len > sys.maxsize:  # (a deque's maxlen is a C ssize_t)
+            raise ValueError(f"history_len={self.history_len} is more amaxes than a deque can "
+                             "hold; Transformer Engine's default is 1024")
         self.margin = _check_margin(margin)
-        self.power_of_two = bool(power_of_two)
+        self.power_of_two = check_flag(power_of_two, "power_of_two")
         if amax_compute_algo not in AMAX_COMPUTE_ALGOS:
             raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS} (as "
                              f"Transformer Engine's recipe), got {amax_compute_algo!r}")

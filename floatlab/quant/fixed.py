@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import check_flag
 from floatlab.formats import Format
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as round_to_format
@@ -60,6 +61,8 @@ class FixedPoint:
                 raise TypeError(f"FixedPoint {label} must be an int, got {value!r}")
         if not isinstance(signed, (bool, np.bool_)):
             raise TypeError(f"FixedPoint signed must be True or False, got {signed!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"FixedPoint name must be a string, got {name!r}")
         low = 2 if signed else 1
         if not low <= word_bits <= 53:
             raise ValueError(
@@ -130,6 +133,8 @@ class FixedPoint:
         [2.0, 4.0, 127.0, -128.0]
         """
         _resolve_mode(rounding)  # the mode names are floatlab.round's
+        check_flag(saturate, "saturate")  # (always on: a string must not look like a choice)
+        check_flag(subnormals, "subnormals")
         arr = as_float_array(x)
         try:
             out = round_to_format(arr, self._grid, rounding=rounding, saturate=True, rng=rng,

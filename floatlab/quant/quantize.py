@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import check_flag, resolve_rng
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.quant.blocks import (
     _amax_and_max,
     _blocked,
@@ -53,6 +53,7 @@ from floatlab.quant.blocks import (
     _unblock,
     raise_nonfinite,
 )
+from floatlab.quant.codebook import Codebook
 from floatlab.quant.elements import (
     _FLOAT_TYPES,
     _codes_of_values,
@@ -80,6 +81,19 @@ def _as_input(x: Any) -> np.ndarray:
         raise ValueError(f"x is empty (shape {arr.shape}): there is no block amax to compute a "
                          "scale from; pass a non-empty array")
     return arr
+
+
+def _check_shape(shape: Any) -> tuple[int, ...] | None:
+    """dequantize's ``shape``: None, an int or a tuple of non-negative ints (as numpy takes)."""
+    if shape is None:
+        return None
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    if not isinstance(dims, (tuple, list)) or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 0
+            for n in dims):
+        raise TypeError(f"shape must be a tuple of non-negative ints such as q.shape, got "
+                        f"{shape!r}")
+    return tuple(int(n) for n in dims)
 
 
 def _hadamard(arr: np.ndarray, scheme: Scheme, inverse: bool = False) -> np.ndarray:
@@ -302,6 +316,7 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     """
     scheme = get_scheme(scheme)
     check_flag(rotated, "rotated")
+    stats = check_flag(stats, "stats")
     parts = _core(x, scheme, rng, want_codes=stats)
     source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
@@ -356,6 +371,7 @@ def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | i
         raise ValueError(f"quantize_elements: {scheme.name or scheme.describe()} is not one "
                          "element times one block scale (Hadamard / nested scales); use "
                          "fake_quantize")
+    stats = check_flag(stats, "stats")
     parts = _core(x, scheme, rng, want_codes=stats)
     source, _, b, elements, _, _, _, _, eff, _, _ = parts
     grid_scales = _grid_shape(eff, b.grid)
@@ -384,25 +400,41 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64, got {dtype}")
-    arr = np.asarray(codes)
+    arr = as_array(codes, "codes")
     if arr.dtype.kind not in "iu":
         raise TypeError(f"codes must be unsigned integer codes, got dtype {arr.dtype}")
+    shape = _check_shape(shape)
     if element.bits in (4, 6) and arr.dtype == np.uint8 and shape is not None:
         count = int(np.prod(shape))
         arr = unpack_codes(arr, element.bits, count).reshape(shape)
-    elif shape is not None and tuple(shape) != arr.shape:
-        raise ValueError(f"codes have shape {arr.shape}, not {tuple(shape)}")
+    elif shape is not None and shape != arr.shape:
+        raise ValueError(f"codes have shape {arr.shape}, not {shape}")
     if element.bits in (4, 6) and arr.size and arr.max() >= 1 << element.bits:
         raise ValueError(f"codes exceed {element.bits} bits: pass packed codes with shape=... "
                          "or one code per value")
+    if arr.size and (arr.min() < 0 or arr.max() >= 1 << element.bits):
+        # (a code beyond the table was read as NaN, a negative one clipped to code 0)
+        raise ValueError(f"codes of {element.name} run from 0 to {(1 << element.bits) - 1}, "
+                         f"got {int(arr.min() if arr.min() < 0 else arr.max())}; pass the "
+                         "codes quantize() stored (QuantizedTensor.codes)")
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError("codes must be a non-empty array with at least one dimension")
+    if isinstance(element, Codebook) and np.any(element._index_of_code[arr] < 0):
+        # (a code no entry has, fp4_bnb's 8: its table slot is NaN)
+        raise ValueError(f"codes hold a code that codebook {element.name} does not use; pass "
+                         "the codes quantize() stored (QuantizedTensor.codes)")
     values = _element_values(arr.astype(np.intp), element, dtype)
     b = _blocked(values, scheme)
-    sc = np.asarray(scales, dtype=np.float64)
+    sc = np.asarray(as_float_array(scales, name="scales"), dtype=np.float64)
     if sc.shape != b.grid:
         raise ValueError(f"scales have shape {sc.shape}; {scheme.name or 'this scheme'} on "
                          f"shape {arr.shape} has {b.grid} blocks")
+    # (dq8's stored scales are approximations, which may dip below 0: only finite there)
+    bad = ~np.isfinite(sc) if scheme.scale == "dq8" else ~(np.isfinite(sc) & (sc >= 0))
+    if bad.any():
+        raise ValueError(f"scales must be finite{'' if scheme.scale == 'dq8' else ' and >= 0'}"
+                         f" (block amaxes over the element's max), got {sc[bad][:3].tolist()}; "
+                         "pass QuantizedTensor.scales")
     if scheme.scale in ("e8m0", "pow2"):
         low, high = (-127, 127) if scheme.scale == "e8m0" else (-149, 127)
         mant, exp = np.frexp(sc)
@@ -414,7 +446,18 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         if global_scale is None:
             raise ValueError("this scheme has a global (per-tensor) scale: pass "
                              "global_scale=q.global_scale")
+        if isinstance(global_scale, (bool, np.bool_)) or not isinstance(
+                global_scale, (int, float, np.integer, np.floating)):
+            raise TypeError(f"global_scale must be a number (q.global_scale), got "
+                            f"{global_scale!r}")
+        if not (math.isfinite(global_scale) and global_scale >= 0):
+            raise ValueError(f"global_scale must be finite and >= 0 (q.global_scale), got "
+                             f"{global_scale!r}")
         sc = (np.float32(global_scale) * sc.astype(np.float32)).astype(np.float64)
+    elif global_scale is not None:
+        raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
+                         f"{global_scale!r} would be ignored; drop it (only two-level schemes "
+                         "such as nvfp4 take one)")
     out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded, b.shape)
     if scheme.hadamard:
         out = _hadamard(out, scheme, inverse=True)

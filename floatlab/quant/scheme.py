@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from floatlab.formats import Format, get_format
 from floatlab.quant.codebook import Codebook, codebook_names, get_codebook
 from floatlab.quant.fixed import FixedPoint
@@ -82,7 +84,8 @@ def _check_block(block: Any) -> Any:
             raise ValueError(f"block size must be >= 1, got {b}")
         return b
     if isinstance(block, (tuple, list)) and len(block) == 2 and all(
-            isinstance(b, int) and not isinstance(b, bool) for b in block):
+            isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_))
+            for b in block):
         if min(block) < 1:
             raise ValueError(f"tile sizes must be >= 1, got {tuple(block)}")
         return tuple(int(b) for b in block)
@@ -155,10 +158,16 @@ class Scheme:
         # equality, hashing or repr.
         object.__setattr__(self, "_plans", {})
         for label, value in (("margin", self.margin), ("axis", self.axis)):
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"{label} must be an int, got {value!r}")
+            object.__setattr__(self, label, int(value))
         if self.margin < 0:
             raise ValueError(f"margin must be >= 0, got {self.margin}")
+        if self.margin > 1023:  # (2.0**margin would overflow: an OverflowError deep inside)
+            raise ValueError(f"margin={self.margin} is beyond float64's exponents: it is the "
+                             "headroom in powers of two, a few binades at most (e.g. margin=1)")
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string (a label), got {self.name!r}")
         if not isinstance(self.global_scale, bool):
             raise TypeError(f"global_scale must be True or False, got {self.global_scale!r}")
         if self.global_scale and self.scale in ("pow2", "e8m0", "dq8"):

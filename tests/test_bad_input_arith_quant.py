@@ -1,0 +1,419 @@
+"""Bad input to the arithmetic, accumulation and quantisation API (DEVELOPERS.md, "Bad input"):
+each case below was a silent wrong answer, a truthy-string surprise or a crash deep inside NumPy
+before; each now gets an error naming the argument and the fix. Valid edge input (empty, 0-d,
+float16, views) keeps working."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab import quant
+
+X = np.linspace(-1, 1, 64)
+
+
+# --------------------------------------------------------------------------- FloatArray
+
+@pytest.mark.parametrize("call, option", [
+    (lambda x: np.add(x, 1, dtype=np.float32), "dtype"),
+    (lambda x: np.multiply(x, 2, casting="unsafe"), "casting"),
+    (lambda x: np.add.reduce(x, keepdims=True), "keepdims"),
+    (lambda x: np.add.reduce(x, dtype=np.float32), "dtype"),
+    (lambda x: np.add.reduce(x, initial=5.0), "initial"),
+    (lambda x: np.add.reduce(x, where=np.ones(64, bool)), "where"),
+    (lambda x: np.add.accumulate(x, dtype=np.float32), "dtype"),
+])
+def test_ufunc_options_that_would_be_ignored_are_refused(call, option):
+    """They were dropped without a word (np.add.reduce(x, initial=5) summed without the 5)."""
+    x = floatlab.array(X, "fp16")
+    with pytest.raises(TypeError, match=f"on a FloatArray takes no {option}: .*np.asarray"):
+        call(x)
+
+
+def test_neutral_ufunc_options_still_work():
+    x = floatlab.array(X, "fp16")
+    assert np.add.reduce(x, axis=None, dtype=None, keepdims=False).values == x.sum().values
+    assert np.array_equal(np.add(x, 1, casting="same_kind").values, (x + 1).values)
+    assert np.array_equal(np.add(x, 1, where=True).values, (x + 1).values)
+
+
+@pytest.mark.parametrize("axis, error, message", [
+    (3, ValueError, "axis 3 is out of range for an array of 2 dimension"),
+    (-3, ValueError, "axis -3 is out of range"),
+    (0.0, TypeError, "axis must be an int or None, got 0.0"),
+    ((0, 1), TypeError, r"axis must be an int or None, got \(0, 1\)"),
+])
+def test_mean_checks_its_axis(axis, error, message):
+    """x.mean(axis=3) raised IndexError: tuple index out of range; np.mean too."""
+    x = floatlab.array(np.ones((2, 3)), "fp16")
+    with pytest.raises(error, match=message):
+        x.mean(axis=axis)
+    with pytest.raises(error, match=message):
+        np.mean(x, axis=axis)
+    assert x.mean(axis=-1).values.tolist() == [1.0, 1.0]
+
+
+def test_assigning_a_floatarray_of_another_format_casts_it():
+    """y[0] = array(0.1, "float32") stored 0.1 in an e4m3fn array: not an e4m3fn value."""
+    y = floatlab.array([0.0, 0.0], "e4m3fn")
+    y[0] = floatlab.array(0.1, "float32")
+    assert y.values.tolist() == [floatlab.round(0.1, "e4m3fn").item(), 0.0]
+    z = floatlab.array([0.0, 0.0, 0.0], "fp16")
+    z[1:] = floatlab.array([0.1, 70000.0], "float32")
+    assert z.values.tolist() == [0.0, floatlab.round(0.1, "fp16").item(), np.inf]
+    same = floatlab.array([0.0, 0.0], "fp16")
+    same[0] = floatlab.array(0.1, "fp16")
+    assert same.values[0] == floatlab.round(0.1, "fp16")
+
+
+def test_fma_refuses_shapes_that_do_not_broadcast():
+    """A numpy 'shape mismatch: objects cannot be broadcast' from deep inside before."""
+    with pytest.raises(ValueError, match=r"fma: a, b and c have shapes \(3,\), \(4,\) and \(\)"):
+        floatlab.fma(np.ones(3), np.ones(4), 1.0, fmt="fp16")
+    a, b = floatlab.array(np.ones(3), "fp16"), floatlab.array(np.ones(4), "fp16")
+    with pytest.raises(ValueError, match="do not broadcast together"):
+        floatlab.fma(a, b, a)
+
+
+def test_fma_refuses_a_rounding_or_rng_its_floatarrays_would_ignore():
+    """fma(x, x, x, rounding="up") rounded to nearest (the FloatArray's mode), silently."""
+    x = floatlab.array([1 + 2.0**-10], "fp16")
+    with pytest.raises(ValueError, match="rounding='up', but FloatArray operands round with "
+                                         "the first one's mode"):
+        floatlab.fma(x, x, x, rounding="up")
+    with pytest.raises(ValueError, match="rng= applies to plain operands"):
+        floatlab.fma(x, x, x, rng=0)
+    assert floatlab.fma(x, x, x, rounding="nearest_even").values == floatlab.fma(x, x, x).values
+    up = floatlab.array([1 + 2.0**-10], "fp16", rounding="up")
+    assert floatlab.fma(up, up, up, rounding="up").rounding == "up"
+    assert float(floatlab.fma(1.0, 3.0, 2.0**-30, fmt="fp16", rounding="up")) == 3.001953125
+
+
+# --------------------------------------------------------------------------- Accumulator
+
+@pytest.mark.parametrize("bits, error, message", [
+    ("3", TypeError, "random_bits must be an int"),
+    (3.0, TypeError, "random_bits must be an int"),
+    (True, TypeError, "random_bits must be an int"),
+    (0, ValueError, "random_bits=0 is out of range: use 1..52"),
+    (10**30, ValueError, "out of range: use 1..52"),
+])
+def test_accumulator_checks_random_bits_when_built(bits, error, message):
+    """Accepted by the constructor (repr random_bits='3'), refused only at the first addition."""
+    with pytest.raises(error, match=message):
+        floatlab.Accumulator("fp16", rounding="stochastic", random_bits=bits)
+    acc = floatlab.Accumulator("fp16", rounding="stochastic", random_bits=np.int64(8), rng=0)
+    assert acc.random_bits == 8 and type(acc.random_bits) is int
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "down", "toward_zero"])
+def test_a_chunk_longer_than_the_sum_needs_no_memory_for_its_padding(mode):
+    """chunk=2**40 padded a 10-term sum with 2**40 zeros: a MemoryError of 8 TiB."""
+    x = np.array([1.0, 2.0**-11, -0.0, 3.0, 2.0**-12] * 2)
+    huge = floatlab.Accumulator("fp16", rounding=mode, chunk=2**40)
+    small = floatlab.Accumulator("fp16", rounding=mode, chunk=4096)
+    assert floatlab.sum(x, huge).tobytes() == floatlab.sum(x, small).tobytes()
+    m = x.reshape(2, 5)
+    promoted = floatlab.Accumulator("fp16", rounding=mode, chunk=2**40, promote="float32")
+    assert floatlab.matmul(m.T, m, promoted).shape == (5, 5)
+    assert floatlab.sum(-np.zeros(3), huge).tobytes() == floatlab.sum(-np.zeros(3), small).tobytes()
+
+
+# --------------------------------------------------------------------------- error profiles
+
+@pytest.mark.parametrize("rng, error, message", [
+    ("3", TypeError, "rng must be a numpy.random.Generator, a non-negative int seed"),
+    (3.0, TypeError, "rng must be a numpy.random.Generator"),
+    (True, TypeError, "rng must be a numpy.random.Generator"),
+    (-1, ValueError, "rng seed must be a non-negative int"),
+])
+def test_significant_digits_checks_its_seed(rng, error, message):
+    """rng='3' failed inside numpy's SeedSequence; rng=True was taken as the seed 1."""
+    with pytest.raises(error, match=message):
+        floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16", rng=rng)
+    a = floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16", rng=5)
+    b = floatlab.significant_digits(lambda t: t + 1, [1.0], "fp16",
+                                    rng=np.random.default_rng(5))
+    assert a.tolist() == b.tolist()
+
+
+def test_significant_digits_checks_n_and_f():
+    with pytest.raises(TypeError, match=r"n=30.0: need an int >= 2 runs"):
+        floatlab.significant_digits(lambda t: t, [1.0], "fp16", n=30.0)
+    with pytest.raises(ValueError, match=r"n=1: need an int >= 2 runs"):
+        floatlab.significant_digits(lambda t: t, [1.0], "fp16", n=1)
+    with pytest.raises(TypeError, match="f must be a function of one array, got NoneType"):
+        floatlab.significant_digits(None, [1.0], "fp16")
+    calls = []
+
+    def growing(t):
+        calls.append(1)
+        return np.ones(len(calls))
+
+    with pytest.raises(ValueError, match=r"f returned shape \(2,\) on run 2 and \(1,\) on run 1"):
+        floatlab.significant_digits(growing, [1.0], "fp16", rng=0)
+
+
+def test_error_profile_needs_one_result_per_input():
+    """A result of another shape was broadcast against the reference without a word (or failed
+    in np.broadcast_arrays), and the table then indexed past it."""
+    with pytest.raises(ValueError, match=r"f returned shape \(5,\) for inputs of shape \(2,\)"):
+        floatlab.error_profile(lambda t: np.ones(5), [1.0, 2.0], "fp16")
+    with pytest.raises(ValueError, match=r"reference returned shape \(3,\) for inputs of shape"):
+        floatlab.error_profile(lambda t: t, [1.0, 2.0], "fp16", reference=lambda t: np.ones(3))
+    with pytest.raises(TypeError, match="formats must be a format or a list of them, got None"):
+        floatlab.error_profile(lambda t: t, [1.0], None)
+    p = floatlab.error_profile(lambda t: t * 3, 1.5, ("fp16", "bf16"))  # 0-d in, 0-d out
+    assert p.bits["float16"].shape == () and p.results["bfloat16"].shape == ()
+    empty = floatlab.error_profile(lambda t: t * 3, np.zeros((0, 2)), "fp16")
+    assert empty.ulps["float16"].shape == (0, 2)
+
+
+# --------------------------------------------------------------------------- quantisation
+
+@pytest.mark.parametrize("call", [
+    lambda: floatlab.fake_quantize(X, "mxfp8", stats="False"),
+    lambda: quant.quantize_elements(X, "mxfp8", stats="False"),
+    lambda: quant.quantize_elements(X, "mxfp8", stats=1),
+])
+def test_stats_flags_are_real_bools(call):
+    """stats='False' returned the stats (a truthy string)."""
+    with pytest.raises(TypeError, match="stats must be True or False"):
+        call()
+
+
+def test_dequantize_refuses_codes_it_would_misread():
+    """Code 300 of an 8-bit element became NaN, -1 became code 0's value, int8 code 300 wrapped
+    to -1, masked codes lost their mask: all silently."""
+    one = np.array([1.0])
+    for codes, scheme in (([300, 0], "mxfp8"), ([-1, 0], "mxfp8"), ([300, 0], "int8_tensor"),
+                          ([2**62], "mxfp8"), ([-3, 0], "nf4")):
+        with pytest.raises(ValueError, match=r"codes of .* run from 0 to (255|15), got"):
+            floatlab.dequantize(np.array(codes), one, scheme)
+    with pytest.raises(TypeError, match="codes is a masked array"):
+        floatlab.dequantize(np.ma.array([1, 2], mask=[0, 1]), one, "mxfp8")
+    with pytest.raises(ValueError, match="codes is ragged"):
+        floatlab.dequantize([[1], [1, 2]], one, "mxfp8")
+
+
+@pytest.mark.parametrize("shape", ["64", (64.0,), (-1,), (True,), [None]])
+def test_dequantize_checks_shape(shape):
+    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything."""
+    q = floatlab.quantize(X, "mxfp4")
+    with pytest.raises(TypeError, match="shape must be a tuple of non-negative ints"):
+        floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=shape)
+    assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=64).shape == (64,)
+    assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=[np.int64(64)]).shape == (64,)
+
+
+def test_dequantize_checks_scales_and_the_global_scale():
+    """NaN / negative float32 scales and a NaN global scale gave NaN or negated values; a
+    global_scale for a scheme without one was ignored; string scales failed in float()."""
+    codes, f32 = np.array([1, 0]), floatlab.Scheme("e4m3fn", 32, "float32", "even")
+    for bad in ([np.nan], [-2.0], [np.inf]):
+        with pytest.raises(ValueError, match=r"scales must be finite and >= 0 .* got \["):
+            floatlab.dequantize(codes, np.array(bad), f32)
+    with pytest.raises(TypeError, match="scales must hold real numbers"):
+        floatlab.dequantize(codes, ["a"], f32)
+    with pytest.raises(TypeError, match="scales is a masked array"):
+        floatlab.dequantize(codes, np.ma.array([1.0], mask=[1]), f32)
+    q = floatlab.quantize(np.linspace(-3, 3, 16), "nvfp4")
+    for bad, error in ((np.nan, ValueError), (-1.0, ValueError), ("a", TypeError)):
+        with pytest.raises(error, match="global_scale must be"):
+            floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape, global_scale=bad)
+    with pytest.raises(ValueError, match="has no global scale, so global_scale=2.0 would be "
+                                         "ignored"):
+        floatlab.dequantize(codes, np.array([1.0]), f32, global_scale=2.0)
+    back = floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape,
+                               global_scale=q.global_scale)
+    assert np.array_equal(back, q.dequantize())
+    dq = floatlab.quantize(np.random.default_rng(0).standard_normal(64 * 300), "nf4_dq")
+    assert np.array_equal(floatlab.dequantize(dq.codes, dq.scales, "nf4_dq", shape=dq.shape),
+                          dq.dequantize())  # (its approximated scales may be negative)
+
+
+def test_scheme_fields():
+    """name=3 gave repr 'Scheme(3: ...'; margin=2000 failed in 2.0**margin (OverflowError);
+    numpy ints were refused in tiles but accepted as a block."""
+    with pytest.raises(TypeError, match="name must be a string"):
+        floatlab.Scheme("e4m3fn", name=3)
+    with pytest.raises(ValueError, match="margin=2000 is beyond float64's exponents"):
+        floatlab.Scheme("e4m3fn", 32, "float32", "even", margin=2000)
+    tile = floatlab.Scheme("e4m3fn", (np.int64(1), np.int64(128)), "float32", "even")
+    assert tile == floatlab.get_scheme("fp8_1x128")
+    s = floatlab.Scheme("e4m3fn", margin=np.int64(1), axis=np.int64(0))
+    assert s.margin == 1 and type(s.margin) is int and s.axis == 0
+
+
+def test_codebook_and_fixed_point_inputs():
+    """2-D values were flattened, masked codes unmasked, bad seeds failed in numpy, an
+    unhashable name failed in functools.cache, saturate='False' was accepted."""
+    with pytest.raises(ValueError, match=r"values must be a 1-D list of numbers, got shape"):
+        floatlab.Codebook("cb", [[0.0, 1.0], [2.0, 3.0]])
+    with pytest.raises(TypeError, match="codes is a masked array"):
+        floatlab.Codebook("cb", [0.0, 1.0], codes=np.ma.array([0, 1], mask=[0, 1]))
+    with pytest.raises(ValueError, match=r"codes must be one int per value \(2 ints\)"):
+        floatlab.Codebook("cb", [0.0, 1.0], codes=[[0, 1]])
+    nf4 = floatlab.get_codebook("nf4")
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        nf4.round(X, rounding="stochastic", rng="3")
+    with pytest.raises(ValueError, match="rng seed must be a non-negative int"):
+        nf4.round(X, rounding="stochastic", rng=-1)
+    assert np.array_equal(nf4.round(X, rounding="stochastic", rng=3),
+                          nf4.round(X, rounding="stochastic", rng=np.random.default_rng(3)))
+    with pytest.raises(TypeError, match="codebook name must be a string, got \\['nf4'\\]"):
+        floatlab.get_codebook(["nf4"])
+    for element in (nf4, floatlab.FixedPoint(8, 2)):
+        with pytest.raises(TypeError, match="saturate must be True or False"):
+            element.round(X, saturate="False")
+    with pytest.raises(TypeError, match="FixedPoint name must be a string"):
+        floatlab.FixedPoint(8, 0, name=3)
+    assert floatlab.get_codebook("nf4") is nf4  # (still cached)
+
+
+# --------------------------------------------------------------------------- scaling
+
+@pytest.mark.parametrize("call", [
+    lambda flag: floatlab.amax_scale(X, "e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.quantize_scaled(X, "e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.CurrentScaling("e4m3fn", power_of_two=flag),
+    lambda flag: floatlab.DelayedScaling("e4m3fn", power_of_two=flag),
+])
+@pytest.mark.parametrize("flag", ["False", 1, None])
+def test_power_of_two_is_a_real_bool(call, flag):
+    """power_of_two='False' rounded the scale to a power of two (256 instead of 448)."""
+    with pytest.raises(TypeError, match="power_of_two must be True or False"):
+        call(flag)
+
+
+@pytest.mark.parametrize("amax, error, message", [
+    ("3", TypeError, "amax must be a number >= 0"),
+    (True, TypeError, "amax must be a number >= 0"),
+    (np.array([1.0, 2.0]), TypeError, "amax must be a number >= 0"),
+    (None, TypeError, "amax must be a number >= 0"),
+    (-1.0, ValueError, r"amax must be finite and >= 0 .* got -1.0"),
+    (np.nan, ValueError, "amax must be finite and >= 0"),
+])
+def test_scale_for_checks_its_amax(amax, error, message):
+    """scale_for('3') took the string as 3.0; scale_for(-1.0) gave 1.0 without a word."""
+    with pytest.raises(error, match=message):
+        floatlab.CurrentScaling("e4m3fn").scale_for(amax)
+    assert floatlab.CurrentScaling("e4m3fn").scale_for(np.float32(3.5)) == 128.0
+
+
+def test_scaling_sizes_and_dtypes():
+    """history_len=10**30 failed inside deque (OverflowError); dequantize(np.int32) truncated
+    the values to ints; mx_scale([]) failed in np.max of an empty array."""
+    with pytest.raises(ValueError, match="history_len=10{30} is more amaxes than a deque"):
+        floatlab.DelayedScaling("e4m3fn", history_len=10**30)
+    q = floatlab.quantize_scaled([0.3, -1.5], "e4m3fn")
+    for dtype in (np.int32, np.float16, bool):
+        with pytest.raises(TypeError, match="dtype must be float32 or float64"):
+            q.dequantize(dtype)
+    assert q.dequantize(np.float32).dtype == np.float32
+    assert floatlab.mx_scale([]).shape == (0,)
+    assert floatlab.mx_scale(np.zeros((0, 3))).shape == (0, 3)
+
+
+# --------------------------------------------------------------------------- valid edges
+
+@pytest.mark.parametrize("shapes", [((0, 64), (64, 0)), ((0, 3), (3, 2)), ((3, 2), (2, 0)),
+                                    ((2, 0), (0, 3))])
+def test_block_fma_matmul_of_empty_operands_keeps_the_shape(shapes):
+    """A (0, k) operand divided by zero in the block-FMA tiling (ZeroDivisionError)."""
+    acc = floatlab.Accumulator("float32", rounding="toward_zero", block_fma=4)
+    a, b = np.ones(shapes[0]), np.ones(shapes[1])
+    out = floatlab.matmul(a, b, acc)
+    assert out.shape == (shapes[0][0], shapes[1][1]) and not out.any()
+    chunked = floatlab.Accumulator("float32", block_fma=4, chunk=8, promote="float32")
+    assert floatlab.matmul(a, b, chunked).shape == out.shape
+
+
+VIEWS = {
+    "float32": lambda x: x.astype(np.float32),
+    "float16": lambda x: x.astype(np.float16),
+    "transposed": lambda x: np.ascontiguousarray(x.T).T,
+    "reversed": lambda x: x[:, ::-1],
+    "strided": lambda x: np.repeat(x, 2, axis=1)[:, ::2],
+    "read-only": lambda x: np.array(x, copy=True).view(),
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("call", [
+    lambda x: floatlab.sum(x, "fp16", axis=-1),
+    lambda x: floatlab.cumsum(x, floatlab.Accumulator("fp16", compensated=True), axis=-1),
+    lambda x: floatlab.matmul(x, np.asarray(x).T, "bf16"),
+    lambda x: (floatlab.array(x, "fp16") * 3 + x).mean(axis=0).values,
+    lambda x: floatlab.fake_quantize(x, "mxfp4"),
+    lambda x: floatlab.quantize(x, "nvfp4").dequantize(),
+    lambda x: floatlab.mx_quantize(x, "e2m1", 32, 0).dequantize(),
+    lambda x: floatlab.CurrentScaling("e4m3fn", float32=True).quantize(x).dequantize(),
+    lambda x: floatlab.error_profile(lambda t: t * 3 + 1, x, "fp16").bits["float16"],
+])
+def test_views_and_narrow_dtypes_give_the_values_of_a_plain_copy(view, call):
+    """Transposed, reversed, strided and read-only views give what a contiguous copy of the
+    same values gives (float16 what float32 gives: it widens exactly, and quantisation works in
+    the input's precision), and are not written to."""
+    base = np.random.default_rng(1).standard_normal((4, 64))
+    x = VIEWS[view](base)
+    if view == "read-only":
+        x.setflags(write=False)
+    before = np.array(x, copy=True)
+    work = np.float32 if view in ("float32", "float16") else np.float64
+    expected = call(np.ascontiguousarray(x, dtype=work))
+    got = call(x)
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64),
+                                  np.asarray(expected, dtype=np.float64))
+    assert np.array_equal(x, before)
+
+
+def test_joining_a_floatarray_with_numbers_rounds_them_into_its_format():
+    """np.concatenate([e2m1 array, [7]]) kept the int 7 (e2m1's max is 6): not a value of the
+    format; [True] became 1.0 and ['a'] failed in numpy's float conversion."""
+    x = floatlab.array([1.0], "e2m1")
+    assert np.concatenate([x, [7]]).values.tolist() == [1.0, 6.0]
+    assert np.stack([x, [5]]).values.tolist() == [[1.0], [4.0]]  # 5 ties to even
+    for bad, message in (([True], "boolean"), ([np.True_], "bool"), (["a"], "str 'a'")):
+        with pytest.raises(TypeError, match=message):
+            np.concatenate([x, bad])
+    assert np.take(x, [0]).values.tolist() == [1.0]
+
+
+def test_pairwise_order_with_chunks_is_refused_not_dropped():
+    """Accumulator('fp16', order='pairwise', chunk=8) summed each chunk left to right: 1.0
+    where the pairwise tree gives 1.0029296875, without a word."""
+    with pytest.raises(ValueError, match="order='pairwise' with chunk= is not emulated"):
+        floatlab.Accumulator("fp16", order="pairwise", chunk=8)
+    x = np.array([1.0] + [2.0**-11] * 7)
+    assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="pairwise"))) == 1.0029296875
+    assert float(floatlab.sum(x, floatlab.Accumulator("fp16", order="blocked", chunk=8))) == 1.0
+
+
+def test_error_profile_table_limit():
+    p = floatlab.error_profile(lambda t: t + 1, [1.0, 2.0, 3.0], "fp16")
+    for bad, error in (("a", TypeError), (2.0, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="limit must be an int >= 0"):
+            p.table(limit=bad)
+    assert len(p.table(limit=2).splitlines()) == 3
+
+
+def test_dequantize_refuses_a_code_the_codebook_does_not_use():
+    """fp4_bnb has no code 8 (bitsandbytes' -0): it dequantised to NaN without a word."""
+    scheme = floatlab.Scheme("fp4_bnb", 32, "float32", "even")
+    with pytest.raises(ValueError, match="a code that codebook fp4_bnb does not use"):
+        floatlab.dequantize(np.array([8, 1]), np.array([1.0]), scheme)
+    q = floatlab.quantize(X, scheme)
+    assert np.array_equal(floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape),
+                          q.dequantize())
+
+
+def test_np_sum_mean_cumsum_take_their_neutral_options():
+    """np.sum(x, keepdims=False) was refused as an extra option, though it changes nothing."""
+    x = floatlab.array(np.ones((2, 3)), "fp16")
+    assert np.sum(x, axis=0, keepdims=False, where=True).values.tolist() == [2.0, 2.0, 2.0]
+    assert np.mean(x, keepdims=False).values == 1.0
+    with pytest.raises(TypeError, match=r"np.sum on a FloatArray takes axis only"):
+        np.sum(x, keepdims=True)
