@@ -9,7 +9,7 @@
 
 from floatlab import mixed
 from floatlab.accumulate import Accumulator, cumsum, dot, matmul, sum
-from floatlab.arith import FloatArray, array, fma
+from floatlab.arith import FloatArray, array
 from floatlab.codec import (
     Fields,
     bfloat16_to_bin,
@@ -30,6 +30,7 @@ from floatlab.errors import ErrorProfile, error_profile, significant_digits
 from floatlab.explain import Explanation, explain
 from floatlab.finfo import FInfo, FormatComparison, compare_formats, finfo
 from floatlab.formats import PRESETS, Format, FormatNameError, format_names, get_format
+from floatlab.fused_multiply_add import fma
 from floatlab.grid import exact_decimal, nextafter, ulp, values
 from floatlab.mixed import GradScaler
 from floatlab.p3109 import P3109, p3109_format

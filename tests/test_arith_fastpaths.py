@@ -1,9 +1,9 @@
 """FloatArray fast paths against the general (emulated) path they replace.
 
-* fma in the nearest modes adds in float64 and takes round-to-odd only where the float64 sum is
-  a midpoint of the format (floatlab.arith._nearest_fma): compared with odd_sum on every element,
-  on random data and on constructed hard cases (products that are midpoints with a tiny c of
-  either sign, exact ties, subnormals, overflow, sign changes and exact cancellation).
+* fma in the nearest modes adds in float64 and takes round-to-odd only where the float64 sum is a
+  midpoint of the format (floatlab.fused_multiply_add._nearest_fma): compared with odd_sum on every
+  element, on random data and on constructed hard cases (products that are midpoints with a tiny c
+  of either sign, exact ties, subnormals, overflow, sign changes and exact cancellation).
 * division by zero: no RuntimeWarning escapes to the user.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import floatlab
-import floatlab.arith as arith
+import floatlab.fused_multiply_add as fused
 from floatlab.eft import odd_sum
 from floatlab.formats import get_format
 from floatlab.grid import values
@@ -52,11 +52,11 @@ def _assert_fast_fma_equals_slow(a, b, c, fmt, mode):
     """floatlab.fma with its fast paths on and off gives the same bits."""
     fa, fb, fc = (floatlab.array(v, fmt, rounding=mode) for v in (a, b, c))
     quick = floatlab.fma(fa, fb, fc).values
-    arith._FAST_FMA = False
+    fused._FAST_FMA = False
     try:
         slow = floatlab.fma(fa, fb, fc).values
     finally:
-        arith._FAST_FMA = True
+        fused._FAST_FMA = True
     np.testing.assert_array_equal(quick.view(np.uint64), slow.view(np.uint64))
 
 
@@ -68,7 +68,7 @@ def test_nearest_fma_fast_path_equals_round_to_odd(name, mode):
     fmt = get_format(name)
     with np.errstate(over="ignore", invalid="ignore"):
         product = a * b
-    fast = arith._nearest_fma(a, b, c, fmt)
+    fast = fused._nearest_fma(a, b, c, fmt)
     # the value itself may differ from odd_sum's (it is not rounded to odd): its rounding may not
     want = floatlab.round(odd_sum(product, c), fmt, mode)
     got = floatlab.round(fast, fmt, mode)
@@ -122,11 +122,11 @@ def test_inf_plus_a_finite_value_stays_inf_in_every_mode(mode):
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e4m3fnuz", "e3m2", "e2m1"])
 @pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up", "down", "odd"])
 def test_fma_of_narrow_formats_adds_exactly(name, mode):
-    """Formats whose a*b + c is always exact in float64 (arith._sums_exact) skip TwoSum: the
+    """Formats whose a*b + c is always exact in float64 (fused._sums_exact) skip TwoSum: the
     same bits as the round-to-odd path in every deterministic mode, on every value triple of
     a random sample (all values of the format are drawn, zeros and max included)."""
     fmt = get_format(name)
-    assert arith._sums_exact(fmt)
+    assert fused._sums_exact(fmt)
     rng = np.random.default_rng(5)
     pool = np.asarray(values(fmt), dtype=float)
     pool = pool[np.isfinite(pool)]

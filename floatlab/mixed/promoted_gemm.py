@@ -40,9 +40,9 @@ import numpy as np
 
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
-from floatlab.arith import _nearest_fma, fma
 from floatlab.blockfma import _product_chunks
 from floatlab.formats import Format, get_format
+from floatlab.fused_multiply_add import _nearest_fma, fma
 from floatlab.quant.quantize import quantize_elements
 from floatlab.quant.scheme import Scheme
 
