@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import flag
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.scope import _pushed, _scope, active_policy, quantize
 from floatlab.rounding import as_float_array
@@ -66,7 +67,7 @@ class Tensor:
         self.data = values.copy() if values is arr or values.base is not None else values
         self.fmt = fmt
         self.grad: np.ndarray | None = None
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = flag("Tensor: requires_grad", requires_grad)  # "False" is truthy
         self.name = name
         self._op = "leaf"
         self._parents: tuple[Tensor, ...] = ()
@@ -109,6 +110,8 @@ class Tensor:
         return self.data.astype(dtype) if dtype is not None else self.data.copy()
 
     def __len__(self) -> int:
+        if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do
+            raise TypeError("len() of a 0-d tensor; use .item() for its value, .shape or .size")
         return len(self.data)
 
     def __repr__(self) -> str:
@@ -187,6 +190,7 @@ class Tensor:
         ``grad`` is the gradient of some scalar with respect to this tensor (default 1 for a
         one-element tensor). The graph's closures are freed afterwards unless ``retain_graph``.
         """
+        retain_graph = flag("backward: retain_graph", retain_graph)
         if not self.requires_grad:
             raise RuntimeError("backward(): this tensor does not require grad -- none of its "
                                "inputs was created with requires_grad=True")

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["number", "whole", "flag"]
+from floatlab._validate import resolve_rng
+
+__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor"]
 
 _EXAMPLES = {"lr": "0.001", "backoff_factor": "0.5", "growth_factor": "2.0",
              "loss_multiplier": "2**-16", "init_scale": "65536.0", "max_scale": "2**24",
@@ -74,3 +76,78 @@ def flag(name: str, value: Any) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def seed(name: str, value: Any) -> np.random.Generator:
+    """``np.random.default_rng(value)`` for a ``seed=`` argument: a non-negative int, a Generator
+    (used as it is) or None (fresh entropy); a bool, a float, a string or a negative int is
+    refused with an error naming ``name`` (through :func:`floatlab._validate.resolve_rng`, the
+    one seed check of the package), not numpy's "SeedSequence expects int".
+
+    >>> seed("seed", 0).integers(10) == np.random.default_rng(0).integers(10)
+    np.True_
+    """
+    return resolve_rng(value, True, name, name=name)
+
+
+def fraction(name: str, value: Any) -> float:
+    """``value`` as a float strictly between 0 and 1 (a train / test split), or an error naming
+    ``name`` with an example.
+
+    >>> fraction("train_fraction", 0.5)
+    0.5
+    """
+    x = number(name, value)
+    if not 0 < x < 1:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, e.g. 0.5, got {value!r}")
+    return x
+
+
+def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
+    """``axis`` checked for an array of ``ndim`` dimensions: None, an int or a tuple (or list) of
+    distinct ints in [-ndim, ndim), as numpy's reductions take them, with an error naming the op
+    instead of numpy's AxisError (or an IndexError from the lab's own bookkeeping).
+
+    A 0-d array takes axis 0 or -1 as torch's ``dim`` does (numpy is inconsistent there: its
+    ``sum`` accepts them, its ``mean`` does not); they come back as ``()``, "reduce over no axis",
+    which is what reducing a single value means.
+
+    >>> axes("sum", -1, 2), axes("sum", [0, 1], 2), axes("sum", 0, 0)
+    (-1, (0, 1), ())
+    """
+    if axis is None:
+        return None
+    many = isinstance(axis, (tuple, list))
+    items = tuple(axis) if many else (axis,)
+    span = max(ndim, 1)
+    seen = set()
+    for a in items:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral):
+            raise TypeError(f"{name}: axis must be an int, a tuple of ints or None, got "
+                            f"{axis!r}; e.g. axis=-1 (the last axis) or axis=(0, 1)")
+        if not -span <= a < span:
+            raise ValueError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
+                             f"dimension(s); use an axis in [{-span}, {span})")
+        if int(a) % span in seen:
+            raise ValueError(f"{name}: axis {axis!r} names axis {int(a) % span} twice; list "
+                             "each axis once")
+        seen.add(int(a) % span)
+    if ndim == 0:
+        return ()
+    return tuple(int(a) for a in items) if many else int(axis)
+
+
+def tensor(name: str, value: Any, *, optional: bool = False) -> Any:
+    """``value`` if it is a :class:`~floatlab.mixed.Tensor` (a parameter such as a weight,
+    whose gradient the caller wants): arrays and lists are refused with a pointer to
+    ``parameter()``, rather than an AttributeError from inside the op."""
+    from floatlab.mixed.autograd import Tensor  # the autograd imports this module
+
+    if value is None and optional:
+        return None
+    if not isinstance(value, Tensor):
+        none = " or None" if optional else ""
+        raise TypeError(f"{name} must be a floatlab.mixed Tensor{none}, got "
+                        f"{type(value).__name__}; wrap arrays with floatlab.mixed.parameter(x) "
+                        "(trainable) or Tensor(x)")
+    return value

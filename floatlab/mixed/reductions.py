@@ -17,7 +17,7 @@ import numpy as np
 
 from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import axes, flag
 from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = ["sum", "mean", "softmax", "log_softmax", "cross_entropy"]
@@ -34,8 +34,8 @@ def _expand(g: np.ndarray, axis: Any, keepdims: bool, shape: tuple[int, ...]) ->
 def _count(shape: tuple[int, ...], axis: Any) -> int:
     if axis is None:
         return int(np.prod(shape))
-    axes = (axis,) if isinstance(axis, int) else axis
-    return int(np.prod([shape[a] for a in axes]))
+    picked = (axis,) if isinstance(axis, int) else axis
+    return int(np.prod([shape[a] for a in picked]))
 
 
 def sum(  # noqa: A001 - torch's name
@@ -48,6 +48,7 @@ def sum(  # noqa: A001 - torch's name
     [4.0, 6.0]
     """
     x = _operand(x)
+    axis, keepdims = axes("sum", axis, x.ndim), flag("sum: keepdims", keepdims)
     fmt = active_policy().op_format("sum", x.fmt)
     out = quantize(np.asarray(_work(x, fmt).sum(axis=axis, keepdims=keepdims)), fmt)
 
@@ -61,6 +62,7 @@ def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = Fal
     """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
     to the input's format: autocast lists mean on neither device."""
     x = _operand(x)
+    axis, keepdims = axes("mean", axis, x.ndim), flag("mean: keepdims", keepdims)
     fmt = active_policy().op_format("mean", x.fmt)
     n = _count(x.shape, axis)
     out = quantize(np.asarray(_work(x, fmt).mean(axis=axis, keepdims=keepdims)), fmt)
@@ -92,6 +94,7 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     """
     x = _operand(x)
     subtract_max = flag("softmax: subtract_max", subtract_max)
+    axis = axes("softmax", axis, x.ndim)
     if not subtract_max:
         # Written by hand, it is three ops, and torch's autograd differentiates those three
         # (exp's grad * result, sum's expand, div's two gradients), not softmax's fused
@@ -101,13 +104,16 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
         return _elementwise.div(e, sum(e, axis=axis, keepdims=True))
     fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
-    e = z - z.max(axis=axis, keepdims=True)  # in place: attention's scores are a step's largest
-    e = np.exp(e, out=e)
+    if z.size == 0:  # an empty axis has no max (numpy raises); torch gives an empty result
+        return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "softmax")
+    # an array even for 0-d input (numpy gives a scalar, which np.exp(out=) refuses)
+    e = np.asarray(z - z.max(axis=axis, keepdims=True))  # in place below: attention's scores
+    e = np.exp(e, out=e)  # are a step's largest array
     e /= e.sum(axis=axis, keepdims=True)
     y = quantize(e, fmt)
 
     def backward(g: np.ndarray) -> None:
-        gx = g * y  # y * (g - sum(g * y)), in place
+        gx = np.asarray(g * y)  # y * (g - sum(g * y)), in place (an array even when 0-d)
         np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
         gx *= y
         _send(x, gx, fmt)
@@ -119,8 +125,11 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed stably; on CUDA's float32 list, in the
     input's format on CPU."""
     x = _operand(x)
+    axis = axes("log_softmax", axis, x.ndim)
     fmt = active_policy().op_format("log_softmax", x.fmt)
     z = _work(x, fmt)
+    if z.size == 0:  # an empty axis has no max (numpy raises); torch gives an empty result
+        return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "log_softmax")
     shifted = z - z.max(axis=axis, keepdims=True)
     y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
 
