@@ -86,3 +86,159 @@ def test_softmax_over_an_empty_axis_is_empty(op):
     assert y.shape == (2, 0)
     y.sum().backward()
     assert x.grad.shape == (2, 0)
+
+
+# --------------------------------------------------------------------------- functional ops
+
+@pytest.mark.parametrize("weight, bias, match", [
+    (np.ones((4, 3)), None, "linear: weight must be a floatlab.mixed Tensor, got ndarray; wrap "
+                            r"arrays with floatlab.mixed.parameter\(x\)"),
+    (None, None, "linear: weight must be a floatlab.mixed Tensor, got NoneType"),
+    ([[1.0] * 3], None, "linear: weight must be a floatlab.mixed Tensor, got list"),
+    (_t(4, 3), np.ones(4), "linear: bias must be a floatlab.mixed Tensor or None, got ndarray"),
+])
+def test_linear_weight_and_bias_must_be_tensors(weight, bias, match):
+    with pytest.raises(TypeError, match=match):
+        fm.linear(_t(2, 3), weight, bias)
+
+
+@pytest.mark.parametrize("op, call", [
+    ("cross_entropy", lambda t: fm.cross_entropy(_t(3, 4), t)),
+    ("accuracy", lambda t: fm.accuracy(np.ones((3, 4)), t)),
+])
+def test_masked_targets_are_refused(op, call):
+    with pytest.raises(TypeError, match=f"{op}: targets is a masked array; floatlab would lose"):
+        call(np.ma.array([0, 1, 2], mask=[0, 1, 0]))
+
+
+@pytest.mark.parametrize("targets, error, match", [
+    (["a", "b", "c"], TypeError, "targets must be integer class indices, got dtype <U1"),
+    ([0, 1], ValueError, r"targets have shape \(2,\) but the logits have 3 rows"),
+    ([[0], [1], [2]], ValueError, r"targets have shape \(3, 1\)"),
+    ([0, 1, 9], ValueError, r"targets must lie in \[0, 4\) for 4 classes, got values from 0 "
+                            "to 9"),
+    ([0.5, 1, 2], TypeError, "targets must be integer class indices, got dtype float64"),
+])
+def test_accuracy_checks_its_targets_like_cross_entropy(targets, error, match):
+    # these used to compare unequal (or broadcast) and score as a silent wrong accuracy
+    with pytest.raises(error, match=f"accuracy: {match}"):
+        fm.accuracy(np.ones((3, 4)), targets)
+
+
+@pytest.mark.parametrize("logits, error, match", [
+    ("ab", TypeError, "accuracy: logits must hold real numbers"),
+    (np.ones(3), ValueError, r"accuracy: logits must be \(batch, classes\), got shape \(3,\)"),
+    (np.ones((2, 3, 4)), ValueError, r"got shape \(2, 3, 4\)"),
+])
+def test_accuracy_checks_its_logits(logits, error, match):
+    with pytest.raises(error, match=match):
+        fm.accuracy(logits, [0, 1])
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+def test_accuracy_and_cross_entropy_of_an_empty_batch():
+    assert np.isnan(fm.accuracy(np.ones((0, 3)), []))
+    assert np.isnan(fm.cross_entropy(_t(0, 3), []).item())  # torch: the mean of nothing
+
+
+def test_embedding_refuses_masked_ids():
+    w = Tensor(np.zeros((4, 2), np.float32))
+    with pytest.raises(TypeError, match="embedding: token ids is a masked array"):
+        fm.embedding(np.ma.array([0, 1], mask=[0, 1]), w)
+
+
+def test_mse_loss_takes_an_array_prediction():
+    assert fm.mse_loss(np.ones((2, 3)), np.zeros((2, 3))).item() == 1.0
+
+
+@pytest.mark.parametrize("eps, error, match", [
+    ("1e-5", TypeError, "layer_norm: eps must be a number such as 0.5, got '1e-5'"),
+    (None, TypeError, "layer_norm: eps must be a number"),
+    (True, TypeError, r"layer_norm: eps must be a number such as 0.5, got True \(bool\)"),
+    (np.array([1e-5, 1e-5]), TypeError, "layer_norm: eps must be a number"),
+    (float("nan"), ValueError, "layer_norm: eps must be finite and >= 0, got nan"),
+])
+def test_layer_norm_eps_is_checked(eps, error, match):
+    with pytest.raises(error, match=match):
+        fm.layer_norm(_t(2, 3), eps=eps)
+
+
+def test_layer_norm_weight_stats_and_0d_input():
+    with pytest.raises(TypeError, match="layer_norm: weight must be a floatlab.mixed Tensor or "
+                                        "None, got ndarray"):
+        fm.layer_norm(_t(2, 3), weight=np.ones(3))
+    with pytest.raises(ValueError, match=r"layer_norm: stats=\['x'\]; use one of float32"):
+        fm.layer_norm(_t(2, 3), stats=["x"])
+    with pytest.raises(ValueError, match="layer_norm: x is 0-d; it normalises over the last axis"):
+        fm.layer_norm(Tensor(1.0))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_0d_is_0d(approximate):
+    x = Tensor(np.float32(1.0), requires_grad=True)
+    y = fm.gelu(x, approximate)
+    assert y.shape == () and y.item() == fm.gelu(Tensor([1.0]), approximate).item()
+    y.backward()
+    assert x.grad.shape == ()
+
+
+@pytest.mark.parametrize("p, error, match", [
+    ("0.5", TypeError, "dropout: p must be a number such as 0.5, got '0.5'"),
+    (None, TypeError, "dropout: p must be a number"),
+    (True, TypeError, r"dropout: p must be a number such as 0.5, got True \(bool\)"),
+    (float("nan"), ValueError, r"dropout: p must be a probability in \[0, 1\), got nan"),
+    (1.0, ValueError, r"dropout: p must be a probability in \[0, 1\), got 1.0"),
+])
+def test_dropout_p_is_checked(p, error, match):
+    with pytest.raises(error, match=match):
+        fm.dropout(_t(4), p, rng=0)
+
+
+def test_dropout_takes_numpy_probabilities():
+    # np.float32(0.5) was refused while np.float64(0.5) was accepted
+    expected = fm.dropout(_t(8), 0.5, rng=0).data
+    for p in (np.float32(0.5), np.float64(0.5)):
+        assert np.array_equal(fm.dropout(_t(8), p, rng=0).data, expected)
+
+
+@pytest.mark.parametrize("mask, error, match", [
+    ([[0.5, 1, 1], [1, 1, 1]], ValueError, r"dtype float64 with values such as \[0.5, 1.0, 1.0\]"),
+    ([[2, 1, 1], [1, 1, 1]], ValueError, r"dtype int64 with values such as \[2, 1, 1\]"),
+    ([["no", "yes", "no"], ["a", "b", "c"]], TypeError, "dtype <U3"),
+    (np.ma.array(np.ones((2, 3)), mask=[[0, 1, 0], [0, 0, 0]]), TypeError,
+     "sequence_loss: mask is a masked array"),
+])
+def test_sequence_loss_mask_must_be_booleans(mask, error, match):
+    # every one of these was read as "nonzero counts" (or lost its mask) and gave a loss
+    logits = Tensor(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(error, match=match):
+        fm.sequence_loss(logits, [[0, 1, 2], [0, 0, 0]], mask)
+
+
+def test_sequence_loss_mask_of_zeros_and_ones_is_a_boolean_mask():
+    logits = Tensor(np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32))
+    y = [[0, 1, 2], [3, 0, 1]]
+    as_bool = fm.sequence_loss(logits, y, np.array([[1, 0, 1], [0, 1, 1]], bool)).item()
+    assert fm.sequence_loss(logits, y, [[1, 0, 1], [0, 1, 1]]).item() == as_bool
+    assert fm.sequence_loss(logits, y, [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]).item() == as_bool
+
+
+@pytest.mark.parametrize("scale, error, match", [
+    ("0.1", TypeError, "scaled_dot_product_attention: scale must be a number such as 0.5, "
+                       "got '0.1'"),
+    (True, TypeError, "scale must be a number"),
+    (float("nan"), ValueError, "scaled_dot_product_attention: scale must be finite, got nan"),
+    (float("inf"), ValueError, "scale must be finite"),
+])
+def test_attention_scale_is_a_finite_number(scale, error, match):
+    q = _t(1, 4, 8)
+    with pytest.raises(error, match=match):
+        fm.scaled_dot_product_attention(q, q, q, scale=scale)
+
+
+def test_attention_with_no_tokens_is_empty_and_head_dim_0_is_refused():
+    q = _t(1, 0, 8)
+    assert fm.scaled_dot_product_attention(q, q, q).shape == (1, 0, 8)
+    q = _t(1, 4, 0)
+    with pytest.raises(ValueError, match="head_dim >= 1"):
+        fm.scaled_dot_product_attention(q, q, q)

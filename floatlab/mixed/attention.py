@@ -25,7 +25,7 @@ import numpy as np
 
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import flag, number
 from floatlab.mixed.elementwise import _unbroadcast, mul
 from floatlab.mixed.gemm import _matmul_input, _product
 from floatlab.mixed.layers import permute
@@ -138,10 +138,14 @@ def scaled_dot_product_attention(
     causal = flag("scaled_dot_product_attention: causal", causal)
     scale_queries = flag("scaled_dot_product_attention: scale_queries", scale_queries)
     if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
-            or q.shape[:-2] != k.shape[:-2]:
+            or q.shape[:-2] != k.shape[:-2] or q.shape[-1] == 0:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
-                         "must be (..., T, head_dim) with equal batch/head axes and k, v alike")
-    s = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+                         "must be (..., T, head_dim) with equal batch/head axes, head_dim >= 1 "
+                         "and k, v alike")
+    # a number: float("0.1") would take a string, float(True) a flag, and NaN / inf would
+    # turn every score into NaN
+    s = (1 / math.sqrt(q.shape[-1]) if scale is None
+         else number("scaled_dot_product_attention: scale", scale))
     kt = permute(k, tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2))
     if scale_queries:
         scores = bmm(mul(q, s), kt)

@@ -22,6 +22,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.accumulate import _matmul as accumulate_matmul
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.checks import tensor
 from floatlab.mixed.policy import FP32, FP64, Policy, contains
 from floatlab.mixed.scope import _FALLBACK_RNG, _scope, active_policy, quantize
 
@@ -184,6 +185,8 @@ def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     [[11.5]]
     """
     x = _operand(x)
+    weight = tensor("linear: weight", weight)  # an array would fail deep in the matmul
+    bias = tensor("linear: bias", bias, optional=True)
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out_features, in_features), got shape "
                          f"{weight.shape}")

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_float_array
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
 from floatlab.mixed.gemm import linear
-from floatlab.mixed.reductions import cross_entropy, mean
+from floatlab.mixed.reductions import _check_targets, cross_entropy, mean
 from floatlab.mixed.scope import active_policy
 
 __all__ = [
@@ -227,6 +228,7 @@ def mse_loss(pred: Tensor, target: Any) -> Tensor:
     5.0
     """
     policy = active_policy()
+    pred = pred if isinstance(pred, Tensor) else Tensor(pred)
     target = target if isinstance(target, Tensor) else Tensor(target)
     if pred.shape != target.shape:
         raise ValueError(f"mse_loss: pred has shape {pred.shape}, target {target.shape}; "
@@ -245,6 +247,12 @@ def accuracy(logits: Tensor | np.ndarray, targets: Any) -> float:
     >>> accuracy(np.array([[0.1, 0.9], [0.8, 0.2]]), [1, 1])
     0.5
     """
-    z = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
-    ok = z.argmax(axis=1) == np.asarray(targets)
+    # checked as cross_entropy checks them: a wrong-length, out-of-range, string or masked
+    # target used to compare unequal (or broadcast) and score as a silent wrong answer
+    z = as_float_array(logits.data if isinstance(logits, Tensor) else logits,
+                       name="accuracy: logits")
+    if z.ndim != 2:
+        raise ValueError(f"accuracy: logits must be (batch, classes), got shape {z.shape}")
+    y = _check_targets(targets, z.shape[0], z.shape[1], "accuracy")
+    ok = z.argmax(axis=1) == y
     return float(ok.mean()) if ok.size else float("nan")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array
 from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.checks import axes, flag
@@ -145,19 +146,22 @@ def _log_softmax_grad(g: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
     return g - np.exp(out) * g.sum(axis=axis, keepdims=True)
 
 
-def _check_targets(targets: Any, batch: int, classes: int) -> np.ndarray:
-    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+def _check_targets(targets: Any, batch: int, classes: int,
+                   what: str = "cross_entropy") -> np.ndarray:
+    """One class index in [0, classes) per row, or an error naming ``what`` (the caller)."""
+    # as_array: a masked array would lose its mask (its hidden labels counted)
+    t = as_array(targets.data if isinstance(targets, Tensor) else targets, f"{what}: targets")
     if t.dtype.kind not in "iu":
-        if t.dtype.kind == "f" and t.size and np.all(t == np.round(t)):
+        if t.dtype.kind == "f" and np.all(t == np.round(t)):  # [] is float64: no rows
             t = t.astype(np.int64)
         else:
-            raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype "
+            raise TypeError(f"{what}: targets must be integer class indices, got dtype "
                             f"{t.dtype}; pass e.g. y.astype(np.int64)")
     if t.shape != (batch,):
-        raise ValueError(f"cross_entropy: targets have shape {t.shape} but the logits have "
+        raise ValueError(f"{what}: targets have shape {t.shape} but the logits have "
                          f"{batch} rows: pass one class index per row, shape ({batch},)")
     if t.size and (t.min() < 0 or t.max() >= classes):
-        raise ValueError(f"cross_entropy: targets must lie in [0, {classes}) for {classes} "
+        raise ValueError(f"{what}: targets must lie in [0, {classes}) for {classes} "
                          f"classes, got values from {t.min()} to {t.max()}")
     return t
 
