@@ -51,14 +51,16 @@ def resolve_rng(
     error names what the user typed.
     """
     if rng is not None and not isinstance(rng, np.random.Generator):
+        arg = name.rsplit(": ", 1)[-1]  # "Linear: seed" -> seed=...
         if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
             raise TypeError(
                 f"{name} must be a numpy.random.Generator, a non-negative int seed or None, got "
-                f"{rng!r} ({type(rng).__name__}); e.g. {name}=np.random.default_rng(0) or "
-                f"{name}=0"
+                f"{rng!r} ({type(rng).__name__}); e.g. {arg}=np.random.default_rng(0) or "
+                f"{arg}=0"
             )
         if rng < 0:
-            raise ValueError(f"{name} seed must be a non-negative int, got {rng}")
+            what = "rng seed" if name == "rng" else name
+            raise ValueError(f"{what} must be a non-negative int, got {rng}")
     if not stochastic:
         if rng is not None:
             warnings.warn(

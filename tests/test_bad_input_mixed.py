@@ -242,3 +242,144 @@ def test_attention_with_no_tokens_is_empty_and_head_dim_0_is_refused():
     q = _t(1, 4, 0)
     with pytest.raises(ValueError, match="head_dim >= 1"):
         fm.scaled_dot_product_attention(q, q, q)
+
+
+# --------------------------------------------------------------------------- modules, seeds
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: fm.Linear(2.5, 2), TypeError, r"Linear: in_features must be a whole number \(int\) "
+                                           r">= 1, got 2.5 \(float\); round it with int\(\)"),
+    (lambda: fm.Linear(2, True), TypeError, "Linear: out_features must be a whole number"),
+    (lambda: fm.Linear(2, "3"), TypeError, r"int\('3'\) if it holds a whole number"),
+    (lambda: fm.Linear(0, 2), ValueError, "Linear: in_features must be >= 1, got 0"),
+    (lambda: fm.Linear(2, 2, bias="False"), TypeError, "Linear: bias must be True or False"),
+    (lambda: fm.MLP("32"), TypeError, "MLP: sizes must be a sequence of layer widths such as "
+                                      r"\(16, 64, 4\), got '32'"),
+    (lambda: fm.MLP([3, 2.5, 2]), TypeError, r"MLP: sizes\[1\] must be a whole number"),
+    (lambda: fm.MLP(["3", "2"]), TypeError, r"MLP: sizes\[0\] must be a whole number"),
+    (lambda: fm.LayerNorm(-1), ValueError, "LayerNorm: dim must be >= 0, got -1"),
+    (lambda: fm.LayerNorm(2.5), TypeError, "LayerNorm: dim must be a whole number"),
+    (lambda: fm.LayerNorm(3, eps="1e-5"), TypeError, "LayerNorm: eps must be a number"),
+    (lambda: fm.LayerNorm(3, eps=-1.0), ValueError, "LayerNorm: eps must be >= 0, got -1.0"),
+    (lambda: fm.Transformer(5, d_model="4"), TypeError, "Transformer: d_model must be a whole "
+                                                        "number"),
+    (lambda: fm.Transformer("aab"), ValueError, "Transformer: vocab lists 'a' more than once"),
+    (lambda: fm.Transformer(5, dropout="0.1"), TypeError, "Transformer: dropout must be a number"),
+    (lambda: fm.Transformer(5, seed=None), TypeError, "Transformer: seed must be a whole number"),
+    (lambda: fm.Transformer(5, seed=-1), ValueError, "Transformer: seed must be >= 0, got -1"),
+])
+def test_module_constructors_check_their_arguments(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: fm.Linear(2, 2, seed=s), lambda s: fm.MLP([2, 2], seed=s),
+    lambda s: fm.SGD([fm.parameter(np.ones(2, np.float32))], seed=s),
+    lambda s: fm.Adam([fm.parameter(np.ones(2, np.float32))], seed=s),
+    lambda s: fm.teacher_gaussians(n=8, seed=s), lambda s: fm.spirals(n=8, seed=s),
+    lambda s: fm.Dataset.from_arrays(np.ones((4, 2)), [0, 1, 0, 1], seed=s),
+])
+@pytest.mark.parametrize("seed, error, match", [
+    (-1, ValueError, "seed must be a non-negative int, got -1"),
+    ("0", TypeError, r"seed must be a numpy.random.Generator, a non-negative int seed or None, "
+                     r"got '0' \(str\); e.g. seed=np.random.default_rng\(0\) or seed=0"),
+    (1.5, TypeError, "seed must be a numpy.random.Generator"),
+    (True, TypeError, r"got True \(bool\)"),
+])
+def test_seeds_are_checked_with_the_argument_named(make, seed, error, match):
+    # numpy's "SeedSequence expects int or sequence of ints" before
+    with pytest.raises(error, match=match):
+        make(seed)
+
+
+def test_seed_generators_still_pass_through():
+    rng = np.random.default_rng(5)
+    expected = fm.Linear(3, 2, seed=np.random.default_rng(5)).weight.data
+    assert np.array_equal(fm.Linear(3, 2, seed=rng).weight.data, expected)
+
+
+# --------------------------------------------------------------------------- optimizers
+
+@pytest.mark.parametrize("cls", [fm.SGD, fm.Adam, fm.Adam8bit, fm.StateAdam])
+@pytest.mark.parametrize("params, what", [(None, "NoneType"), ("tensor", "Tensor")])
+def test_optimizer_params_must_be_an_iterable_of_tensors(cls, params, what):
+    if params == "tensor":
+        params = fm.parameter(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match=f"{cls.__name__}: params must be an iterable of Tensors "
+                                        rf"such as model.parameters\(\), got {what}; wrap a "
+                                        r"single tensor in a list: \[w\]"):
+        cls(params)
+
+
+def test_adam8bit_options_take_numpy_ints_and_refuse_other_types():
+    p = [fm.parameter(np.zeros(8, np.float32))]
+    assert fm.Adam8bit(p, block=np.int64(256), min_8bit_size=np.int64(0)).min_8bit_size == 0
+    assert fm.StateAdam(p, expand=np.bool_(False)).expand is False
+    with pytest.raises(TypeError, match="block must be a positive int"):
+        fm.Adam8bit(p, block="256")
+    with pytest.raises(TypeError, match="min_8bit_size must be an int >= 0, got 2.5"):
+        fm.Adam8bit(p, min_8bit_size=2.5)
+    with pytest.raises(TypeError, match="expand must be True or False, got 'False'"):
+        fm.StateAdam(p, expand="False")
+
+
+# --------------------------------------------------------------------------- data
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: fm.teacher_gaussians(n=100.5), TypeError, "teacher_gaussians: n must be a whole "
+                                                       "number"),
+    (lambda: fm.teacher_gaussians(n="100"), TypeError, r"int\('100'\)"),
+    (lambda: fm.teacher_gaussians(n=1), ValueError, "teacher_gaussians: n must be >= 2, got 1"),
+    (lambda: fm.teacher_gaussians(dim=0), ValueError, "teacher_gaussians: dim must be >= 1"),
+    (lambda: fm.teacher_gaussians(hidden=2.5), TypeError, "teacher_gaussians: hidden must be"),
+    (lambda: fm.teacher_gaussians(classes=0), ValueError, "teacher_gaussians: classes must be"),
+    (lambda: fm.teacher_gaussians(train_fraction="0.5"), TypeError,
+     "teacher_gaussians: train_fraction must be a number"),
+    (lambda: fm.teacher_gaussians(n=100, train_fraction=1e-9), ValueError,
+     r"train_fraction=1e-09 of n=100 rows leaves an empty training split; pass a fraction "
+     "between 0.01 and 0.99"),
+    (lambda: fm.spirals(train_fraction=1.0), ValueError,
+     "spirals: train_fraction must lie strictly between 0 and 1"),
+    (lambda: fm.spirals(train_fraction=0.0), ValueError, "spirals: train_fraction"),
+    (lambda: fm.spirals(classes=2.5), TypeError, "spirals: classes must be a whole number"),
+    (lambda: fm.spirals(n=2, classes=3), ValueError, "spirals: need n >= classes"),
+    (lambda: fm.spirals(noise=-1.0), ValueError, "spirals: noise must be >= 0"),
+    (lambda: fm.spirals(turns="1"), TypeError, "spirals: turns must be a number"),
+    (lambda: fm.spirals(turns=float("nan")), ValueError, "spirals: turns must be finite"),
+    (lambda: fm.digits(train_fraction="0.7"), TypeError, "digits: train_fraction must be a "
+                                                         "number"),
+    (lambda: fm.digits(seed=-1), ValueError, "digits: seed must be a non-negative int"),
+])
+def test_dataset_generators_check_their_arguments(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+@pytest.mark.parametrize("X, y, error, match", [
+    ([[1.0], [1.0, 2.0]], [0, 1], ValueError, "Dataset.from_arrays: X is ragged"),
+    (np.ma.array(np.ones((4, 2))), [0, 1, 0, 1], TypeError,
+     "Dataset.from_arrays: X is a masked array"),
+    (np.ones((4, 2)), np.ma.array([0, 1, 0, 1], mask=[0, 1, 0, 0]), TypeError,
+     "Dataset.from_arrays: y is a masked array"),
+])
+def test_from_arrays_refuses_ragged_and_masked(X, y, error, match):
+    with pytest.raises(error, match=match):
+        fm.Dataset.from_arrays(X, y)
+
+
+def test_from_arrays_test_fraction_is_checked():
+    with pytest.raises(TypeError, match="Dataset.from_arrays: test_fraction must be a number"):
+        fm.Dataset.from_arrays(np.ones((4, 2)), [0, 1, 0, 1], test_fraction="0.5")
+
+
+def test_sequence_dataset_decode_and_batch():
+    d = fm.digit_reversal(n=16, digits=3)
+    with pytest.raises(ValueError, match=r"decode: token ids must lie in \[0, 11\)"):
+        d.decode(np.array([99]))  # an IndexError from the vocabulary string before
+    with pytest.raises(TypeError, match="decode: token ids must be integers, got dtype float64"):
+        d.decode(np.array([0.5]))  # was decoded as token 0
+    x, _, _ = d.batch(0, 4)  # a seed, as the docstring says (an AttributeError before)
+    assert np.array_equal(x, d.batch(np.random.default_rng(0), 4)[0])
+    with pytest.raises(ValueError, match="batch: size must be >= 0, got -1"):
+        d.batch(0, -1)

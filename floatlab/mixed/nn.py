@@ -15,7 +15,7 @@ rounded once, so every precision starts from the same network, up to its own rou
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,8 @@ import numpy as np
 from floatlab._validate import as_float_array
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.checks import flag, whole
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
 from floatlab.mixed.gemm import linear
 from floatlab.mixed.reductions import _check_targets, cross_entropy, mean
@@ -164,9 +166,10 @@ class Linear(Module):
         init: str = "he_normal",
         seed: int | np.random.Generator = 0,
     ) -> None:
-        if in_features < 1 or out_features < 1:
-            raise ValueError(f"Linear({in_features}, {out_features}): sizes must be >= 1")
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        in_features = whole("Linear: in_features", in_features)
+        out_features = whole("Linear: out_features", out_features)
+        bias = flag("Linear: bias", bias)  # bias="False" would build a bias
+        rng = seed_rng("Linear: seed", seed)  # a Generator passes through, as default_rng's
         shape = (out_features, in_features)
         if init == "he_normal":
             w = he_normal(rng, in_features, shape)
@@ -197,12 +200,16 @@ class MLP(Module):
     def __init__(
         self, sizes: Sequence[int], *, activation: str = "relu", seed: int = 0
     ) -> None:
-        sizes = tuple(int(s) for s in sizes)
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+            raise TypeError(f"MLP: sizes must be a sequence of layer widths such as (16, 64, 4), "
+                            f"got {sizes!r}")
+        # whole(): int(s) truncated 2.5 to 2 and read "3" as 3 (and sizes="32" as (3, 2))
+        sizes = tuple(whole(f"MLP: sizes[{i}]", s) for i, s in enumerate(sizes))
         if len(sizes) < 2:
             raise ValueError(f"MLP sizes={sizes}: give at least input and output widths")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation={activation!r}: use one of {sorted(_ACTIVATIONS)}")
-        rng = np.random.default_rng(seed)
+        rng = seed_rng("MLP: seed", seed)
         init = "he_normal" if activation == "relu" else "xavier_normal"
         self.sizes, self.activation = sizes, activation
         pairs = zip(sizes[:-1], sizes[1:], strict=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
@@ -121,6 +122,10 @@ class Optimizer:
         low_copies: str | Format | None = "auto",
     ) -> None:
         kahan = flag("kahan", kahan)
+        if isinstance(params, Tensor) or not isinstance(params, Iterable):
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
+                            f"as model.parameters(), got {type(params).__name__}; wrap a single "
+                            "tensor in a list: [w]")
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
@@ -143,7 +148,7 @@ class Optimizer:
         self.update_rounding = update_rounding
         self.kahan = kahan
         self.last_report: UpdateReport | None = None
-        self._rng = np.random.default_rng(seed)
+        self._rng = seed_rng(f"{type(self).__name__}: seed", seed)
         groups: dict[tuple[Format, Format], list[Tensor]] = {}
         for p in self.params:
             groups.setdefault((p.fmt, self.state_format or p.fmt), []).append(p)

@@ -27,6 +27,8 @@ import numpy as np
 
 from floatlab._validate import resolve_rng
 from floatlab.mixed.checks import number, whole
+from floatlab.mixed.checks import seed as seed_rng
+from floatlab.mixed.layers import _token_ids
 
 __all__ = ["SequenceDataset", "char_lm", "digit_reversal", "python_docs_text"]
 
@@ -70,7 +72,8 @@ class SequenceDataset:
 
     def decode(self, ids: np.ndarray) -> str:
         """The text of token ids."""
-        return "".join(self.vocab[int(i)] for i in np.asarray(ids).ravel())
+        ids = _token_ids(ids, len(self.vocab), "decode")  # not an IndexError, not int(0.5)
+        return "".join(self.vocab[i] for i in ids.ravel().tolist())
 
     def _mask(self, n: int) -> np.ndarray:
         mask = np.zeros((n, self.context), bool)
@@ -80,7 +83,9 @@ class SequenceDataset:
     def batch(self, rng: np.random.Generator, size: int,
               split: str = "train") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A random batch ``(x, y, mask)``: inputs, next-token targets (both (size, context)
-        int64) and the positions whose loss counts."""
+        int64) and the positions whose loss counts. ``rng``: a Generator, or a seed."""
+        rng = seed_rng("batch: rng", rng)  # an int seed was an AttributeError
+        size = whole("batch: size", size, minimum=0)
         source = self._split(split)
         if self.language_model:
             starts = rng.integers(0, len(source) - self.context, size)
@@ -118,7 +123,7 @@ class SequenceDataset:
             yield w[:, :-1], w[:, 1:], mask
 
     def _split(self, split: str) -> np.ndarray:
-        if split not in ("train", "valid"):
+        if not isinstance(split, str) or split not in ("train", "valid"):
             raise ValueError(f"split={split!r}: use 'train' or 'valid'")
         return self.train if split == "train" else self.valid
 
