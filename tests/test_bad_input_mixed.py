@@ -383,3 +383,144 @@ def test_sequence_dataset_decode_and_batch():
     assert np.array_equal(x, d.batch(np.random.default_rng(0), 4)[0])
     with pytest.raises(ValueError, match="batch: size must be >= 0, got -1"):
         d.batch(0, -1)
+
+
+# --------------------------------------------------------------------------- policy, scope
+
+@pytest.mark.parametrize("rounding, error, match", [
+    ("bogus", ValueError, "unknown rounding mode 'bogus'; use one of nearest_even"),
+    (1, TypeError, "rounding must be one string such as 'nearest_even', got 1"),
+    (True, TypeError, "rounding must be one string"),
+])
+def test_get_policy_checks_rounding_up_front(rounding, error, match):
+    # accepted before, failing (or not) at the first op
+    with pytest.raises(error, match=match):
+        fm.get_policy("16-mixed", rounding=rounding)
+
+
+def test_get_policy_resolves_rounding_aliases():
+    # "sr" reached the ops as "sr": the scope's seeded generator is made for "stochastic" only,
+    # so every op drew fresh entropy and a seeded run was not reproducible
+    assert fm.get_policy("16-mixed", rounding="sr").rounding == "stochastic"
+    x = np.full(64, 1 + 2**-12, np.float32)
+    runs = []
+    for _ in range(2):
+        with fm.use_precision("16-true", rounding="sr", rng=3):
+            runs.append(Tensor(x).data.copy())
+    assert np.array_equal(*runs)
+
+
+@pytest.mark.parametrize("rng, error, match", [
+    (-1, ValueError, "use_precision: rng must be a non-negative int, got -1"),
+    ("0", TypeError, "use_precision: rng must be a numpy.random.Generator"),
+])
+def test_use_precision_rng_is_checked(rng, error, match):
+    with pytest.raises(error, match=match):
+        with fm.use_precision("16-mixed", rng=rng):
+            pass
+
+
+def test_quantize_and_recording_check_their_arguments():
+    with pytest.raises(TypeError, match="quantize: values must hold real numbers"):
+        fm.quantize("abc", fm.get_policy().weights)
+    assert fm.quantize([1.0, 2.0], "fp16").tolist() == [1.0, 2.0]  # a format name is resolved
+    with pytest.raises(TypeError, match=r"recording: stats must be a floatlab.mixed.StepStats, "
+                                        r"got NoneType; e.g. recording\(StepStats\(\)\)"):
+        with fm.recording(None):
+            pass
+
+
+# --------------------------------------------------------------------------- scalers
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: fm.GradScaler(enabled="False"), "enabled must be True or False, got 'False'"),
+    (lambda: fm.GradScaler(enabled=0), "enabled must be True or False, got 0"),
+    (lambda: fm.StaticScaler(enabled="False"), "enabled must be True or False"),
+    (lambda: fm.StaticScaler(skip_nonfinite="no"), "skip_nonfinite must be True or False"),
+    (lambda: fm.StaticScaler("8"), "scale must be a number such as 8.0, got '8'"),
+])
+def test_scaler_flags_are_real_bools(make, match):
+    # GradScaler(enabled="False") scaled the loss: a non-empty string is truthy
+    with pytest.raises(TypeError, match=match):
+        make()
+
+
+def test_static_scaler_names_its_scale_argument():
+    with pytest.raises(ValueError, match="^scale must be a positive finite number, got 0.0"):
+        fm.StaticScaler(0.0)
+
+
+# --------------------------------------------------------------------------- trainer, compare
+
+def test_compare_progress_is_a_real_flag():
+    with pytest.raises(TypeError, match="progress must be True or False, got 'False'"):
+        fm.compare(["32-true"], steps=1, progress="False", data=fm.teacher_gaussians(n=64))
+
+
+@pytest.fixture(scope="module")
+def trained():
+    data = fm.teacher_gaussians(n=64)
+    trainer = fm.Trainer("32-true", progress=False, hidden=(4,), batch_size=16)
+    trainer.fit(data, steps=1)
+    return trainer, data
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (lambda d: (d.X_test, d.y_test[:3]), ValueError,
+     r"evaluate: y has shape \(3,\); pass one label per row of X, shape \(32,\)"),
+    (lambda d: (d.X_test, d.y_test + 10), ValueError, r"accuracy: targets must lie in \[0, 4\)"),
+    (lambda d: (d.X_test, d.y_test + 0.5), TypeError, "accuracy: targets must be integer"),
+    (lambda d: ("x", d.y_test), TypeError, "evaluate: X must hold real numbers"),
+    (lambda d: (d.X_test, d.y_test, 0), ValueError, "evaluate: chunk must be >= 1, got 0"),
+])
+def test_evaluate_checks_its_arguments(trained, args, error, match):
+    trainer, data = trained
+    with pytest.raises(error, match=match):
+        trainer.evaluate(*args(data))
+
+
+def test_evaluate_on_no_rows_is_nan_and_describe_checks_data(trained):
+    trainer, data = trained
+    assert np.isnan(trainer.evaluate(data.X_test[:0], data.y_test[:0]))  # a ZeroDivisionError
+    with pytest.raises(TypeError, match="data must be a floatlab.mixed.Dataset"):
+        trainer.describe("x")
+
+
+# --------------------------------------------------------------------------- telemetry, recipes
+
+@pytest.mark.parametrize("values, match", [
+    (None, "log2_histogram: values must hold real numbers"),
+    (np.ma.array([1.0, 2.0], mask=[0, 1]), "log2_histogram: values is a masked array"),
+    (np.array([1j]), "log2_histogram: values is complex"),
+    (np.array([True]), "log2_histogram: values is a boolean array"),
+])
+def test_log2_histogram_refuses_non_real_values(values, match):
+    # None gave an empty histogram, a masked array lost its mask, complex lost its imaginary part
+    with pytest.raises(TypeError, match=match):
+        fm.log2_histogram(values, "fp16")
+
+
+@pytest.mark.parametrize("lo, hi, error, match", [
+    (10, -10, ValueError, r"need lo < hi <= 1100 \(binade exponents\), got lo=10, hi=-10"),
+    (0, 0, ValueError, "need lo < hi"),
+    (-4.5, 3, TypeError, "log2_histogram: lo must be a whole number"),
+    (-10**9, 10**9, ValueError, "log2_histogram: lo must be >= -1100"),
+])
+def test_log2_histogram_range_is_checked(lo, hi, error, match):
+    with pytest.raises(error, match=match):
+        fm.log2_histogram(np.ones(3), "fp16", lo, hi)
+
+
+def test_log2_histogram_takes_a_format_name():
+    h = fm.log2_histogram(np.array([0.0, 2.0**-20, 3.0]), "fp16", -30, 5)
+    assert (h["zeros"], h["format"], int(h["counts"].sum())) == (1, "float16", 2)
+
+
+def test_recipe_flags_and_seeds():
+    with pytest.raises(TypeError, match="delayed must be True or False, got 'False'"):
+        fm.TensorScaling("e4m3fn", delayed="False")  # was delayed scaling
+    with pytest.raises(TypeError, match="RecipeRun: telemetry must be True or False"):
+        fm.RecipeRun(telemetry="False")
+    with pytest.raises(ValueError, match="RecipeRun: seed must be a non-negative int, got -1"):
+        with fm.recipe_run(seed=-1):
+            pass

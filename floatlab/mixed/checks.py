@@ -23,7 +23,7 @@ __all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor"]
 
 _EXAMPLES = {"lr": "0.001", "backoff_factor": "0.5", "growth_factor": "2.0",
              "loss_multiplier": "2**-16", "init_scale": "65536.0", "max_scale": "2**24",
-             "momentum": "0.9", "eps": "1e-8", "weight_decay": "0.01"}
+             "momentum": "0.9", "eps": "1e-8", "weight_decay": "0.01", "scale": "8.0"}
 
 
 def _is_real(value: Any) -> bool:

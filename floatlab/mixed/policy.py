@@ -54,6 +54,7 @@ from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
+from floatlab.rounding import _resolve_mode
 
 __all__ = [
     "Policy",
@@ -561,6 +562,9 @@ def get_policy(
         policy = replace(policy, optimizer_state=get_format(optimizer_state))
         suffix.append(f"state {policy.state_format.name}")
     if rounding is not None:
+        # resolved here, not at the first op: "bogus" failed only then, and an alias such as
+        # "sr" missed the seeded scope generator that policy.rounding == "stochastic" gets
+        rounding = _resolve_mode(rounding)
         policy = replace(policy, rounding=rounding)
         suffix.append(f"{rounding} rounding")
     if device is not None and check_device(device) != policy.device:

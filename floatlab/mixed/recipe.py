@@ -89,6 +89,8 @@ class TensorScaling:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fmt", get_format(self.fmt))
+        if not isinstance(self.delayed, bool):  # delayed="False" was delayed scaling
+            raise TypeError(f"delayed must be True or False, got {self.delayed!r}")
         if self.amax_compute_algo not in AMAX_COMPUTE_ALGOS:
             raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS}, got "
                              f"{self.amax_compute_algo!r}")
