@@ -524,3 +524,21 @@ def test_recipe_flags_and_seeds():
     with pytest.raises(ValueError, match="RecipeRun: seed must be a non-negative int, got -1"):
         with fm.recipe_run(seed=-1):
             pass
+
+
+# --------------------------------------------------------------------------- operand names
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: fm.add(_t(2), "abc"), "add: b must hold real numbers, got dtype <U3"),
+    (lambda: "abc" + _t(2), "add: a must hold real numbers"),
+    (lambda: _t(2) * None, "mul: b must hold real numbers, got dtype object"),
+    (lambda: fm.matmul(["a"], _t(1, 1)), "matmul: a must hold real numbers"),
+    (lambda: fm.relu({"a": 1}), "relu: x must hold real numbers"),
+    (lambda: fm.cross_entropy("ab", [0]), "cross_entropy: logits must hold real numbers"),
+    (lambda: fm.scaled_dot_product_attention(_t(1, 2), _t(1, 2), "v"),
+     "scaled_dot_product_attention: v must hold real numbers"),
+])
+def test_op_errors_name_the_op_and_operand(call, match):
+    # they said "data must hold real numbers", the Tensor constructor's argument
+    with pytest.raises(TypeError, match=match):
+        call()

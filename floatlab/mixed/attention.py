@@ -44,7 +44,7 @@ def bmm(a: Any, b: Any) -> Tensor:
     >>> bmm(Tensor(np.ones((2, 1, 3))), Tensor(np.ones((2, 3, 1)))).data.ravel().tolist()
     [3.0, 3.0]
     """
-    a, b = _operand(a), _operand(b)
+    a, b = _operand(a, "bmm: a"), _operand(b, "bmm: b")
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"bmm: shapes {a.shape} and {b.shape} do not align: need (..., n, k) "
                          "and (..., k, m)")
@@ -90,7 +90,7 @@ def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
     >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
     [[1.0, -inf]]
     """
-    x = _operand(x)
+    x = _operand(x, "masked_fill: x")
     mask = np.asarray(mask, bool)
     fmt = active_policy().op_format("masked_fill", x.fmt)
     fill = quantize(np.asarray(value, x.data.dtype), fmt)
@@ -134,7 +134,8 @@ def scaled_dot_product_attention(
     >>> scaled_dot_product_attention(q, q, q).shape
     (1, 2, 4)
     """
-    q, k, v = _operand(q), _operand(k), _operand(v)
+    q, k, v = (_operand(t, f"scaled_dot_product_attention: {name}")
+               for t, name in ((q, "q"), (k, "k"), (v, "v")))
     causal = flag("scaled_dot_product_attention: causal", causal)
     scale_queries = flag("scaled_dot_product_attention: scale_queries", scale_queries)
     if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \

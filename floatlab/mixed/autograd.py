@@ -335,10 +335,12 @@ def _count_parameter_underflow(pending: list[_Pending], stats: Any) -> None:
         stats.observe_parameter_grad(t.grad, support)
 
 
-def _operand(x: Any) -> Tensor:
+def _operand(x: Any, name: str = "data") -> Tensor:
+    """``x`` as a Tensor: a constant in the policy's input format unless it is one. ``name``
+    ("add: b") is what an error about unusable data names, rather than Tensor's "data"."""
     if isinstance(x, Tensor):
         return x
-    return Tensor(x)  # a constant in the policy's input format
+    return Tensor(as_float_array(x, name=name))
 
 
 def _work(t: Tensor, fmt: Format) -> np.ndarray:

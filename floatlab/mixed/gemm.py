@@ -168,7 +168,7 @@ def matmul(a: Any, b: Any) -> Tensor:
     ...     (Tensor([[1.0, 1.0]]) @ Tensor([[1.0], [2.0**-12]])).data.tolist()  # 1 + 2**-12
     [[1.0]]
     """
-    a, b = _operand(a), _operand(b)
+    a, b = _operand(a, "matmul: a"), _operand(b, "matmul: b")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"matmul: needs 2-D tensors, got shapes {a.shape} and {b.shape}")
     if a.shape[1] != b.shape[0]:
@@ -184,7 +184,7 @@ def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(Tensor([[1.0, 2.0]]), Tensor([[3.0, 4.0]]), Tensor([0.5])).data.tolist()
     [[11.5]]
     """
-    x = _operand(x)
+    x = _operand(x, "linear: x")
     weight = tensor("linear: weight", weight)  # an array would fail deep in the matmul
     bias = tensor("linear: bias", bias, optional=True)
     if weight.ndim != 2:

@@ -58,7 +58,7 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     >>> reshape(Tensor([1.0, 2.0, 3.0, 4.0]), (2, 2)).shape
     (2, 2)
     """
-    x = _operand(x)
+    x = _operand(x, "reshape: x")
     try:
         out = x.data.reshape(tuple(shape))
     except ValueError:
@@ -74,7 +74,7 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     >>> permute(Tensor(np.zeros((2, 3, 4))), (2, 0, 1)).shape
     (4, 2, 3)
     """
-    x = _operand(x)
+    x = _operand(x, "permute: x")
     axes = tuple(axes)
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute: axes {axes} are not a permutation of {x.ndim} axes")
@@ -89,7 +89,7 @@ def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
     >>> narrow(Tensor([[1.0, 2.0, 3.0]]), 1, 1, 2).data.tolist()
     [[2.0, 3.0]]
     """
-    x = _operand(x)
+    x = _operand(x, "narrow: x")
     axis = axis % x.ndim
     if not (0 <= start and length >= 0 and start + length <= x.shape[axis]):
         raise ValueError(f"narrow: [{start}, {start + length}) is outside axis {axis} of "
@@ -228,7 +228,7 @@ def layer_norm(
     >>> [round(v, 4) for v in y.data[0].tolist()]
     [-1.0, 1.0]
     """
-    x = _operand(x)
+    x = _operand(x, "layer_norm: x")
     if not isinstance(stats, str) or stats not in LAYER_NORM_STATS:
         raise ValueError(f"layer_norm: stats={stats!r}; use one of {', '.join(LAYER_NORM_STATS)}")
     if x.ndim == 0:  # torch: normalized_shape must match the input's last axes
@@ -310,7 +310,7 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     >>> gelu(Tensor([1.0])).data.tolist()
     [0.8413447737693787]
     """
-    x = _operand(x)
+    x = _operand(x, "gelu: x")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh' (torch's)")
     fmt = active_policy().op_format("gelu", x.fmt)
@@ -396,7 +396,7 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
     >>> dropout(Tensor([1.0, 1.0, 1.0, 1.0]), 0.5, rng=0).data.tolist()
     [2.0, 0.0, 0.0, 0.0]
     """
-    x = _operand(x)
+    x = _operand(x, "dropout: x")
     training = flag("dropout: training", training)
     p = number("dropout: p", p, finite=False)  # a real number (NumPy's too); its range below
     if not 0 <= p < 1:
@@ -423,7 +423,7 @@ def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
     >>> round(sequence_loss(Tensor(np.zeros((1, 2, 4))), [[1, 3]]).item(), 6)   # log 4
     1.386294
     """
-    logits = _operand(logits)
+    logits = _operand(logits, "sequence_loss: logits")
     if logits.ndim != 3:
         raise ValueError(f"sequence_loss: logits must be (batch, T, vocab), got {logits.shape}")
     batch, t, vocab = logits.shape

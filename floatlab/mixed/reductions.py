@@ -48,7 +48,7 @@ def sum(  # noqa: A001 - torch's name
     >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
     [4.0, 6.0]
     """
-    x = _operand(x)
+    x = _operand(x, "sum: x")
     axis, keepdims = axes("sum", axis, x.ndim), flag("sum: keepdims", keepdims)
     fmt = active_policy().op_format("sum", x.fmt)
     out = quantize(np.asarray(_work(x, fmt).sum(axis=axis, keepdims=keepdims)), fmt)
@@ -62,7 +62,7 @@ def sum(  # noqa: A001 - torch's name
 def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
     to the input's format: autocast lists mean on neither device."""
-    x = _operand(x)
+    x = _operand(x, "mean: x")
     axis, keepdims = axes("mean", axis, x.ndim), flag("mean: keepdims", keepdims)
     fmt = active_policy().op_format("mean", x.fmt)
     n = _count(x.shape, axis)
@@ -93,7 +93,7 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
     ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
     """
-    x = _operand(x)
+    x = _operand(x, "softmax: x")
     subtract_max = flag("softmax: subtract_max", subtract_max)
     axis = axes("softmax", axis, x.ndim)
     if not subtract_max:
@@ -125,7 +125,7 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed stably; on CUDA's float32 list, in the
     input's format on CPU."""
-    x = _operand(x)
+    x = _operand(x, "log_softmax: x")
     axis = axes("log_softmax", axis, x.ndim)
     fmt = active_policy().op_format("log_softmax", x.fmt)
     z = _work(x, fmt)
@@ -173,7 +173,7 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
     0.693147
     """
-    logits = _operand(logits)
+    logits = _operand(logits, "cross_entropy: logits")
     if logits.ndim != 2:
         raise ValueError(f"cross_entropy: logits must be (batch, classes), got shape "
                          f"{logits.shape}")
