@@ -542,3 +542,24 @@ def test_op_errors_name_the_op_and_operand(call, match):
     # they said "data must hold real numbers", the Tensor constructor's argument
     with pytest.raises(TypeError, match=match):
         call()
+
+
+# --------------------------------------------------------------------------- torch's wording
+
+@pytest.mark.parametrize("make, match", [
+    (lambda p: fm.SGD(p, lr=-1.0), r"SGD: Invalid learning rate: -1.0 \(need lr > 0; e.g. "
+                                   r"lr=1e-3\)"),
+    (lambda p: fm.SGD(p, momentum=-0.1), "SGD: Invalid momentum value: -0.1"),
+    (lambda p: fm.SGD(p, weight_decay=-0.1), "SGD: Invalid weight_decay value: -0.1"),
+    (lambda p: fm.SGD(p, nesterov=True), "SGD: Nesterov momentum requires a momentum and zero "
+                                         "dampening"),
+    (lambda p: fm.Adam(p, eps=-1e-8), "Adam: Invalid epsilon value: -1e-08"),
+    (lambda p: fm.Adam(p, betas=(1.0, 0.9)), "Adam: Invalid beta parameter at index 0: 1.0"),
+    (lambda p: fm.Adam8bit(p, betas=(0.9, -0.1)), "Adam8bit: Invalid beta parameter at index 1"),
+    (lambda p: fm.StateAdam(p, lr=-2.0), "StateAdam: Invalid learning rate: -2.0"),
+])
+def test_optimizer_ranges_name_the_argument_in_torchs_words(make, match):
+    # one message listing every range ("need lr > 0, momentum >= 0, ...") before; torch names
+    # the argument ("Invalid learning rate: -1.0"), and code matching torch's text still matches
+    with pytest.raises(ValueError, match=match):
+        make([fm.parameter(np.ones(2, np.float32))])

@@ -248,6 +248,31 @@ class Optimizer:
         return extra
 
 
+#: torch.optim's wording for each out-of-range argument, what floatlab requires and an example.
+_RANGES = {
+    "lr": ("Invalid learning rate", "need lr > 0", "lr=1e-3", lambda v: v > 0),
+    "momentum": ("Invalid momentum value", "need momentum >= 0", "momentum=0.9",
+                 lambda v: v >= 0),
+    "weight_decay": ("Invalid weight_decay value", "need weight_decay >= 0",
+                     "weight_decay=0.01", lambda v: v >= 0),
+    "eps": ("Invalid epsilon value", "need eps >= 0", "eps=1e-8", lambda v: v >= 0),
+    "beta1": ("Invalid beta parameter at index 0", "need 0 <= betas[0] < 1",
+              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
+    "beta2": ("Invalid beta parameter at index 1", "need 0 <= betas[1] < 1",
+              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
+}
+
+
+def _check_ranges(who: str, **values: float) -> None:
+    """A ValueError naming the first argument out of its range, in torch.optim's words (code
+    that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. floatlab
+    is stricter than torch on one point: lr = 0 (a step that changes nothing) is refused."""
+    for name, value in values.items():
+        torch_words, rule, example, ok = _RANGES[name]
+        if not ok(value):
+            raise ValueError(f"{who}: {torch_words}: {value} ({rule}; e.g. {example})")
+
+
 def _copies_unread() -> bool:
     """Whether the per-step low-precision weight copies would be neither read nor recorded, so
     the optimizer need not make them: under a training recipe the Linear layers' GEMMs quantise
@@ -286,12 +311,12 @@ class SGD(Optimizer):
         momentum, weight_decay = number("momentum", momentum), number("weight_decay",
                                                                       weight_decay)
         dampening, nesterov = number("dampening", dampening), flag("nesterov", nesterov)
-        if lr <= 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: need lr > 0, momentum >= 0, weight_decay >= 0; got lr={lr}, "
-                             f"momentum={momentum}, weight_decay={weight_decay}")
+        _check_ranges("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         super().__init__(params, **options)
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening "
+                             f"(torch's words; got momentum={momentum}, dampening={dampening}): "
+                             "pass momentum=0.9, dampening=0.0 with nesterov=True")
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.nesterov, self.weight_decay = nesterov, weight_decay
 
@@ -359,9 +384,8 @@ class Adam(Optimizer):
             raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
                             f"got {betas!r}")
         b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
-        if lr <= 0 or not (0 <= b1 < 1 and 0 <= b2 < 1) or eps < 0 or weight_decay < 0:
-            raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
-                             f"got lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
+                      weight_decay=weight_decay)
         self.fused = flag("fused", fused)
         if self.fused and options.get("kahan"):
             raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "
