@@ -563,3 +563,31 @@ def test_optimizer_ranges_name_the_argument_in_torchs_words(make, match):
     # the argument ("Invalid learning rate: -1.0"), and code matching torch's text still matches
     with pytest.raises(ValueError, match=match):
         make([fm.parameter(np.ones(2, np.float32))])
+
+
+# --------------------------------------------------------------------------- valid edge input
+
+@pytest.mark.parametrize("op", [fm.relu, fm.gelu, fm.softmax, fm.exp, lambda t: t * t,
+                                lambda t: (t * t).sum()])
+def test_0d_tensors_get_0d_array_gradients(op):
+    # relu's backward crashed on a 0-d input ("return arrays must be of ArrayType"), and numpy
+    # arithmetic on 0-d arrays left numpy scalars as .grad
+    t = Tensor(np.float32(2.0), requires_grad=True)
+    op(t).backward()
+    assert isinstance(t.grad, np.ndarray) and t.grad.shape == ()
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x[:, ::-2], lambda x: x.T, lambda x: x.astype(np.float16),
+    lambda x: np.require(x, requirements="C").view(), lambda x: x[:0],
+])
+@pytest.mark.parametrize("op", [fm.relu, fm.exp, fm.softmax, fm.log_softmax, fm.mean, fm.gelu,
+                                fm.layer_norm, fm.tanh, fm.neg])
+def test_views_read_only_and_float16_inputs_work_unchanged(make, op):
+    x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    arr = make(x)
+    arr.flags.writeable = False  # read-only too
+    before = arr.copy()
+    expected = op(Tensor(np.ascontiguousarray(arr))).data
+    assert np.array_equal(op(arr).data, expected, equal_nan=True)
+    assert np.array_equal(arr, before)  # never mutated

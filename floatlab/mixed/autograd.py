@@ -289,7 +289,9 @@ def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
     """Add ``g`` (already in ``op_fmt``) to ``t.grad``, cast to and summed in ``t``'s format."""
     if t.fmt != op_fmt:
         g = quantize(g, t.fmt, what="grads")
-    t.grad = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
+    g = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
+    # numpy arithmetic on 0-d arrays gives scalars: .grad is an array whatever the shape
+    t.grad = g if isinstance(g, np.ndarray) else np.asarray(g)
 
 
 def _flush(pending: list[_Pending]) -> None:

@@ -173,7 +173,7 @@ def relu(x: Tensor) -> Tensor:
         # and g itself where it passes, a NaN input included (NaN <= 0 is false). A plain
         # g * mask would give -0 for a negative g and NaN for an infinite one; clearing every
         # bit of the blocked entries gives where()'s bits, in a fifth of np.where's time.
-        passed = ~(x.data <= 0)
+        passed = np.asarray(~(x.data <= 0))  # an array even for 0-d x (np.negative(out=))
         stats = _scope().stats
         if stats is not None:
             stats.observe_relu(passed, g)
