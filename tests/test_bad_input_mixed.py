@@ -577,6 +577,7 @@ def test_0d_tensors_get_0d_array_gradients(op):
     assert isinstance(t.grad, np.ndarray) and t.grad.shape == ()
 
 
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
 @pytest.mark.parametrize("make", [
     lambda x: x[:, ::-2], lambda x: x.T, lambda x: x.astype(np.float16),
     lambda x: np.require(x, requirements="C").view(), lambda x: x[:0],
