@@ -592,3 +592,42 @@ def test_views_read_only_and_float16_inputs_work_unchanged(make, op):
     expected = op(Tensor(np.ascontiguousarray(arr))).data
     assert np.array_equal(op(arr).data, expected, equal_nan=True)
     assert np.array_equal(arr, before)  # never mutated
+
+
+# --------------------------------------------------------------------------- hand-set state
+
+@pytest.mark.parametrize("grad, error, match", [
+    ([1.0, 1.0, 1.0], TypeError, r"SGD.step: parameter 0's .grad is list; assign a float array "
+                                 "of the parameter's shape, or None"),
+    (np.array(["a", "b", "c"]), TypeError, "is an array of dtype <U1"),
+    (np.ones(4, np.float32), ValueError, r"SGD.step: parameter 0's .grad has shape \(4,\), the "
+                                         r"parameter has shape \(3,\)"),
+    (np.ones((1, 3), np.float32), ValueError, r"has shape \(1, 3\)"),  # silently broadcast
+])
+def test_optimizer_step_checks_hand_assigned_grads(grad, error, match):
+    p = fm.parameter(np.ones(3, np.float32))
+    p.grad = grad
+    with pytest.raises(error, match=match):
+        fm.SGD([p], lr=0.1).step()
+
+
+def test_load_state_dict_refuses_masked_arrays():
+    net = fm.MLP([3, 2])
+    state = {k: np.ma.array(v) for k, v in net.state_dict().items()}
+    with pytest.raises(TypeError, match="load_state_dict: 'layers.0.weight' is a masked array"):
+        net.load_state_dict(state)
+
+
+def test_history_comparison_bytes_held_and_encode_check_types():
+    with pytest.raises(TypeError, match="History: info must be a dict or None, got str"):
+        fm.History("x", info="x")
+    with pytest.raises(TypeError, match="Comparison: histories must be a list of History "
+                                        "objects .*, got int"):
+        fm.Comparison([1])
+    net = fm.MLP([3, 2])
+    opt = fm.SGD(net.parameters())
+    with pytest.raises(TypeError, match="bytes_held: policy must be a floatlab.mixed Policy, "
+                                        "got str"):
+        fm.bytes_held(net, opt, "16-mixed", None)
+    with pytest.raises(TypeError, match="encode: text must be a str, got int"):
+        fm.digit_reversal(n=8, digits=2).encode(5)

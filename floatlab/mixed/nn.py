@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import as_float_array
+from floatlab._validate import as_array, as_float_array
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, whole
@@ -130,7 +130,8 @@ class Module:
                            f"{unexpected}; the state_dict must come from the same architecture")
         values = {}
         for name, p in params.items():
-            arr = np.asarray(state[name])
+            # as_array: a masked array is refused (its mask would be dropped), ragged explained
+            arr = as_array(state[name], f"load_state_dict: {name!r}")
             if arr.dtype.kind not in "fiu":
                 raise TypeError(f"load_state_dict: {name!r} has dtype {arr.dtype}; expected "
                                 "real numbers")

@@ -196,6 +196,7 @@ class Optimizer:
 
     def step(self) -> UpdateReport:
         """Update every parameter that has a gradient; report how many updates were lost."""
+        self._check_grads()
         nonzero = lost = 0
         with np.errstate(all="ignore"):
             for group in self.groups:
@@ -217,6 +218,23 @@ class Optimizer:
                     prime_copies(group.params, self.low_copies, flat=weights)
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
+
+    def _check_grads(self) -> None:
+        """Gradients assigned by hand (``p.grad = ...``) must be arrays of the parameter's shape:
+        a list was an AttributeError inside gather(), a wrong shape a broadcasting error (or a
+        silent broadcast) inside the update arithmetic."""
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            if not isinstance(g, (np.ndarray, np.generic)) or g.dtype.kind != "f":
+                what = f"an array of dtype {g.dtype}" if hasattr(g, "dtype") else \
+                    type(g).__name__
+                raise TypeError(f"{type(self).__name__}.step: parameter {i}'s .grad is {what}; "
+                                "assign a float array of the parameter's shape, or None")
+            if g.shape != p.shape:
+                raise ValueError(f"{type(self).__name__}.step: parameter {i}'s .grad has shape "
+                                 f"{g.shape}, the parameter has shape {p.shape}")
 
     def _new_weights(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
                      weights: np.ndarray, active: list[int]) -> np.ndarray:

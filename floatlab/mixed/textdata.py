@@ -63,6 +63,8 @@ class SequenceDataset:
 
     def encode(self, text: str) -> np.ndarray:
         """Token ids of ``text`` (every character must be in the vocabulary)."""
+        if not isinstance(text, str):  # an int was "'int' object is not iterable"
+            raise TypeError(f"encode: text must be a str, got {type(text).__name__}")
         table = {c: i for i, c in enumerate(self.vocab)}
         unknown = sorted({c for c in text if c not in table})
         if unknown:

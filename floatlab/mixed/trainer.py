@@ -84,6 +84,14 @@ def bytes_held(
     norms) in their storage formats. Without ``run`` every 2-D parameter is taken for a GEMM
     weight (an MLP's case).
     """
+    for name, value, kind in (("model", model, Module), ("optimizer", optimizer, Optimizer),
+                              ("policy", policy, Policy)):
+        if not isinstance(value, kind):  # AttributeErrors deep in the accounting before
+            raise TypeError(f"bytes_held: {name} must be a floatlab.mixed {kind.__name__}, got "
+                            f"{type(value).__name__}")
+    if stats is not None and not isinstance(stats, StepStats):
+        raise TypeError(f"bytes_held: stats must be a StepStats or None, got "
+                        f"{type(stats).__name__}")
     held: dict[str, dict[str, int]] = {"weights": {}, "master weights": {}, "gradients": {},
                                        "optimizer state": optimizer.state_bytes(),
                                        "activations": dict(stats.activation_bytes) if stats
