@@ -631,3 +631,17 @@ def test_history_comparison_bytes_held_and_encode_check_types():
         fm.bytes_held(net, opt, "16-mixed", None)
     with pytest.raises(TypeError, match="encode: text must be a str, got int"):
         fm.digit_reversal(n=8, digits=2).encode(5)
+
+
+def test_policy_built_by_hand_resolves_names_and_checks_modes():
+    p = fm.Policy("x", "fp16", "fp16", "fp16", "fp16", "fp16", "fp16", rounding="sr")
+    assert p.weights.name == "float16" and p.accumulate.name == "float16"
+    assert p.rounding == "stochastic"
+    with pytest.raises(ValueError, match="unknown rounding mode 'bogus'"):
+        fm.Policy("x", "fp16", "fp16", "fp16", "fp16", "fp16", "fp16", rounding="bogus")
+    with pytest.raises(ValueError, match="device='gpu': use 'cuda'"):
+        fm.Policy("x", "fp16", "fp16", "fp16", "fp16", "fp16", "fp16", device="gpu")
+    with pytest.raises(TypeError, match="Policy: saturate must be True or False, got 'no'"):
+        fm.Policy("x", "fp16", "fp16", "fp16", "fp16", "fp16", "fp16", saturate="no")
+    with pytest.raises(TypeError, match=r"recipe_options must be a dict .*, got \[\]"):
+        fm.get_policy("16-mixed", recipe_options=[])

@@ -151,3 +151,26 @@ def tensor(name: str, value: Any, *, optional: bool = False) -> Any:
                         f"{type(value).__name__}; wrap arrays with floatlab.mixed.parameter(x) "
                         "(trainable) or Tensor(x)")
     return value
+
+
+def policy_fields(policy: Any) -> None:
+    """Resolve and check a :class:`~floatlab.mixed.Policy`'s fields in place (it is frozen):
+    format names become Formats, ``rounding`` its canonical mode, ``device`` and ``saturate``
+    are checked -- so ``Policy(...)`` built by hand fails at construction, not inside an op."""
+    from floatlab.accumulate import Accumulator
+    from floatlab.formats import get_format
+    from floatlab.mixed.autocast import check_device
+    from floatlab.rounding import _resolve_mode
+
+    def set_(name: str, value: Any) -> None:
+        object.__setattr__(policy, name, value)
+
+    for name in ("weights", "compute", "matmul_inputs", "safe", "inputs"):
+        set_(name, get_format(getattr(policy, name)))
+    if not isinstance(policy.accumulate, Accumulator):
+        set_("accumulate", get_format(policy.accumulate))
+    if policy.optimizer_state is not None:
+        set_("optimizer_state", get_format(policy.optimizer_state))
+    set_("rounding", _resolve_mode(policy.rounding))
+    set_("device", check_device(policy.device))
+    set_("saturate", flag("Policy: saturate", policy.saturate))
