@@ -645,3 +645,13 @@ def test_policy_built_by_hand_resolves_names_and_checks_modes():
         fm.Policy("x", "fp16", "fp16", "fp16", "fp16", "fp16", "fp16", saturate="no")
     with pytest.raises(TypeError, match=r"recipe_options must be a dict .*, got \[\]"):
         fm.get_policy("16-mixed", recipe_options=[])
+
+
+def test_prime_copies_checks_params_and_resolves_the_format():
+    w = fm.parameter([1 / 3])
+    fm.prime_copies((p for p in [w]), "bf16")  # a generator and a format name
+    assert w._copy[2].tolist() == [0.333984375]
+    for params in ("x", None, w):
+        with pytest.raises(TypeError, match="prime_copies: params must be a list of parameter "
+                                            "Tensors"):
+            fm.prime_copies(params, "fp16")

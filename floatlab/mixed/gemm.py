@@ -20,7 +20,7 @@ import numpy as np
 
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import _matmul as accumulate_matmul
-from floatlab.formats import Format
+from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.checks import tensor
 from floatlab.mixed.policy import FP32, FP64, Policy, contains
@@ -69,6 +69,13 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
     >>> w._copy[2].tolist()
     [0.333984375]
     """
+    if not isinstance(fmt, Format):
+        fmt = get_format(fmt)
+    iterable = hasattr(params, "__iter__") and not isinstance(params, Tensor)
+    params = list(params) if iterable else [None]  # a generator is read once
+    if not all(isinstance(p, Tensor) for p in params):
+        raise TypeError("prime_copies: params must be a list of parameter Tensors, e.g. "
+                        "model.parameters()")
     todo = [p for p in params if not contains(fmt, p.fmt)]
     if not todo:
         return
