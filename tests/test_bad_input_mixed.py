@@ -655,3 +655,23 @@ def test_prime_copies_checks_params_and_resolves_the_format():
         with pytest.raises(TypeError, match="prime_copies: params must be a list of parameter "
                                             "Tensors"):
             fm.prime_copies(params, "fp16")
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (dict(forward="x"), TypeError, r"Recipe.forward must be a Gemm .*, got 'x'"),
+    (dict(dgrad=None), TypeError, "Recipe.dgrad must be a Gemm"),
+    (dict(name=1), TypeError, "Recipe: name must be a str, got 1"),
+    (dict(scaler="bogus"), ValueError, "Recipe: scaler='bogus'; use None or 'dynamic'"),
+    (dict(state="x"), TypeError, "Recipe: state must be a dict"),
+    (dict(weight_grad="e4m3fn"), TypeError, "Recipe.weight_grad: an operand is a floatlab"),
+])
+def test_recipe_built_by_hand_is_checked(change, error, match):
+    g = fm.Gemm()
+    with pytest.raises(error, match=match):
+        fm.Recipe(**{"name": "r", "forward": g, "dgrad": g, "wgrad": g, **change})
+
+
+def test_recipe_resolves_format_names():
+    g = fm.Gemm()
+    r = fm.Recipe("r", g, g, g, compute="fp16", master="fp32")
+    assert (r.compute.name, r.master.name) == ("float16", "float32")

@@ -174,3 +174,29 @@ def policy_fields(policy: Any) -> None:
     set_("rounding", _resolve_mode(policy.rounding))
     set_("device", check_device(policy.device))
     set_("saturate", flag("Policy: saturate", policy.saturate))
+
+
+def recipe_fields(recipe: Any) -> None:
+    """Check a :class:`~floatlab.mixed.Recipe` built by hand, resolving its format names in
+    place (it is frozen): a string where a Gemm belongs, or a bogus scaler, used to surface as
+    an AttributeError in the first training step."""
+    from floatlab.formats import get_format
+    from floatlab.mixed.recipe import Gemm, _check_operand
+
+    if not isinstance(recipe.name, str):
+        raise TypeError(f"Recipe: name must be a str, got {recipe.name!r}")
+    for name in ("forward", "dgrad", "wgrad"):
+        if not isinstance(getattr(recipe, name), Gemm):
+            raise TypeError(f"Recipe.{name} must be a Gemm (e.g. Gemm(TensorScaling('e4m3fn'), "
+                            f"TensorScaling('e4m3fn'))), got {getattr(recipe, name)!r}")
+    for name in ("compute", "master"):
+        object.__setattr__(recipe, name, get_format(getattr(recipe, name)))
+    if recipe.scaler not in (None, "dynamic"):
+        raise ValueError(f"Recipe: scaler={recipe.scaler!r}; use None or 'dynamic'")
+    if recipe.state is not None and not isinstance(recipe.state, dict):
+        raise TypeError(f"Recipe: state must be a dict such as {{'exp_avg': 'e4m3fn'}} or None, "
+                        f"got {recipe.state!r}")
+    _check_operand(recipe.weight_grad, "Recipe.weight_grad")
+    _check_operand(recipe.weights, "Recipe.weights")
+    if not isinstance(recipe.options, dict):
+        raise TypeError(f"Recipe: options must be a dict, got {recipe.options!r}")

@@ -46,6 +46,7 @@ from typing import Any, Union
 
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import recipe_fields
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
 from floatlab.quant.scheme import Scheme, get_scheme
 
@@ -244,6 +245,7 @@ class Recipe:
     note: str = ""
 
     def __post_init__(self) -> None:
+        recipe_fields(self)  # types and names of a Recipe built by hand
         if self.weights is not None and (self.forward.codes or self.dgrad.codes):
             raise ValueError("Recipe: weights held between steps (weights=...) are stored "
                              "dequantised, so a GEMM that reads them cannot take codes=True")
