@@ -675,3 +675,21 @@ def test_recipe_resolves_format_names():
     g = fm.Gemm()
     r = fm.Recipe("r", g, g, g, compute="fp16", master="fp32")
     assert (r.compute.name, r.master.name) == ("float16", "float32")
+
+
+def test_datasets_built_by_hand_are_checked():
+    X, y = np.ones((4, 2), np.float32), np.array([0, 1, 0, 1])
+    assert fm.Dataset("ok", X, y, X, y, classes=2).features == 2
+    with pytest.raises(TypeError, match=r"Dataset: X_train must be a 2-D array of real numbers"):
+        fm.Dataset("x", "a", "b", "c", "d", 2)
+    with pytest.raises(ValueError, match=r"Dataset: y_test holds labels from 0 to 1, outside "
+                                         r"\[0, 1\) for classes=1"):
+        fm.Dataset("x", X, np.zeros(4, int), X, y, classes=1)
+    with pytest.raises(TypeError, match=r"Dataset: X_test must be a 2-D array"):
+        fm.Dataset("x", X, y, np.ones((4, 3)), y, classes=2)  # other features than X_train
+    with pytest.raises(ValueError, match=r"SequenceDataset: train: token ids must lie in \[0, 2\)"):
+        fm.SequenceDataset("x", "ab", np.array([[0, 5]]), np.array([[0, 1]]), 1)
+    with pytest.raises(ValueError, match=r"examples of context \+ 1 = 3 tokens, got shape"):
+        fm.SequenceDataset("x", "ab", np.array([[0, 1]]), np.array([[0, 1]]), 2)
+    with pytest.raises(TypeError, match="SequenceDataset: vocab must be a non-empty str"):
+        fm.SequenceDataset("x", "", np.array([0, 1]), np.array([0, 1]), 1)

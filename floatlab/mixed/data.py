@@ -38,6 +38,9 @@ class Dataset:
     classes: int
     description: str = ""
 
+    def __post_init__(self) -> None:
+        _check_dataset(self)
+
     @property
     def features(self) -> int:
         return self.X_train.shape[1]
@@ -76,6 +79,28 @@ class Dataset:
         n_train = max(1, min(len(X) - 1, round(len(X) * (1 - test_fraction))))
         return _split(name, X[order].astype(np.float32), y[order].astype(np.int64),
                       int(y.max()) + 1, n_train, f"{len(X)} rows given as arrays")
+
+
+def _check_dataset(d: Dataset) -> None:
+    """A Dataset built by hand must hold what training reads: 2-D real features with one
+    integer label in [0, classes) per row, train and test alike (strings, ragged or masked
+    arrays and labels beyond ``classes`` failed, or scored wrongly, in the first step)."""
+    classes = whole("Dataset: classes", d.classes)
+    features = None
+    for split in ("train", "test"):
+        X = as_array(getattr(d, f"X_{split}"), f"Dataset: X_{split}")
+        y = as_array(getattr(d, f"y_{split}"), f"Dataset: y_{split}")
+        if X.dtype.kind not in "iuf" or X.ndim != 2 or X.shape[1] != (features or X.shape[1]):
+            raise TypeError(f"Dataset: X_{split} must be a 2-D array of real numbers (rows, "
+                            f"features), got dtype {X.dtype} and shape {X.shape}")
+        features = X.shape[1]
+        if y.dtype.kind not in "iu" or y.shape != (len(X),):
+            raise TypeError(f"Dataset: y_{split} must hold one integer label per row of "
+                            f"X_{split}, shape ({len(X)},); got dtype {y.dtype} and shape "
+                            f"{y.shape}")
+        if y.size and (y.min() < 0 or y.max() >= classes):
+            raise ValueError(f"Dataset: y_{split} holds labels from {y.min()} to {y.max()}, "
+                             f"outside [0, {classes}) for classes={classes}")
 
 
 def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,

@@ -52,6 +52,19 @@ class SequenceDataset:
     answer_to: int | None = None
     description: str = ""
 
+    def __post_init__(self) -> None:
+        # built by hand: ids outside the vocabulary failed (or decoded wrongly) in training
+        if not isinstance(self.vocab, str) or not self.vocab:
+            raise TypeError(f"SequenceDataset: vocab must be a non-empty str of the tokens, got "
+                            f"{self.vocab!r}")
+        context = whole("SequenceDataset: context", self.context)
+        for split in ("train", "valid"):
+            ids = _token_ids(getattr(self, split), len(self.vocab), f"SequenceDataset: {split}")
+            if ids.ndim not in (1, 2) or (ids.ndim == 2 and ids.shape[1] != context + 1):
+                raise ValueError(f"SequenceDataset: {split} must be a 1-D token stream or 2-D "
+                                 f"examples of context + 1 = {context + 1} tokens, got shape "
+                                 f"{ids.shape}")
+
     @property
     def language_model(self) -> bool:
         """Whether the data is one stream (loss on every position) rather than examples."""
