@@ -446,8 +446,27 @@ def test_scaler_flags_are_real_bools(make, match):
 
 
 def test_static_scaler_names_its_scale_argument():
-    with pytest.raises(ValueError, match="^scale must be a positive finite number, got 0.0"):
+    with pytest.raises(ValueError, match=r"^scale must be a positive finite number \(a float32: "
+                                         r"at most 3.4e38\), got 0.0"):
         fm.StaticScaler(0.0)
+
+
+def test_scaler_init_scale_must_be_float32_finite():
+    # the scale is a float32: 1e300 became inf, so every step was skipped
+    with pytest.raises(ValueError, match="init_scale must be a positive finite number"):
+        fm.GradScaler(init_scale=1e300)
+    assert fm.GradScaler(init_scale=2.0**127).get_scale() == 2.0**127
+
+
+def test_tensor_truth_is_torchs_and_name_is_a_string():
+    assert bool(Tensor([2.0])) and not bool(Tensor(0.0))
+    with pytest.raises(ValueError, match="Boolean value of Tensor with more than one value is "
+                                         "ambiguous"):
+        bool(_t(2))  # was True (len 2)
+    with pytest.raises(ValueError, match="with no values is ambiguous"):
+        bool(_t(0))  # was False
+    with pytest.raises(TypeError, match="Tensor: name must be a str or None, got 3"):
+        Tensor([1.0], name=3)
 
 
 # --------------------------------------------------------------------------- trainer, compare

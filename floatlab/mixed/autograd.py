@@ -68,6 +68,8 @@ class Tensor:
         self.fmt = fmt
         self.grad: np.ndarray | None = None
         self.requires_grad = flag("Tensor: requires_grad", requires_grad)  # "False" is truthy
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Tensor: name must be a str or None, got {name!r}")
         self.name = name
         self._op = "leaf"
         self._parents: tuple[Tensor, ...] = ()
@@ -108,6 +110,16 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.data.astype(dtype) if dtype is not None else self.data.copy()
+
+    def __bool__(self) -> bool:
+        # torch's rule: the truth of one value; more (or none) is ambiguous. Without it, len()
+        # made every non-empty tensor true, so `if loss > 0` style code read any tensor as True
+        if self.data.size != 1:
+            what = "no values" if self.data.size == 0 else "more than one value"
+            raise ValueError(f"Boolean value of Tensor with {what} is ambiguous (torch's "
+                             f"words); shape {self.shape}: use .item() on one value, or "
+                             "reduce first, e.g. bool((t.numpy() > 0).all())")
+        return bool(self.data.reshape(-1)[0])
 
     def __len__(self) -> int:
         if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do

@@ -75,8 +75,10 @@ class _LossScaler:
 
     def __init__(self, init_scale: float, enabled: bool, name: str = "init_scale") -> None:
         value = _real(name, init_scale)
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive finite number, got {init_scale!r}")
+        # float32-finite: the scale is a float32 (1e300 became inf, and every step skipped)
+        if not (0 < value <= float(np.finfo(np.float32).max)):
+            raise ValueError(f"{name} must be a positive finite number (a float32: at most "
+                             f"3.4e38), got {init_scale!r}")
         # a real flag: torch takes enabled="False" as enabled (any non-empty string is truthy)
         self._enabled = flag("enabled", enabled)
         self._init_scale = value
