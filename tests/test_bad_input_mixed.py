@@ -712,3 +712,8 @@ def test_datasets_built_by_hand_are_checked():
         fm.SequenceDataset("x", "ab", np.array([[0, 1]]), np.array([[0, 1]]), 2)
     with pytest.raises(TypeError, match="SequenceDataset: vocab must be a non-empty str"):
         fm.SequenceDataset("x", "", np.array([0, 1]), np.array([0, 1]), 1)
+
+
+def test_row_scaling_name_is_a_string():
+    with pytest.raises(TypeError, match="RowScaling: name must be a str, got 1"):
+        fm.RowScaling("e4m3fn", name=1)

@@ -55,7 +55,6 @@ from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 from floatlab.mixed.checks import policy_fields
 from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
-from floatlab.rounding import _resolve_mode
 
 __all__ = [
     "Policy",
@@ -565,12 +564,9 @@ def get_policy(
     if optimizer_state is not None:
         policy = replace(policy, optimizer_state=get_format(optimizer_state))
         suffix.append(f"state {policy.state_format.name}")
-    if rounding is not None:
-        # resolved here, not at the first op: "bogus" failed only then, and an alias such as
-        # "sr" missed the seeded scope generator that policy.rounding == "stochastic" gets
-        rounding = _resolve_mode(rounding)
+    if rounding is not None:  # resolved by Policy (an alias such as "sr" -> "stochastic")
         policy = replace(policy, rounding=rounding)
-        suffix.append(f"{rounding} rounding")
+        suffix.append(f"{policy.rounding} rounding")
     if device is not None and check_device(device) != policy.device:
         if base in ("O1", "O2"):
             raise ValueError(f"device={device!r}: Apex {base} has its own op lists "

@@ -137,6 +137,8 @@ class RowScaling:
         object.__setattr__(self, "fmt", get_format(self.fmt))
         if not isinstance(self.power_of_two, bool):
             raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
+        if not isinstance(self.name, str):  # a key of bytes_held's table
+            raise TypeError(f"RowScaling: name must be a str, got {self.name!r}")
 
     def __repr__(self) -> str:
         how = "power-of-two scales" if self.power_of_two else "float32 scales"
