@@ -717,3 +717,18 @@ def test_datasets_built_by_hand_are_checked():
 def test_row_scaling_name_is_a_string():
     with pytest.raises(TypeError, match="RowScaling: name must be a str, got 1"):
         fm.RowScaling("e4m3fn", name=1)
+
+
+@pytest.mark.parametrize("make, who", [
+    (lambda: fm.teacher_gaussians(n=10**12), "teacher_gaussians"),
+    (lambda: fm.spirals(n=10**12), "spirals"),
+    (lambda: fm.digit_reversal(n=10**12), "digit_reversal"),
+    (lambda: fm.Linear(10**12, 2), "Linear"),
+    (lambda: fm.LayerNorm(10**13), "LayerNorm"),
+    (lambda: fm.Transformer(10**12, d_model=8, heads=2, layers=1, context=4), "Transformer"),
+])
+def test_impossible_sizes_are_a_value_error_naming_the_builder(make, who):
+    # numpy's MemoryError ("Unable to allocate 116. TiB") from inside the builder before
+    with pytest.raises(ValueError, match=f"^{who}: the sizes asked for need more memory than "
+                                         r"there is \(Unable to allocate"):
+        make()

@@ -11,15 +11,19 @@ TypeError: lr must be a number such as 0.001, got '0.1' (str); pass float('0.1')
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from floatlab._validate import resolve_rng
 
-__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor"]
+__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _EXAMPLES = {"lr": "0.001", "backoff_factor": "0.5", "growth_factor": "2.0",
              "loss_multiplier": "2**-16", "init_scale": "65536.0", "max_scale": "2**24",
@@ -200,3 +204,19 @@ def recipe_fields(recipe: Any) -> None:
     _check_operand(recipe.weights, "Recipe.weights")
     if not isinstance(recipe.options, dict):
         raise TypeError(f"Recipe: options must be a dict, got {recipe.options!r}")
+
+
+def sizes_fit(fn: _F) -> _F:
+    """Decorate a builder whose sizes the caller chooses (rows, widths, vocabularies): a size
+    too large to allocate (``teacher_gaussians(n=10**12)``: 116 TiB) becomes a ValueError naming
+    the builder, not numpy's MemoryError from inside it. The sizes' types and ranges are
+    checked by the builder itself (:func:`whole`); only an impossible total is caught here."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemoryError as err:
+            raise ValueError(f"{fn.__qualname__.removesuffix('.__init__')}: the sizes asked for "
+                             f"need more memory than there is ({err}); pass smaller sizes"
+                             ) from None
+    return wrapper  # type: ignore[return-value]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import as_array
-from floatlab.mixed.checks import fraction, number, whole
+from floatlab.mixed.checks import fraction, number, sizes_fit, whole
 from floatlab.mixed.checks import seed as seed_rng
 
 __all__ = ["Dataset", "teacher_gaussians", "spirals", "digits"]
@@ -126,6 +126,7 @@ def _train_rows(who: str, n: int, train_fraction: Any) -> int:
     return n_train
 
 
+@sizes_fit
 def teacher_gaussians(
     n: int = 8192,
     dim: int = 16,
@@ -158,6 +159,7 @@ def teacher_gaussians(
                   "teacher")
 
 
+@sizes_fit
 def spirals(
     n: int = 1500,
     classes: int = 3,

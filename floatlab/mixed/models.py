@@ -26,7 +26,7 @@ import numpy as np
 
 from floatlab.mixed.attention import scaled_dot_product_attention
 from floatlab.mixed.autograd import Tensor
-from floatlab.mixed.checks import number, whole
+from floatlab.mixed.checks import number, sizes_fit, whole
 from floatlab.mixed.elementwise import add
 from floatlab.mixed.gemm import linear
 from floatlab.mixed.layers import (
@@ -71,6 +71,7 @@ class LayerNorm(Module):
     :data:`~floatlab.mixed.layers.LAYER_NORM_STATS`).
     """
 
+    @sizes_fit
     def __init__(self, dim: int, *, eps: float = 1e-5, stats: str = "float32") -> None:
         dim = whole("LayerNorm: dim", dim, minimum=0)  # torch allows LayerNorm(0)
         eps = number("LayerNorm: eps", eps, nonnegative=True)  # refused here, not at a call
@@ -178,6 +179,7 @@ class Transformer(Module):
     Call it on a (batch, T) array of token ids to get (batch, T, vocab) logits.
     """
 
+    @sizes_fit
     def __init__(
         self,
         vocab: int | str | Sequence[Any],

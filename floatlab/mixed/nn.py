@@ -23,7 +23,7 @@ import numpy as np
 from floatlab._validate import as_array, as_float_array
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor
-from floatlab.mixed.checks import flag, whole
+from floatlab.mixed.checks import flag, sizes_fit, whole
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
 from floatlab.mixed.gemm import linear
@@ -158,6 +158,7 @@ class Linear(Module):
     ((2, 3), (2,))
     """
 
+    @sizes_fit
     def __init__(
         self,
         in_features: int,

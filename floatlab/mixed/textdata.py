@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import resolve_rng
-from floatlab.mixed.checks import number, whole
+from floatlab.mixed.checks import number, sizes_fit, whole
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.layers import _token_ids
 
@@ -210,6 +210,7 @@ def char_lm(context: int = 64, valid_fraction: float = 0.1,
                                        f"({len(text)} characters, {len(vocab)} distinct)")
 
 
+@sizes_fit
 def digit_reversal(n: int = 20000, digits: int = 8, valid_fraction: float = 0.1,
                    seed: int = 0) -> SequenceDataset:
     """Strings ``d1..dk>dk..d1``: after the ``>`` the model must write the digits reversed.
