@@ -732,3 +732,12 @@ def test_impossible_sizes_are_a_value_error_naming_the_builder(make, who):
     with pytest.raises(ValueError, match=f"^{who}: the sizes asked for need more memory than "
                                          r"there is \(Unable to allocate"):
         make()
+
+
+def test_embedding_weight_must_be_a_2d_tensor():
+    with pytest.raises(TypeError, match="embedding: weight must be a floatlab.mixed Tensor, got "
+                                        "ndarray"):
+        fm.embedding([0], np.ones((4, 2)))  # a ValueError saying "got (4, 2)" before
+    with pytest.raises(ValueError, match=r"embedding: weight must be a 2-D Tensor \(vocab, dim\), "
+                                         r"got shape \(4,\)"):
+        fm.embedding([0], _t(4))

@@ -140,9 +140,10 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
     >>> e.sum().backward(); w.grad.tolist()
     [[1.0, 1.0], [2.0, 2.0]]
     """
-    if not isinstance(weight, Tensor) or weight.ndim != 2:
-        shape = getattr(weight, "shape", None)
-        raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got {shape}")
+    weight = tensor("embedding: weight", weight)  # an array: TypeError, pointing to parameter()
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got shape "
+                         f"{weight.shape}")
     vocab, dim = weight.shape
     idx = _token_ids(ids, vocab)
     fmt = active_policy().op_format("embedding", weight.fmt)
