@@ -39,21 +39,28 @@ def check_flag(value: Any, name: str) -> bool:
     raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__}); {why}")
 
 
-def resolve_rng(rng: Any, stochastic: bool, mode: str) -> np.random.Generator | None:
+def resolve_rng(
+    rng: Any, stochastic: bool, mode: str, *, name: str = "rng"
+) -> np.random.Generator | None:
     """The Generator for stochastic rounding, from a Generator, a seed, or None (fresh entropy).
 
     Seeds are non-negative ints (numpy's SeedSequence rule). For a deterministic mode an
     ``rng`` has nothing to do: it is ignored with a UserWarning (not an error, so code that
-    threads one Generator through every call keeps working), and None is returned.
+    threads one Generator through every call keeps working), and None is returned. ``name``
+    is the argument's name in the caller's signature (``seed=`` in the training lab), so the
+    error names what the user typed.
     """
     if rng is not None and not isinstance(rng, np.random.Generator):
+        arg = name.rsplit(": ", 1)[-1]  # "Linear: seed" -> seed=...
         if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
             raise TypeError(
-                f"rng must be a numpy.random.Generator, a non-negative int seed or None, got "
-                f"{rng!r} ({type(rng).__name__}); e.g. rng=np.random.default_rng(0) or rng=0"
+                f"{name} must be a numpy.random.Generator, a non-negative int seed or None, got "
+                f"{rng!r} ({type(rng).__name__}); e.g. {arg}=np.random.default_rng(0) or "
+                f"{arg}=0"
             )
         if rng < 0:
-            raise ValueError(f"rng seed must be a non-negative int, got {rng}")
+            what = "rng seed" if name == "rng" else name
+            raise ValueError(f"{what} must be a non-negative int, got {rng}")
     if not stochastic:
         if rng is not None:
             warnings.warn(

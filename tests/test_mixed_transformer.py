@@ -151,7 +151,7 @@ def test_bad_token_input(call, error, match):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(vocab=11, d_model=10, heads=4), "must divide"),
-    (dict(vocab=0), "vocab must be a positive integer"),
+    (dict(vocab=0), "vocab must be >= 1, got 0"),
     (dict(vocab=11, gelu="erf"), "'tanh' or 'none'"),
     (dict(vocab=11, dropout=1.0), "dropout"),
     (dict(vocab=11, layer_norm_stats="kahan"), "welford"),

@@ -25,7 +25,7 @@ import numpy as np
 
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import flag, number
 from floatlab.mixed.elementwise import _unbroadcast, mul
 from floatlab.mixed.gemm import _matmul_input, _product
 from floatlab.mixed.layers import permute
@@ -44,7 +44,7 @@ def bmm(a: Any, b: Any) -> Tensor:
     >>> bmm(Tensor(np.ones((2, 1, 3))), Tensor(np.ones((2, 3, 1)))).data.ravel().tolist()
     [3.0, 3.0]
     """
-    a, b = _operand(a), _operand(b)
+    a, b = _operand(a, "bmm: a"), _operand(b, "bmm: b")
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"bmm: shapes {a.shape} and {b.shape} do not align: need (..., n, k) "
                          "and (..., k, m)")
@@ -90,7 +90,7 @@ def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
     >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
     [[1.0, -inf]]
     """
-    x = _operand(x)
+    x = _operand(x, "masked_fill: x")
     mask = np.asarray(mask, bool)
     fmt = active_policy().op_format("masked_fill", x.fmt)
     fill = quantize(np.asarray(value, x.data.dtype), fmt)
@@ -134,14 +134,19 @@ def scaled_dot_product_attention(
     >>> scaled_dot_product_attention(q, q, q).shape
     (1, 2, 4)
     """
-    q, k, v = _operand(q), _operand(k), _operand(v)
+    q, k, v = (_operand(t, f"scaled_dot_product_attention: {name}")
+               for t, name in ((q, "q"), (k, "k"), (v, "v")))
     causal = flag("scaled_dot_product_attention: causal", causal)
     scale_queries = flag("scaled_dot_product_attention: scale_queries", scale_queries)
     if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
-            or q.shape[:-2] != k.shape[:-2]:
+            or q.shape[:-2] != k.shape[:-2] or q.shape[-1] == 0:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
-                         "must be (..., T, head_dim) with equal batch/head axes and k, v alike")
-    s = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+                         "must be (..., T, head_dim) with equal batch/head axes, head_dim >= 1 "
+                         "and k, v alike")
+    # a number: float("0.1") would take a string, float(True) a flag, and NaN / inf would
+    # turn every score into NaN
+    s = (1 / math.sqrt(q.shape[-1]) if scale is None
+         else number("scaled_dot_product_attention: scale", scale))
     kt = permute(k, tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2))
     if scale_queries:
         scores = bmm(mul(q, s), kt)

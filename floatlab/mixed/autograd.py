@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import flag
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.scope import _pushed, _scope, active_policy, quantize
 from floatlab.rounding import as_float_array
@@ -66,7 +67,9 @@ class Tensor:
         self.data = values.copy() if values is arr or values.base is not None else values
         self.fmt = fmt
         self.grad: np.ndarray | None = None
-        self.requires_grad = bool(requires_grad)
+        self.requires_grad = flag("Tensor: requires_grad", requires_grad)  # "False" is truthy
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Tensor: name must be a str or None, got {name!r}")
         self.name = name
         self._op = "leaf"
         self._parents: tuple[Tensor, ...] = ()
@@ -108,7 +111,19 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.data.astype(dtype) if dtype is not None else self.data.copy()
 
+    def __bool__(self) -> bool:
+        # torch's rule: the truth of one value; more (or none) is ambiguous. Without it, len()
+        # made every non-empty tensor true, so `if loss > 0` style code read any tensor as True
+        if self.data.size != 1:
+            what = "no values" if self.data.size == 0 else "more than one value"
+            raise ValueError(f"Boolean value of Tensor with {what} is ambiguous (torch's "
+                             f"words); shape {self.shape}: use .item() on one value, or "
+                             "reduce first, e.g. bool((t.numpy() > 0).all())")
+        return bool(self.data.reshape(-1)[0])
+
     def __len__(self) -> int:
+        if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do
+            raise TypeError("len() of a 0-d tensor; use .item() for its value, .shape or .size")
         return len(self.data)
 
     def __repr__(self) -> str:
@@ -187,6 +202,7 @@ class Tensor:
         ``grad`` is the gradient of some scalar with respect to this tensor (default 1 for a
         one-element tensor). The graph's closures are freed afterwards unless ``retain_graph``.
         """
+        retain_graph = flag("backward: retain_graph", retain_graph)
         if not self.requires_grad:
             raise RuntimeError("backward(): this tensor does not require grad -- none of its "
                                "inputs was created with requires_grad=True")
@@ -285,7 +301,9 @@ def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
     """Add ``g`` (already in ``op_fmt``) to ``t.grad``, cast to and summed in ``t``'s format."""
     if t.fmt != op_fmt:
         g = quantize(g, t.fmt, what="grads")
-    t.grad = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
+    g = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
+    # numpy arithmetic on 0-d arrays gives scalars: .grad is an array whatever the shape
+    t.grad = g if isinstance(g, np.ndarray) else np.asarray(g)
 
 
 def _flush(pending: list[_Pending]) -> None:
@@ -331,10 +349,12 @@ def _count_parameter_underflow(pending: list[_Pending], stats: Any) -> None:
         stats.observe_parameter_grad(t.grad, support)
 
 
-def _operand(x: Any) -> Tensor:
+def _operand(x: Any, name: str = "data") -> Tensor:
+    """``x`` as a Tensor: a constant in the policy's input format unless it is one. ``name``
+    ("add: b") is what an error about unusable data names, rather than Tensor's "data"."""
     if isinstance(x, Tensor):
         return x
-    return Tensor(x)  # a constant in the policy's input format
+    return Tensor(as_float_array(x, name=name))
 
 
 def _work(t: Tensor, fmt: Format) -> np.ndarray:

@@ -19,6 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array
+from floatlab.mixed.checks import fraction, number, sizes_fit, whole
+from floatlab.mixed.checks import seed as seed_rng
+
 __all__ = ["Dataset", "teacher_gaussians", "spirals", "digits"]
 
 
@@ -33,6 +37,9 @@ class Dataset:
     y_test: np.ndarray
     classes: int
     description: str = ""
+
+    def __post_init__(self) -> None:
+        _check_dataset(self)
 
     @property
     def features(self) -> int:
@@ -54,8 +61,9 @@ class Dataset:
         >>> d
         Dataset('arrays': 5 train / 5 test, 3 features, 2 classes)
         """
-        X = np.asarray(X)
-        y = np.asarray(y)
+        # as_array: a ragged list is explained, a masked array refused (its mask would be lost)
+        X = as_array(X, "Dataset.from_arrays: X")
+        y = as_array(y, "Dataset.from_arrays: y")
         if X.dtype.kind not in "iuf" or X.ndim != 2:
             raise TypeError(f"X must be a 2-D array of real numbers (rows, features), got "
                             f"dtype {X.dtype} and shape {X.shape}")
@@ -66,12 +74,33 @@ class Dataset:
                             f"({len(X)},); got dtype {y.dtype} and shape {y.shape}")
         if len(X) < 2 or (y.size and y.min() < 0):
             raise ValueError("need at least 2 rows and labels >= 0")
-        if not 0 < test_fraction < 1:
-            raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
-        order = np.random.default_rng(seed).permutation(len(X))
+        test_fraction = fraction("Dataset.from_arrays: test_fraction", test_fraction)
+        order = seed_rng("Dataset.from_arrays: seed", seed).permutation(len(X))
         n_train = max(1, min(len(X) - 1, round(len(X) * (1 - test_fraction))))
         return _split(name, X[order].astype(np.float32), y[order].astype(np.int64),
                       int(y.max()) + 1, n_train, f"{len(X)} rows given as arrays")
+
+
+def _check_dataset(d: Dataset) -> None:
+    """A Dataset built by hand must hold what training reads: 2-D real features with one
+    integer label in [0, classes) per row, train and test alike (strings, ragged or masked
+    arrays and labels beyond ``classes`` failed, or scored wrongly, in the first step)."""
+    classes = whole("Dataset: classes", d.classes)
+    features = None
+    for split in ("train", "test"):
+        X = as_array(getattr(d, f"X_{split}"), f"Dataset: X_{split}")
+        y = as_array(getattr(d, f"y_{split}"), f"Dataset: y_{split}")
+        if X.dtype.kind not in "iuf" or X.ndim != 2 or X.shape[1] != (features or X.shape[1]):
+            raise TypeError(f"Dataset: X_{split} must be a 2-D array of real numbers (rows, "
+                            f"features), got dtype {X.dtype} and shape {X.shape}")
+        features = X.shape[1]
+        if y.dtype.kind not in "iu" or y.shape != (len(X),):
+            raise TypeError(f"Dataset: y_{split} must hold one integer label per row of "
+                            f"X_{split}, shape ({len(X)},); got dtype {y.dtype} and shape "
+                            f"{y.shape}")
+        if y.size and (y.min() < 0 or y.max() >= classes):
+            raise ValueError(f"Dataset: y_{split} holds labels from {y.min()} to {y.max()}, "
+                             f"outside [0, {classes}) for classes={classes}")
 
 
 def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,
@@ -85,6 +114,19 @@ def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,
     return Dataset(name, *frozen, classes=classes, description=description)
 
 
+def _train_rows(who: str, n: int, train_fraction: Any) -> int:
+    """The number of training rows, ``int(n * train_fraction)``, checked to leave at least one
+    row in each split (an empty split used to come back without a word)."""
+    f = fraction(f"{who}: train_fraction", train_fraction)
+    n_train = int(n * f)
+    if not 0 < n_train < n:
+        raise ValueError(f"{who}: train_fraction={train_fraction!r} of n={n} rows leaves an empty "
+                         f"{'training' if n_train == 0 else 'test'} split; pass a fraction "
+                         f"between {1 / n:.3g} and {1 - 1 / n:.3g}, or more rows")
+    return n_train
+
+
+@sizes_fit
 def teacher_gaussians(
     n: int = 8192,
     dim: int = 16,
@@ -102,20 +144,22 @@ def teacher_gaussians(
     >>> teacher_gaussians(n=100, seed=1).y_train[:8].tolist()
     [1, 0, 0, 0, 2, 0, 2, 3]
     """
-    if n < 2 or not 0 < train_fraction < 1:
-        raise ValueError(f"need n >= 2 and 0 < train_fraction < 1, got n={n}, "
-                         f"train_fraction={train_fraction}")
-    rng = np.random.default_rng(seed)
+    n = whole("teacher_gaussians: n", n, minimum=2)
+    dim, hidden = whole("teacher_gaussians: dim", dim), whole("teacher_gaussians: hidden", hidden)
+    classes = whole("teacher_gaussians: classes", classes)
+    n_train = _train_rows("teacher_gaussians", n, train_fraction)
+    rng = seed_rng("teacher_gaussians: seed", seed)
     X = rng.standard_normal((n, dim))
     W1 = rng.normal(0.0, np.sqrt(1.0 / dim), (dim, hidden))
     W2 = rng.normal(0.0, np.sqrt(1.0 / hidden), (hidden, classes))
     X = X.astype(np.float32)
     y = np.argmax(np.tanh(X.astype(np.float64) @ W1) @ W2, axis=1).astype(np.int64)
-    return _split("teacher_gaussians", X, y, classes, int(n * train_fraction),
+    return _split("teacher_gaussians", X, y, classes, n_train,
                   f"N(0, I_{dim}) inputs labelled by a random {dim}-{hidden}-{classes} tanh "
                   "teacher")
 
 
+@sizes_fit
 def spirals(
     n: int = 1500,
     classes: int = 3,
@@ -132,16 +176,21 @@ def spirals(
     >>> spirals(n=60, classes=2, seed=3).X_train.dtype
     dtype('float32')
     """
-    if classes < 2 or n < classes:
-        raise ValueError(f"need classes >= 2 and n >= classes, got n={n}, classes={classes}")
-    rng = np.random.default_rng(seed)
+    n, classes = whole("spirals: n", n, minimum=2), whole("spirals: classes", classes, minimum=2)
+    if n < classes:
+        raise ValueError(f"spirals: need n >= classes (one point per arm at least), got n={n}, "
+                         f"classes={classes}")
+    turns = number("spirals: turns", turns)
+    noise = number("spirals: noise", noise, nonnegative=True)  # a standard deviation
+    n_train = _train_rows("spirals", n, train_fraction)  # was unchecked: 0 or 1 gave no test rows
+    rng = seed_rng("spirals: seed", seed)
     y = np.arange(n) % classes
     t = rng.random(n)
     angle = 2 * np.pi * (y / classes + turns * t) + rng.normal(0.0, noise, n)
     X = np.stack([t * np.cos(angle), t * np.sin(angle)], axis=1).astype(np.float32)
     order = rng.permutation(n)
     return _split("spirals", X[order], y[order].astype(np.int64), classes,
-                  int(n * train_fraction), f"{classes} spiral arms, {turns} turns, noise {noise}")
+                  n_train, f"{classes} spiral arms, {turns} turns, noise {noise}")
 
 
 def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
@@ -154,8 +203,8 @@ def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
     >>> d.features, d.classes, len(d.X_train)         # doctest: +SKIP
     (64, 10, 1257)
     """
-    if not 0 < train_fraction < 1:
-        raise ValueError(f"digits: train_fraction must be in (0, 1), got {train_fraction}")
+    train_fraction = fraction("digits: train_fraction", train_fraction)
+    rng = seed_rng("digits: seed", seed)
     try:
         from sklearn.datasets import load_digits
     except ImportError:
@@ -165,6 +214,6 @@ def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
     bunch = load_digits()
     X = (np.asarray(bunch.data, np.float64) / 16).astype(np.float32)
     y = np.asarray(bunch.target, np.int64)
-    order = np.random.default_rng(seed).permutation(len(y))
+    order = rng.permutation(len(y))
     return _split("digits", X[order], y[order], 10, int(len(y) * train_fraction),
                   "scikit-learn's 8x8 handwritten digits, pixels / 16")

@@ -63,7 +63,7 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callab
     da, db = grads
     if _is_scalar(a) or _is_scalar(b):
         t, s, t_first = (b, float(a), False) if _is_scalar(a) else (a, float(b), True)
-        t = _operand(t)
+        t = _operand(t, f"{op}: {'a' if t_first else 'b'}")
         fmt = t.fmt
         out = quantize(fn(t.data, s) if t_first else fn(s, t.data), fmt)
 
@@ -75,7 +75,7 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callab
             _send(t, da(g, x, y, r) if t_first else db(g, x, y, r), fmt)
 
         return _result(out, fmt, (t,), backward_scalar, op)
-    a, b = _operand(a), _operand(b)
+    a, b = _operand(a, f"{op}: a"), _operand(b, f"{op}: b")
     fmt = active_policy().op_format(op, a.fmt, b.fmt)
     try:
         out = quantize(fn(_work(a, fmt), _work(b, fmt)), fmt)
@@ -144,7 +144,7 @@ def div(a: Any, b: Any) -> Tensor:
 
 def neg(a: Tensor) -> Tensor:
     """``-a`` (exact in every signed format)."""
-    a = _operand(a)
+    a = _operand(a, "neg: a")
     out = quantize(-a.data, a.fmt, exact=True)
     return _result(out, a.fmt, (a,), lambda g: _send(a, -g, a.fmt, exact=True), "neg")
 
@@ -164,7 +164,7 @@ def relu(x: Tensor) -> Tensor:
     >>> relu(x).backward(grad=[-3.0, -3.0, float("inf")]); x.grad.tolist()
     [-3.0, 0.0, 0.0]
     """
-    x = _operand(x)
+    x = _operand(x, "relu: x")
     out = quantize(np.maximum(x.data, x.data.dtype.type(0)), x.fmt, exact=True)
 
     def backward(g: np.ndarray) -> None:
@@ -173,7 +173,7 @@ def relu(x: Tensor) -> Tensor:
         # and g itself where it passes, a NaN input included (NaN <= 0 is false). A plain
         # g * mask would give -0 for a negative g and NaN for an infinite one; clearing every
         # bit of the blocked entries gives where()'s bits, in a fifth of np.where's time.
-        passed = ~(x.data <= 0)
+        passed = np.asarray(~(x.data <= 0))  # an array even for 0-d x (np.negative(out=))
         stats = _scope().stats
         if stats is not None:
             stats.observe_relu(passed, g)
@@ -188,13 +188,13 @@ def relu(x: Tensor) -> Tensor:
 
 def tanh(x: Tensor) -> Tensor:
     """``tanh(x)`` in the input's format."""
-    x = _operand(x)
+    x = _operand(x, "tanh: x")
     y = quantize(np.tanh(x.data), x.fmt)
     return _result(y, x.fmt, (x,), lambda g: _send(x, g * (1 - y * y), x.fmt), "tanh")
 
 
 def _safe_unary(op: str, x: Any, fn: Callable, dfn: Callable) -> Tensor:
-    x = _operand(x)
+    x = _operand(x, f"{op}: x")
     fmt = active_policy().op_format(op, x.fmt)
     xin = _work(x, fmt)
     y = quantize(fn(xin), fmt)
@@ -233,7 +233,7 @@ def reciprocal(x: Any) -> Tensor:
     >>> y.fmt.name, y.data.tolist() == [np.float32(np.float32(1 / 7) * 3)]
     ('float32', True)
     """
-    x = _operand(x)
+    x = _operand(x, "reciprocal: x")
     fmt = active_policy().op_format("reciprocal", x.fmt)
     xin = _work(x, fmt)
     y = quantize(np.reciprocal(xin), fmt)
@@ -248,7 +248,7 @@ def cast(x: Any, fmt: str | Format) -> Tensor:
     >>> cast(Tensor([0.1]), "bf16").data.tolist()
     [0.10009765625]
     """
-    x = _operand(x)
+    x = _operand(x, "cast: x")
     fmt = get_format(fmt)
     out = quantize(x.data, fmt)
     return _result(out, fmt, (x,), lambda g: _send(x, g, fmt, exact=True), "cast")

@@ -20,8 +20,9 @@ import numpy as np
 
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import _matmul as accumulate_matmul
-from floatlab.formats import Format
+from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.checks import tensor
 from floatlab.mixed.policy import FP32, FP64, Policy, contains
 from floatlab.mixed.scope import _FALLBACK_RNG, _scope, active_policy, quantize
 
@@ -68,6 +69,13 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
     >>> w._copy[2].tolist()
     [0.333984375]
     """
+    if not isinstance(fmt, Format):
+        fmt = get_format(fmt)
+    iterable = hasattr(params, "__iter__") and not isinstance(params, Tensor)
+    params = list(params) if iterable else [None]  # a generator is read once
+    if not all(isinstance(p, Tensor) for p in params):
+        raise TypeError("prime_copies: params must be a list of parameter Tensors, e.g. "
+                        "model.parameters()")
     todo = [p for p in params if not contains(fmt, p.fmt)]
     if not todo:
         return
@@ -167,7 +175,7 @@ def matmul(a: Any, b: Any) -> Tensor:
     ...     (Tensor([[1.0, 1.0]]) @ Tensor([[1.0], [2.0**-12]])).data.tolist()  # 1 + 2**-12
     [[1.0]]
     """
-    a, b = _operand(a), _operand(b)
+    a, b = _operand(a, "matmul: a"), _operand(b, "matmul: b")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"matmul: needs 2-D tensors, got shapes {a.shape} and {b.shape}")
     if a.shape[1] != b.shape[0]:
@@ -183,7 +191,9 @@ def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(Tensor([[1.0, 2.0]]), Tensor([[3.0, 4.0]]), Tensor([0.5])).data.tolist()
     [[11.5]]
     """
-    x = _operand(x)
+    x = _operand(x, "linear: x")
+    weight = tensor("linear: weight", weight)  # an array would fail deep in the matmul
+    bias = tensor("linear: bias", bias, optional=True)
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out_features, in_features), got shape "
                          f"{weight.shape}")

@@ -64,6 +64,8 @@ class History:
     """
 
     def __init__(self, precision: str, info: dict[str, Any] | None = None) -> None:
+        if info is not None and not isinstance(info, dict):  # dict("x") fails obscurely
+            raise TypeError(f"History: info must be a dict or None, got {type(info).__name__}")
         self.precision = precision
         self.info = dict(info or {})
         self._rows: dict[str, list[float]] = {name: [] for name in COLUMNS}
@@ -200,6 +202,15 @@ class Comparison:
     """
 
     def __init__(self, histories: list[History], header: str = "") -> None:
+        one = isinstance(histories, (str, History)) or not hasattr(histories, "__iter__")
+        histories = [histories] if one else list(histories)
+        bad = [h for h in histories if not isinstance(h, History)]
+        if one and not bad:
+            raise TypeError("Comparison: histories must be a list of History objects; wrap a "
+                            "single one: Comparison([history])")
+        if bad:  # an AttributeError on .precision before
+            raise TypeError(f"Comparison: histories must be a list of History objects (as "
+                            f"Trainer.fit returns them), got {type(bad[0]).__name__}")
         self.histories = {h.precision: h for h in histories}
         self.header = header
 

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import resolve_rng
+from floatlab._validate import as_array, resolve_rng
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import flag, number, tensor
 from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.reductions import cross_entropy
@@ -58,7 +58,7 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
     >>> reshape(Tensor([1.0, 2.0, 3.0, 4.0]), (2, 2)).shape
     (2, 2)
     """
-    x = _operand(x)
+    x = _operand(x, "reshape: x")
     try:
         out = x.data.reshape(tuple(shape))
     except ValueError:
@@ -74,7 +74,7 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
     >>> permute(Tensor(np.zeros((2, 3, 4))), (2, 0, 1)).shape
     (4, 2, 3)
     """
-    x = _operand(x)
+    x = _operand(x, "permute: x")
     axes = tuple(axes)
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute: axes {axes} are not a permutation of {x.ndim} axes")
@@ -89,7 +89,7 @@ def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
     >>> narrow(Tensor([[1.0, 2.0, 3.0]]), 1, 1, 2).data.tolist()
     [[2.0, 3.0]]
     """
-    x = _operand(x)
+    x = _operand(x, "narrow: x")
     axis = axis % x.ndim
     if not (0 <= start and length >= 0 and start + length <= x.shape[axis]):
         raise ValueError(f"narrow: [{start}, {start + length}) is outside axis {axis} of "
@@ -108,7 +108,8 @@ def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
 
 def _token_ids(ids: Any, vocab: int, what: str = "embedding") -> np.ndarray:
     """Integer token ids in [0, vocab), or a clear error."""
-    arr = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
+    # as_array: a masked array would lose its mask (every id counted), a ragged list is named
+    arr = as_array(ids.data if isinstance(ids, Tensor) else ids, f"{what}: token ids")
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and arr.size and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
@@ -139,9 +140,10 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
     >>> e.sum().backward(); w.grad.tolist()
     [[1.0, 1.0], [2.0, 2.0]]
     """
-    if not isinstance(weight, Tensor) or weight.ndim != 2:
-        shape = getattr(weight, "shape", None)
-        raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got {shape}")
+    weight = tensor("embedding: weight", weight)  # an array: TypeError, pointing to parameter()
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be a 2-D Tensor (vocab, dim), got shape "
+                         f"{weight.shape}")
     vocab, dim = weight.shape
     idx = _token_ids(ids, vocab)
     fmt = active_policy().op_format("embedding", weight.fmt)
@@ -227,14 +229,19 @@ def layer_norm(
     >>> [round(v, 4) for v in y.data[0].tolist()]
     [-1.0, 1.0]
     """
-    x = _operand(x)
-    if stats not in LAYER_NORM_STATS:
+    x = _operand(x, "layer_norm: x")
+    if not isinstance(stats, str) or stats not in LAYER_NORM_STATS:
         raise ValueError(f"layer_norm: stats={stats!r}; use one of {', '.join(LAYER_NORM_STATS)}")
-    n = x.shape[-1] if x.ndim else 0
+    if x.ndim == 0:  # torch: normalized_shape must match the input's last axes
+        raise ValueError("layer_norm: x is 0-d; it normalises over the last axis (the features): "
+                         "pass at least a 1-D tensor, e.g. x.reshape(1)")
+    n = x.shape[-1]
     for name, p in (("weight", weight), ("bias", bias)):
+        p = tensor(f"layer_norm: {name}", p, optional=True)
         if p is not None and p.shape != (n,):
             raise ValueError(f"layer_norm: {name} has shape {p.shape}, expected ({n},) for "
                              f"inputs of shape {x.shape}")
+    eps = number("layer_norm: eps", eps, finite=False)  # a real number; its range below
     if not (eps >= 0 and math.isfinite(eps)):
         raise ValueError(f"layer_norm: eps must be finite and >= 0, got {eps}")
     fmt = active_policy().op_format("layer_norm", x.fmt)
@@ -289,7 +296,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     >>> float(erf(np.array([0.5]))[0]) == math.erf(0.5)
     True
     """
-    return _ERF(np.asarray(x, np.float64)).astype(np.float64)
+    # np.asarray: frompyfunc gives a Python float, not an array, for a 0-d input
+    return np.asarray(_ERF(np.asarray(x, np.float64))).astype(np.float64)
 
 
 def gelu(x: Any, approximate: str = "none") -> Tensor:
@@ -303,7 +311,7 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     >>> gelu(Tensor([1.0])).data.tolist()
     [0.8413447737693787]
     """
-    x = _operand(x)
+    x = _operand(x, "gelu: x")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh' (torch's)")
     fmt = active_policy().op_format("gelu", x.fmt)
@@ -311,7 +319,8 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
         # 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u: x / (1 + exp(-2u)) is the same
         # function without the cancellation of 1 + tanh(u) for negative x (where torch's
         # float32 evaluation loses digits).
-        z = x.data.astype(storage_dtype(fmt), copy=False)
+        # at least 1-D: the in-place steps below need arrays, and numpy makes scalars of 0-d
+        z = np.atleast_1d(x.data.astype(storage_dtype(fmt), copy=False))
         c, a = (z.dtype.type(v) for v in (2 * _SQRT_2_OVER_PI, 0.044715))
         e = z * z  # in place from here: large temporaries cost more than the arithmetic
         e *= a
@@ -323,10 +332,10 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
         sig = np.reciprocal(sig, out=sig)
         y = z * sig
     else:
-        z = x.data.astype(np.float64)
+        z = np.atleast_1d(x.data.astype(np.float64))
         cdf = 0.5 * (1 + erf(z * (1 / math.sqrt(2))))
         y = z * cdf
-    out = quantize(y, fmt)
+    out = quantize(y.reshape(x.shape), fmt)  # a 0-d input gives a 0-d result
 
     def backward(g: np.ndarray) -> None:
         if approximate == "tanh":  # sig + z sig (1 - sig) 2u', with 1 - sig = exp(-2u) sig
@@ -345,7 +354,7 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
                 _tanh_gelu_grad_far_left(z, dy, c, a)
         else:
             dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-        _send(x, g * dy, fmt)
+        _send(x, (g * dy).reshape(x.shape), fmt)
 
     return _result(out, fmt, (x,), backward, "gelu")
 
@@ -388,9 +397,10 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
     >>> dropout(Tensor([1.0, 1.0, 1.0, 1.0]), 0.5, rng=0).data.tolist()
     [2.0, 0.0, 0.0, 0.0]
     """
-    x = _operand(x)
+    x = _operand(x, "dropout: x")
     training = flag("dropout: training", training)
-    if isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1):
+    p = number("dropout: p", p, finite=False)  # a real number (NumPy's too); its range below
+    if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
     if not training or p == 0:
         return x
@@ -414,7 +424,7 @@ def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
     >>> round(sequence_loss(Tensor(np.zeros((1, 2, 4))), [[1, 3]]).item(), 6)   # log 4
     1.386294
     """
-    logits = _operand(logits)
+    logits = _operand(logits, "sequence_loss: logits")
     if logits.ndim != 3:
         raise ValueError(f"sequence_loss: logits must be (batch, T, vocab), got {logits.shape}")
     batch, t, vocab = logits.shape
@@ -424,7 +434,7 @@ def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
     flat = reshape(logits, (batch * t, vocab))
     if mask is None:
         return cross_entropy(flat, y.reshape(-1))
-    m = np.asarray(mask, bool)
+    m = _position_mask(mask)
     if m.shape != (batch, t):
         raise ValueError(f"sequence_loss: mask has shape {m.shape}, expected {(batch, t)}")
     count = int(m.sum())
@@ -433,3 +443,18 @@ def sequence_loss(logits: Tensor, targets: Any, mask: Any = None) -> Tensor:
     per_token = cross_entropy(flat, y.reshape(-1), reduction="none")
     weights = Tensor(m.reshape(-1).astype(np.float32), per_token.fmt)
     return tsum(mul(per_token, weights)) / count
+
+
+def _position_mask(mask: Any) -> np.ndarray:
+    """``mask`` as booleans: bools, or numbers that are all 0 or 1. Anything else was read as
+    "nonzero counts" (0.5, 2, NaN and every string counted), and a masked array lost its mask."""
+    m = as_array(mask, "sequence_loss: mask")
+    if m.dtype.kind == "b":
+        return m
+    numeric = m.dtype.kind in "iuf"
+    if numeric and np.all((m == 0) | (m == 1)):
+        return m.astype(bool)
+    error = ValueError if numeric else TypeError
+    raise error(f"sequence_loss: mask must hold booleans (True where the loss counts) or 0 / 1, "
+                f"got dtype {m.dtype} with values such as {m.reshape(-1)[:3].tolist()}; pass "
+                "mask.astype(bool) if nonzero means counted")

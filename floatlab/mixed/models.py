@@ -26,6 +26,7 @@ import numpy as np
 
 from floatlab.mixed.attention import scaled_dot_product_attention
 from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.checks import number, sizes_fit, whole
 from floatlab.mixed.elementwise import add
 from floatlab.mixed.gemm import linear
 from floatlab.mixed.layers import (
@@ -70,8 +71,11 @@ class LayerNorm(Module):
     :data:`~floatlab.mixed.layers.LAYER_NORM_STATS`).
     """
 
+    @sizes_fit
     def __init__(self, dim: int, *, eps: float = 1e-5, stats: str = "float32") -> None:
-        if stats not in LAYER_NORM_STATS:
+        dim = whole("LayerNorm: dim", dim, minimum=0)  # torch allows LayerNorm(0)
+        eps = number("LayerNorm: eps", eps, nonnegative=True)  # refused here, not at a call
+        if not isinstance(stats, str) or stats not in LAYER_NORM_STATS:
             raise ValueError(f"LayerNorm: stats={stats!r}; use one of "
                              f"{', '.join(LAYER_NORM_STATS)}")
         self.weight = parameter(np.ones(dim), name="weight")
@@ -175,6 +179,7 @@ class Transformer(Module):
     Call it on a (batch, T) array of token ids to get (batch, T, vocab) logits.
     """
 
+    @sizes_fit
     def __init__(
         self,
         vocab: int | str | Sequence[Any],
@@ -196,12 +201,14 @@ class Transformer(Module):
                                 f"got {vocab!r}")
             tokens = tuple(vocab)
             vocab = len(tokens)
+            twice = sorted({t for t in tokens if tokens.count(t) > 1}, key=repr)
+            if twice:  # two ids for one token: encoding would be ambiguous
+                raise ValueError(f"Transformer: vocab lists {twice[0]!r} more than once; pass "
+                                 "each token once, e.g. sorted(set(text))")
         sizes = {"vocab": vocab, "d_model": d_model, "heads": heads, "layers": layers,
                  "context": context}
-        for name, value in sizes.items():
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"Transformer: {name} must be a positive integer, got "
-                                 f"{value!r}")
+        for name, value in sizes.items():  # TypeError for 2.5 or "4", ValueError for 0
+            whole(f"Transformer: {name}", value)
         if d_model % heads:
             raise ValueError(f"Transformer: heads={heads} must divide d_model={d_model}")
         if gelu not in ("tanh", "none"):
@@ -209,8 +216,11 @@ class Transformer(Module):
         if not isinstance(scale_queries, bool):
             raise TypeError(f"Transformer: scale_queries must be True or False, got "
                             f"{scale_queries!r}")
-        if isinstance(dropout, bool) or not 0 <= dropout < 1:
+        dropout = number("Transformer: dropout", dropout, finite=False)  # its range below
+        if not 0 <= dropout < 1:
             raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout!r}")
+        # an int: the dropout stream is seeded with [seed, 1]
+        seed = whole("Transformer: seed", seed, minimum=0)
         rng = np.random.default_rng(seed)
         self.vocab_size, self.tokens = int(vocab), tokens
         self.d_model, self.heads, self.layers, self.context = d_model, heads, layers, context

@@ -15,16 +15,19 @@ rounded once, so every precision starts from the same network, up to its own rou
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array, as_float_array
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.checks import flag, sizes_fit, whole
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
 from floatlab.mixed.gemm import linear
-from floatlab.mixed.reductions import cross_entropy, mean
+from floatlab.mixed.reductions import _check_targets, cross_entropy, mean
 from floatlab.mixed.scope import active_policy
 
 __all__ = [
@@ -127,7 +130,8 @@ class Module:
                            f"{unexpected}; the state_dict must come from the same architecture")
         values = {}
         for name, p in params.items():
-            arr = np.asarray(state[name])
+            # as_array: a masked array is refused (its mask would be dropped), ragged explained
+            arr = as_array(state[name], f"load_state_dict: {name!r}")
             if arr.dtype.kind not in "fiu":
                 raise TypeError(f"load_state_dict: {name!r} has dtype {arr.dtype}; expected "
                                 "real numbers")
@@ -154,6 +158,7 @@ class Linear(Module):
     ((2, 3), (2,))
     """
 
+    @sizes_fit
     def __init__(
         self,
         in_features: int,
@@ -163,9 +168,10 @@ class Linear(Module):
         init: str = "he_normal",
         seed: int | np.random.Generator = 0,
     ) -> None:
-        if in_features < 1 or out_features < 1:
-            raise ValueError(f"Linear({in_features}, {out_features}): sizes must be >= 1")
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        in_features = whole("Linear: in_features", in_features)
+        out_features = whole("Linear: out_features", out_features)
+        bias = flag("Linear: bias", bias)  # bias="False" would build a bias
+        rng = seed_rng("Linear: seed", seed)  # a Generator passes through, as default_rng's
         shape = (out_features, in_features)
         if init == "he_normal":
             w = he_normal(rng, in_features, shape)
@@ -196,12 +202,16 @@ class MLP(Module):
     def __init__(
         self, sizes: Sequence[int], *, activation: str = "relu", seed: int = 0
     ) -> None:
-        sizes = tuple(int(s) for s in sizes)
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+            raise TypeError(f"MLP: sizes must be a sequence of layer widths such as (16, 64, 4), "
+                            f"got {sizes!r}")
+        # whole(): int(s) truncated 2.5 to 2 and read "3" as 3 (and sizes="32" as (3, 2))
+        sizes = tuple(whole(f"MLP: sizes[{i}]", s) for i, s in enumerate(sizes))
         if len(sizes) < 2:
             raise ValueError(f"MLP sizes={sizes}: give at least input and output widths")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation={activation!r}: use one of {sorted(_ACTIVATIONS)}")
-        rng = np.random.default_rng(seed)
+        rng = seed_rng("MLP: seed", seed)
         init = "he_normal" if activation == "relu" else "xavier_normal"
         self.sizes, self.activation = sizes, activation
         pairs = zip(sizes[:-1], sizes[1:], strict=True)
@@ -227,6 +237,7 @@ def mse_loss(pred: Tensor, target: Any) -> Tensor:
     5.0
     """
     policy = active_policy()
+    pred = pred if isinstance(pred, Tensor) else Tensor(pred)
     target = target if isinstance(target, Tensor) else Tensor(target)
     if pred.shape != target.shape:
         raise ValueError(f"mse_loss: pred has shape {pred.shape}, target {target.shape}; "
@@ -245,6 +256,12 @@ def accuracy(logits: Tensor | np.ndarray, targets: Any) -> float:
     >>> accuracy(np.array([[0.1, 0.9], [0.8, 0.2]]), [1, 1])
     0.5
     """
-    z = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
-    ok = z.argmax(axis=1) == np.asarray(targets)
+    # checked as cross_entropy checks them: a wrong-length, out-of-range, string or masked
+    # target used to compare unequal (or broadcast) and score as a silent wrong answer
+    z = as_float_array(logits.data if isinstance(logits, Tensor) else logits,
+                       name="accuracy: logits")
+    if z.ndim != 2:
+        raise ValueError(f"accuracy: logits must be (batch, classes), got shape {z.shape}")
+    y = _check_targets(targets, z.shape[0], z.shape[1], "accuracy")
+    ok = z.argmax(axis=1) == y
     return float(ok.mean()) if ok.size else float("nan")

@@ -30,6 +30,7 @@ import numpy as np
 
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
@@ -121,6 +122,10 @@ class Optimizer:
         low_copies: str | Format | None = "auto",
     ) -> None:
         kahan = flag("kahan", kahan)
+        if isinstance(params, Tensor) or not isinstance(params, Iterable):
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
+                            f"as model.parameters(), got {type(params).__name__}; wrap a single "
+                            "tensor in a list: [w]")
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
@@ -143,7 +148,7 @@ class Optimizer:
         self.update_rounding = update_rounding
         self.kahan = kahan
         self.last_report: UpdateReport | None = None
-        self._rng = np.random.default_rng(seed)
+        self._rng = seed_rng(f"{type(self).__name__}: seed", seed)
         groups: dict[tuple[Format, Format], list[Tensor]] = {}
         for p in self.params:
             groups.setdefault((p.fmt, self.state_format or p.fmt), []).append(p)
@@ -191,6 +196,7 @@ class Optimizer:
 
     def step(self) -> UpdateReport:
         """Update every parameter that has a gradient; report how many updates were lost."""
+        self._check_grads()
         nonzero = lost = 0
         with np.errstate(all="ignore"):
             for group in self.groups:
@@ -212,6 +218,23 @@ class Optimizer:
                     prime_copies(group.params, self.low_copies, flat=weights)
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
+
+    def _check_grads(self) -> None:
+        """Gradients assigned by hand (``p.grad = ...``) must be arrays of the parameter's shape:
+        a list was an AttributeError inside gather(), a wrong shape a broadcasting error (or a
+        silent broadcast) inside the update arithmetic."""
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is None:
+                continue
+            if not isinstance(g, (np.ndarray, np.generic)) or g.dtype.kind != "f":
+                what = f"an array of dtype {g.dtype}" if hasattr(g, "dtype") else \
+                    type(g).__name__
+                raise TypeError(f"{type(self).__name__}.step: parameter {i}'s .grad is {what}; "
+                                "assign a float array of the parameter's shape, or None")
+            if g.shape != p.shape:
+                raise ValueError(f"{type(self).__name__}.step: parameter {i}'s .grad has shape "
+                                 f"{g.shape}, the parameter has shape {p.shape}")
 
     def _new_weights(self, group: _Group, where: np.ndarray | slice, grad: np.ndarray,
                      weights: np.ndarray, active: list[int]) -> np.ndarray:
@@ -241,6 +264,31 @@ class Optimizer:
         if self.state_format is not None:
             extra += f", state {self.state_format.name}"
         return extra
+
+
+#: torch.optim's wording for each out-of-range argument, what floatlab requires and an example.
+_RANGES = {
+    "lr": ("Invalid learning rate", "need lr > 0", "lr=1e-3", lambda v: v > 0),
+    "momentum": ("Invalid momentum value", "need momentum >= 0", "momentum=0.9",
+                 lambda v: v >= 0),
+    "weight_decay": ("Invalid weight_decay value", "need weight_decay >= 0",
+                     "weight_decay=0.01", lambda v: v >= 0),
+    "eps": ("Invalid epsilon value", "need eps >= 0", "eps=1e-8", lambda v: v >= 0),
+    "beta1": ("Invalid beta parameter at index 0", "need 0 <= betas[0] < 1",
+              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
+    "beta2": ("Invalid beta parameter at index 1", "need 0 <= betas[1] < 1",
+              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
+}
+
+
+def _check_ranges(who: str, **values: float) -> None:
+    """A ValueError naming the first argument out of its range, in torch.optim's words (code
+    that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. floatlab
+    is stricter than torch on one point: lr = 0 (a step that changes nothing) is refused."""
+    for name, value in values.items():
+        torch_words, rule, example, ok = _RANGES[name]
+        if not ok(value):
+            raise ValueError(f"{who}: {torch_words}: {value} ({rule}; e.g. {example})")
 
 
 def _copies_unread() -> bool:
@@ -281,12 +329,12 @@ class SGD(Optimizer):
         momentum, weight_decay = number("momentum", momentum), number("weight_decay",
                                                                       weight_decay)
         dampening, nesterov = number("dampening", dampening), flag("nesterov", nesterov)
-        if lr <= 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: need lr > 0, momentum >= 0, weight_decay >= 0; got lr={lr}, "
-                             f"momentum={momentum}, weight_decay={weight_decay}")
+        _check_ranges("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         super().__init__(params, **options)
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening "
+                             f"(torch's words; got momentum={momentum}, dampening={dampening}): "
+                             "pass momentum=0.9, dampening=0.0 with nesterov=True")
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.nesterov, self.weight_decay = nesterov, weight_decay
 
@@ -354,9 +402,8 @@ class Adam(Optimizer):
             raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
                             f"got {betas!r}")
         b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
-        if lr <= 0 or not (0 <= b1 < 1 and 0 <= b2 < 1) or eps < 0 or weight_decay < 0:
-            raise ValueError(f"Adam: need lr > 0, 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
-                             f"got lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
+                      weight_decay=weight_decay)
         self.fused = flag("fused", fused)
         if self.fused and options.get("kahan"):
             raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "

@@ -52,6 +52,7 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
+from floatlab.mixed.checks import policy_fields
 from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
 
@@ -237,6 +238,9 @@ class Policy:
     note: str = ""
     device: str = "cuda"
     recipe: Recipe | None = None
+
+    def __post_init__(self) -> None:
+        policy_fields(self)  # names resolved, modes and flags checked (a Policy built by hand)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -521,10 +525,10 @@ def get_policy(
     ...
     ValueError: precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), ...
     """
+    if recipe_options is not None and not isinstance(recipe_options, dict):  # [] was ignored
+        raise TypeError(f"recipe_options must be a dict such as {{'scale_rounding': "
+                        f"'rceil'}}, got {recipe_options!r}")
     if recipe_options:
-        if not isinstance(recipe_options, dict):
-            raise TypeError(f"recipe_options must be a dict such as {{'scale_rounding': "
-                            f"'rceil'}}, got {recipe_options!r}")
         name = precision.strip() if isinstance(precision, str) else None
         if name is None or name.lower() not in _RECIPE_KEYS:
             raise ValueError(f"recipe_options={recipe_options!r} need a recipe name as the "
@@ -560,9 +564,9 @@ def get_policy(
     if optimizer_state is not None:
         policy = replace(policy, optimizer_state=get_format(optimizer_state))
         suffix.append(f"state {policy.state_format.name}")
-    if rounding is not None:
+    if rounding is not None:  # resolved by Policy (an alias such as "sr" -> "stochastic")
         policy = replace(policy, rounding=rounding)
-        suffix.append(f"{rounding} rounding")
+        suffix.append(f"{policy.rounding} rounding")
     if device is not None and check_device(device) != policy.device:
         if base in ("O1", "O2"):
             raise ValueError(f"device={device!r}: Apex {base} has its own op lists "

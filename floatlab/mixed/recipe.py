@@ -46,6 +46,7 @@ from typing import Any, Union
 
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import recipe_fields
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
 from floatlab.quant.scheme import Scheme, get_scheme
 
@@ -89,6 +90,8 @@ class TensorScaling:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fmt", get_format(self.fmt))
+        if not isinstance(self.delayed, bool):  # delayed="False" was delayed scaling
+            raise TypeError(f"delayed must be True or False, got {self.delayed!r}")
         if self.amax_compute_algo not in AMAX_COMPUTE_ALGOS:
             raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS}, got "
                              f"{self.amax_compute_algo!r}")
@@ -134,6 +137,8 @@ class RowScaling:
         object.__setattr__(self, "fmt", get_format(self.fmt))
         if not isinstance(self.power_of_two, bool):
             raise TypeError(f"power_of_two must be True or False, got {self.power_of_two!r}")
+        if not isinstance(self.name, str):  # a key of bytes_held's table
+            raise TypeError(f"RowScaling: name must be a str, got {self.name!r}")
 
     def __repr__(self) -> str:
         how = "power-of-two scales" if self.power_of_two else "float32 scales"
@@ -242,6 +247,7 @@ class Recipe:
     note: str = ""
 
     def __post_init__(self) -> None:
+        recipe_fields(self)  # types and names of a Recipe built by hand
         if self.weights is not None and (self.forward.codes or self.dgrad.codes):
             raise ValueError("Recipe: weights held between steps (weights=...) are stored "
                              "dequantised, so a GEMM that reads them cannot take codes=True")

@@ -38,6 +38,8 @@ import numpy as np
 from floatlab.accumulate import Accumulator
 from floatlab.accumulate import matmul as accumulate_matmul
 from floatlab.formats import Format
+from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.promoted_gemm import TiledOperand, promoted_matmul, tiled_operand
 from floatlab.mixed.recipe import Gemm, Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
 from floatlab.quant.axiswise import fake_quantize_rowwise
@@ -74,8 +76,8 @@ class RecipeRun:
     """
 
     def __init__(self, seed: int = 0, telemetry: bool = True) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.telemetry = telemetry
+        self.rng = seed_rng("RecipeRun: seed", seed)
+        self.telemetry = flag("RecipeRun: telemetry", telemetry)  # "False" is truthy
         self.layers: dict[int, tuple[Any, str]] = {}  # id(weight) -> (weight, name)
         self.scalers: dict[str, CurrentScaling | DelayedScaling] = {}
         self.history: dict[str, list[OperandStats]] = {}

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array
 from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import axes, flag
 from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = ["sum", "mean", "softmax", "log_softmax", "cross_entropy"]
@@ -34,8 +35,8 @@ def _expand(g: np.ndarray, axis: Any, keepdims: bool, shape: tuple[int, ...]) ->
 def _count(shape: tuple[int, ...], axis: Any) -> int:
     if axis is None:
         return int(np.prod(shape))
-    axes = (axis,) if isinstance(axis, int) else axis
-    return int(np.prod([shape[a] for a in axes]))
+    picked = (axis,) if isinstance(axis, int) else axis
+    return int(np.prod([shape[a] for a in picked]))
 
 
 def sum(  # noqa: A001 - torch's name
@@ -47,7 +48,8 @@ def sum(  # noqa: A001 - torch's name
     >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
     [4.0, 6.0]
     """
-    x = _operand(x)
+    x = _operand(x, "sum: x")
+    axis, keepdims = axes("sum", axis, x.ndim), flag("sum: keepdims", keepdims)
     fmt = active_policy().op_format("sum", x.fmt)
     out = quantize(np.asarray(_work(x, fmt).sum(axis=axis, keepdims=keepdims)), fmt)
 
@@ -60,7 +62,8 @@ def sum(  # noqa: A001 - torch's name
 def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
     to the input's format: autocast lists mean on neither device."""
-    x = _operand(x)
+    x = _operand(x, "mean: x")
+    axis, keepdims = axes("mean", axis, x.ndim), flag("mean: keepdims", keepdims)
     fmt = active_policy().op_format("mean", x.fmt)
     n = _count(x.shape, axis)
     out = quantize(np.asarray(_work(x, fmt).mean(axis=axis, keepdims=keepdims)), fmt)
@@ -90,8 +93,9 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
     ...     softmax(row).data.tolist(), softmax(row, subtract_max=False).data.tolist()
     ([[1.0, 6.139278411865234e-06]], [[nan, 0.0]])
     """
-    x = _operand(x)
+    x = _operand(x, "softmax: x")
     subtract_max = flag("softmax: subtract_max", subtract_max)
+    axis = axes("softmax", axis, x.ndim)
     if not subtract_max:
         # Written by hand, it is three ops, and torch's autograd differentiates those three
         # (exp's grad * result, sum's expand, div's two gradients), not softmax's fused
@@ -101,13 +105,16 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
         return _elementwise.div(e, sum(e, axis=axis, keepdims=True))
     fmt = active_policy().op_format("softmax", x.fmt)
     z = _work(x, fmt)
-    e = z - z.max(axis=axis, keepdims=True)  # in place: attention's scores are a step's largest
-    e = np.exp(e, out=e)
+    if z.size == 0:  # an empty axis has no max (numpy raises); torch gives an empty result
+        return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "softmax")
+    # an array even for 0-d input (numpy gives a scalar, which np.exp(out=) refuses)
+    e = np.asarray(z - z.max(axis=axis, keepdims=True))  # in place below: attention's scores
+    e = np.exp(e, out=e)  # are a step's largest array
     e /= e.sum(axis=axis, keepdims=True)
     y = quantize(e, fmt)
 
     def backward(g: np.ndarray) -> None:
-        gx = g * y  # y * (g - sum(g * y)), in place
+        gx = np.asarray(g * y)  # y * (g - sum(g * y)), in place (an array even when 0-d)
         np.subtract(g, gx.sum(axis=axis, keepdims=True), out=gx)
         gx *= y
         _send(x, gx, fmt)
@@ -118,9 +125,12 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, computed stably; on CUDA's float32 list, in the
     input's format on CPU."""
-    x = _operand(x)
+    x = _operand(x, "log_softmax: x")
+    axis = axes("log_softmax", axis, x.ndim)
     fmt = active_policy().op_format("log_softmax", x.fmt)
     z = _work(x, fmt)
+    if z.size == 0:  # an empty axis has no max (numpy raises); torch gives an empty result
+        return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "log_softmax")
     shifted = z - z.max(axis=axis, keepdims=True)
     y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
 
@@ -136,19 +146,22 @@ def _log_softmax_grad(g: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
     return g - np.exp(out) * g.sum(axis=axis, keepdims=True)
 
 
-def _check_targets(targets: Any, batch: int, classes: int) -> np.ndarray:
-    t = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+def _check_targets(targets: Any, batch: int, classes: int,
+                   what: str = "cross_entropy") -> np.ndarray:
+    """One class index in [0, classes) per row, or an error naming ``what`` (the caller)."""
+    # as_array: a masked array would lose its mask (its hidden labels counted)
+    t = as_array(targets.data if isinstance(targets, Tensor) else targets, f"{what}: targets")
     if t.dtype.kind not in "iu":
-        if t.dtype.kind == "f" and t.size and np.all(t == np.round(t)):
+        if t.dtype.kind == "f" and np.all(t == np.round(t)):  # [] is float64: no rows
             t = t.astype(np.int64)
         else:
-            raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype "
+            raise TypeError(f"{what}: targets must be integer class indices, got dtype "
                             f"{t.dtype}; pass e.g. y.astype(np.int64)")
     if t.shape != (batch,):
-        raise ValueError(f"cross_entropy: targets have shape {t.shape} but the logits have "
+        raise ValueError(f"{what}: targets have shape {t.shape} but the logits have "
                          f"{batch} rows: pass one class index per row, shape ({batch},)")
     if t.size and (t.min() < 0 or t.max() >= classes):
-        raise ValueError(f"cross_entropy: targets must lie in [0, {classes}) for {classes} "
+        raise ValueError(f"{what}: targets must lie in [0, {classes}) for {classes} "
                          f"classes, got values from {t.min()} to {t.max()}")
     return t
 
@@ -160,7 +173,7 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
     0.693147
     """
-    logits = _operand(logits)
+    logits = _operand(logits, "cross_entropy: logits")
     if logits.ndim != 2:
         raise ValueError(f"cross_entropy: logits must be (batch, classes), got shape "
                          f"{logits.shape}")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.mixed.checks import number
+from floatlab.mixed.checks import flag, number
 from floatlab.mixed.policy import FP16
 from floatlab.mixed.tensor import Tensor, mul, quantize
 
@@ -73,11 +73,14 @@ class _LossScaler:
 
     _allow_fp16_grads = False
 
-    def __init__(self, init_scale: float, enabled: bool) -> None:
-        value = _real("init_scale", init_scale)
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
-        self._enabled = bool(enabled)
+    def __init__(self, init_scale: float, enabled: bool, name: str = "init_scale") -> None:
+        value = _real(name, init_scale)
+        # float32-finite: the scale is a float32 (1e300 became inf, and every step skipped)
+        if not (0 < value <= float(np.finfo(np.float32).max)):
+            raise ValueError(f"{name} must be a positive finite number (a float32: at most "
+                             f"3.4e38), got {init_scale!r}")
+        # a real flag: torch takes enabled="False" as enabled (any non-empty string is truthy)
+        self._enabled = flag("enabled", enabled)
         self._init_scale = value
         self._scale: np.float32 | None = None
         self._per_optimizer: dict[int, dict[str, Any]] = {}
@@ -362,8 +365,8 @@ class StaticScaler(_LossScaler):
 
     def __init__(self, scale: float = 8.0, *, skip_nonfinite: bool = False,
                  enabled: bool = True) -> None:
-        super().__init__(scale, enabled)
-        self.skip_nonfinite = skip_nonfinite
+        super().__init__(scale, enabled, name="scale")
+        self.skip_nonfinite = flag("skip_nonfinite", skip_nonfinite)
 
     def _skip(self, found_inf: bool) -> bool:
         return found_inf and self.skip_nonfinite

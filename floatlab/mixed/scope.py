@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format
+from floatlab._validate import as_float_array
+from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.policy import Policy, get_policy, is_identity, storage_dtype
 from floatlab.mixed.telemetry import StepStats
 from floatlab.rounding import round as _round
@@ -78,7 +80,7 @@ def use_precision(
     policy = get_policy(precision, **overrides)
     if not isinstance(rng, np.random.Generator) and (rng is not None
                                                      or policy.rounding == "stochastic"):
-        rng = np.random.default_rng(rng or 0)
+        rng = seed_rng("use_precision: rng", 0 if rng is None else rng)
     # Overflow and NaN are what the lab studies: telemetry counts them, so NumPy's warnings
     # about them are silenced inside a policy block (one errstate here, none per op).
     with _pushed(policy=policy, rng=rng), np.errstate(all="ignore"):
@@ -95,6 +97,9 @@ def no_grad() -> Iterator[None]:
 @contextmanager
 def recording(stats: StepStats) -> Iterator[StepStats]:
     """Let the hook count what it rounds into ``stats`` (see :mod:`floatlab.mixed.telemetry`)."""
+    if not isinstance(stats, StepStats):  # else every op of the block fails in the hook
+        raise TypeError(f"recording: stats must be a floatlab.mixed.StepStats, got "
+                        f"{type(stats).__name__}; e.g. recording(StepStats())")
     with _pushed(stats=stats):
         yield stats
 
@@ -141,6 +146,10 @@ def quantize(
     [0.333984375]
     """
     scope = _scope()
+    if not isinstance(fmt, Format):  # the ops pass Formats; a name is resolved (or refused)
+        fmt = get_format(fmt)
+    if not hasattr(values, "dtype"):  # lists, numbers: checked as every array input is
+        values = as_float_array(values, name="quantize: values")
     _, dtype, exact32, exact64 = _plan(fmt)
     vdtype = values.dtype
     if exact or (exact32 if vdtype is _DT32 else exact64 if vdtype is _DT64 else False):

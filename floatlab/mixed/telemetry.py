@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from floatlab.formats import Format
+from floatlab._validate import as_float_array
+from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import whole
 from floatlab.mixed.policy import nbytes
 
 __all__ = ["StepStats", "log2_histogram"]
@@ -131,6 +133,10 @@ class StepStats:
         return self.subnormal / self.values if self.values else float("nan")
 
 
+#: Exponents beyond every float64 binade (2**-1074 ... 2**1023): log2_histogram's lo / hi bound.
+_EXPONENT_SPAN = 1100
+
+
 def log2_histogram(values: np.ndarray, fmt: Format, lo: int = -40, hi: int = 10) -> dict:
     """Histogram of ``log2 |values|`` with the format's zones marked (the paper's Figure 3).
 
@@ -145,7 +151,18 @@ def log2_histogram(values: np.ndarray, fmt: Format, lo: int = -40, hi: int = 10)
     >>> h["zeros"], h["normal_min"], h["subnormal_min"], int(h["counts"].sum())
     (1, -14, -24, 3)
     """
-    v = np.abs(np.asarray(values, dtype=np.float64)).reshape(-1)
+    # as_float_array: None, strings, bools, complex and masked arrays are refused (None was an
+    # empty histogram, a masked array lost its mask); float64 for log2 at the binade edges
+    data = values.data if hasattr(values, "fmt") and hasattr(values, "data") else values
+    v = np.abs(np.asarray(as_float_array(data, name="log2_histogram: values"),
+                          dtype=np.float64)).reshape(-1)
+    if not isinstance(fmt, Format):
+        fmt = get_format(fmt)
+    lo, hi = (whole(f"log2_histogram: {k}", e, minimum=-_EXPONENT_SPAN)
+              for k, e in (("lo", lo), ("hi", hi)))
+    if not lo < hi <= _EXPONENT_SPAN:
+        raise ValueError(f"log2_histogram: need lo < hi <= {_EXPONENT_SPAN} (binade exponents), "
+                         f"got lo={lo}, hi={hi}; e.g. lo=-40, hi=10")
     finite = v[np.isfinite(v)]
     nonzero = finite[finite > 0]
     exponents = np.clip(np.floor(np.log2(nonzero)), lo, hi - 1).astype(np.int64)

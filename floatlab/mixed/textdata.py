@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import resolve_rng
-from floatlab.mixed.checks import number, whole
+from floatlab.mixed.checks import number, sizes_fit, whole
+from floatlab.mixed.checks import seed as seed_rng
+from floatlab.mixed.layers import _token_ids
 
 __all__ = ["SequenceDataset", "char_lm", "digit_reversal", "python_docs_text"]
 
@@ -50,6 +52,19 @@ class SequenceDataset:
     answer_to: int | None = None
     description: str = ""
 
+    def __post_init__(self) -> None:
+        # built by hand: ids outside the vocabulary failed (or decoded wrongly) in training
+        if not isinstance(self.vocab, str) or not self.vocab:
+            raise TypeError(f"SequenceDataset: vocab must be a non-empty str of the tokens, got "
+                            f"{self.vocab!r}")
+        context = whole("SequenceDataset: context", self.context)
+        for split in ("train", "valid"):
+            ids = _token_ids(getattr(self, split), len(self.vocab), f"SequenceDataset: {split}")
+            if ids.ndim not in (1, 2) or (ids.ndim == 2 and ids.shape[1] != context + 1):
+                raise ValueError(f"SequenceDataset: {split} must be a 1-D token stream or 2-D "
+                                 f"examples of context + 1 = {context + 1} tokens, got shape "
+                                 f"{ids.shape}")
+
     @property
     def language_model(self) -> bool:
         """Whether the data is one stream (loss on every position) rather than examples."""
@@ -61,6 +76,8 @@ class SequenceDataset:
 
     def encode(self, text: str) -> np.ndarray:
         """Token ids of ``text`` (every character must be in the vocabulary)."""
+        if not isinstance(text, str):  # an int was "'int' object is not iterable"
+            raise TypeError(f"encode: text must be a str, got {type(text).__name__}")
         table = {c: i for i, c in enumerate(self.vocab)}
         unknown = sorted({c for c in text if c not in table})
         if unknown:
@@ -70,7 +87,8 @@ class SequenceDataset:
 
     def decode(self, ids: np.ndarray) -> str:
         """The text of token ids."""
-        return "".join(self.vocab[int(i)] for i in np.asarray(ids).ravel())
+        ids = _token_ids(ids, len(self.vocab), "decode")  # not an IndexError, not int(0.5)
+        return "".join(self.vocab[i] for i in ids.ravel().tolist())
 
     def _mask(self, n: int) -> np.ndarray:
         mask = np.zeros((n, self.context), bool)
@@ -80,7 +98,9 @@ class SequenceDataset:
     def batch(self, rng: np.random.Generator, size: int,
               split: str = "train") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A random batch ``(x, y, mask)``: inputs, next-token targets (both (size, context)
-        int64) and the positions whose loss counts."""
+        int64) and the positions whose loss counts. ``rng``: a Generator, or a seed."""
+        rng = seed_rng("batch: rng", rng)  # an int seed was an AttributeError
+        size = whole("batch: size", size, minimum=0)
         source = self._split(split)
         if self.language_model:
             starts = rng.integers(0, len(source) - self.context, size)
@@ -118,7 +138,7 @@ class SequenceDataset:
             yield w[:, :-1], w[:, 1:], mask
 
     def _split(self, split: str) -> np.ndarray:
-        if split not in ("train", "valid"):
+        if not isinstance(split, str) or split not in ("train", "valid"):
             raise ValueError(f"split={split!r}: use 'train' or 'valid'")
         return self.train if split == "train" else self.valid
 
@@ -190,6 +210,7 @@ def char_lm(context: int = 64, valid_fraction: float = 0.1,
                                        f"({len(text)} characters, {len(vocab)} distinct)")
 
 
+@sizes_fit
 def digit_reversal(n: int = 20000, digits: int = 8, valid_fraction: float = 0.1,
                    seed: int = 0) -> SequenceDataset:
     """Strings ``d1..dk>dk..d1``: after the ``>`` the model must write the digits reversed.

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array, as_float_array
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor
@@ -83,6 +84,14 @@ def bytes_held(
     norms) in their storage formats. Without ``run`` every 2-D parameter is taken for a GEMM
     weight (an MLP's case).
     """
+    for name, value, kind in (("model", model, Module), ("optimizer", optimizer, Optimizer),
+                              ("policy", policy, Policy)):
+        if not isinstance(value, kind):  # AttributeErrors deep in the accounting before
+            raise TypeError(f"bytes_held: {name} must be a floatlab.mixed {kind.__name__}, got "
+                            f"{type(value).__name__}")
+    if stats is not None and not isinstance(stats, StepStats):
+        raise TypeError(f"bytes_held: stats must be a StepStats or None, got "
+                        f"{type(stats).__name__}")
     held: dict[str, dict[str, int]] = {"weights": {}, "master weights": {}, "gradients": {},
                                        "optimizer state": optimizer.state_bytes(),
                                        "activations": dict(stats.activation_bytes) if stats
@@ -319,6 +328,8 @@ class Trainer:
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
         """One line describing the experiment (used as the compare() table's header)."""
+        data = None if data is None else _dataset(data)  # a Dataset, or a clear TypeError
+        steps = None if steps is None else whole("describe: steps", steps)
         if isinstance(data, SequenceDataset):
             return describe_sequences(self, data, steps)
         name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
@@ -340,6 +351,14 @@ class Trainer:
         """Accuracy of the trained model on (X, y), computed under the run's policy."""
         if self.model is None:
             raise RuntimeError("evaluate(): call fit() first")
+        chunk = whole("evaluate: chunk", chunk)
+        X = as_float_array(X, name="evaluate: X")
+        y = as_array(y, "evaluate: y")
+        if y.shape != (len(X),):  # else each chunk's accuracy() names a chunk, not the call
+            raise ValueError(f"evaluate: y has shape {y.shape}; pass one label per row of X, "
+                             f"shape ({len(X)},)")
+        if not len(X):
+            return float("nan")  # no rows: accuracy() of an empty batch (was a ZeroDivision)
         with use_precision(self.policy, rng=self.seed), no_grad():
             return self._accuracy(X, y, chunk)
 
@@ -496,6 +515,7 @@ def compare(
     """
     data = _dataset(data)
     steps = whole("steps", steps)
+    progress = flag("progress", progress)  # "False" would show the bars (a truthy string)
     entries = _entries(precisions)
     # Resolve every entry first, so a typo in the last one fails before the first run.
     with warnings.catch_warnings():  # legacy-alias warnings come once, from the Trainer
