@@ -566,7 +566,7 @@ def test_op_errors_name_the_op_and_operand(call, match):
 # --------------------------------------------------------------------------- torch's wording
 
 @pytest.mark.parametrize("make, match", [
-    (lambda p: fm.SGD(p, lr=-1.0), r"SGD: Invalid learning rate: -1.0 \(need lr > 0; e.g. "
+    (lambda p: fm.SGD(p, lr=-1.0), r"SGD: Invalid learning rate: -1.0 \(need lr >= 0; e.g. "
                                    r"lr=1e-3\)"),
     (lambda p: fm.SGD(p, momentum=-0.1), "SGD: Invalid momentum value: -0.1"),
     (lambda p: fm.SGD(p, weight_decay=-0.1), "SGD: Invalid weight_decay value: -0.1"),
@@ -582,6 +582,18 @@ def test_optimizer_ranges_name_the_argument_in_torchs_words(make, match):
     # the argument ("Invalid learning rate: -1.0"), and code matching torch's text still matches
     with pytest.raises(ValueError, match=match):
         make([fm.parameter(np.ones(2, np.float32))])
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "Adam8bit", "StateAdam"])
+def test_optimizers_take_lr_zero_as_torch_does(name):
+    # torch.optim (and bitsandbytes) check 0.0 <= lr: a zero learning rate is valid (a warm-up
+    # schedule's first step); the step then leaves the weights as they were, to the bit
+    w = fm.parameter(np.array([1.0, -2.0, 3.0], np.float32))
+    before = w.data.copy()
+    opt = getattr(fm, name)([w], lr=0.0)
+    w.grad = np.array([0.5, -0.25, 4.0], np.float32)
+    opt.step()
+    assert w.data.tobytes() == before.tobytes()
 
 
 # --------------------------------------------------------------------------- valid edge input

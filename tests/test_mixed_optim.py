@@ -176,7 +176,7 @@ def test_low_copies_are_made_after_each_step():
     (lambda: SGD([], lr=0.1), "no parameters"),
     (lambda: SGD([Tensor([1.0])], lr=0.1), "not a leaf tensor"),
     (lambda: SGD([parameter([1.0]) * 2.0], lr=0.1), "not a leaf tensor"),
-    (lambda: SGD([parameter([1.0])], lr=0.0), "lr > 0"),
+    (lambda: SGD([parameter([1.0])], lr=-0.1), "lr >= 0"),
     (lambda: SGD([parameter([1.0])], lr=0.1, nesterov=True), "Nesterov"),
     (lambda: Adam([parameter([1.0])], betas=(1.0, 0.9)), "betas"),
     (lambda: SGD([parameter([1.0])], lr=0.1, update_rounding="odd"), "update_rounding"),

@@ -268,7 +268,7 @@ class Optimizer:
 
 #: torch.optim's wording for each out-of-range argument, what floatlab requires and an example.
 _RANGES = {
-    "lr": ("Invalid learning rate", "need lr > 0", "lr=1e-3", lambda v: v > 0),
+    "lr": ("Invalid learning rate", "need lr >= 0", "lr=1e-3", lambda v: v >= 0),
     "momentum": ("Invalid momentum value", "need momentum >= 0", "momentum=0.9",
                  lambda v: v >= 0),
     "weight_decay": ("Invalid weight_decay value", "need weight_decay >= 0",
@@ -283,8 +283,9 @@ _RANGES = {
 
 def _check_ranges(who: str, **values: float) -> None:
     """A ValueError naming the first argument out of its range, in torch.optim's words (code
-    that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. floatlab
-    is stricter than torch on one point: lr = 0 (a step that changes nothing) is refused."""
+    that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. The
+    ranges are torch's: lr = 0 is allowed (a warm-up schedule's first step, a frozen group),
+    as in torch.optim and bitsandbytes."""
     for name, value in values.items():
         torch_words, rule, example, ok = _RANGES[name]
         if not ok(value):
