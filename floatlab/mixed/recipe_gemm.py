@@ -201,6 +201,14 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     amax = float(np.max(np.abs(x))) if x.size and run.telemetry else 0.0
     lag = False
     if isinstance(spec, Format):
+        if blas and not run.telemetry and _format_fits_float32(spec):
+            # BLAS reads float32 copies of q: round straight to float32 (the same numbers, as
+            # the format's values are float32 numbers) and skip the clipped count, which only
+            # the telemetry reads; the saturation below changes non-finite values only
+            q = round_to_format(x, spec, dtype=np.float32)
+            if np.isfinite(q).all():
+                return q
+            return np.where(np.isfinite(q), q, np.sign(x) * spec.max).astype(np.float32)
         q = round_to_format(x, spec, dtype=np.float64)
         scale = 1.0
         clipped = float(np.count_nonzero(~np.isfinite(q) | (np.abs(x) > spec.max))) / x.size
