@@ -110,6 +110,84 @@ def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
         assert fast_run.scalers["k"].history == slow_run.scalers["k"].history
 
 
+@pytest.mark.parametrize("delayed", [False, True])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_fused_pow2_per_tensor_operand_equals_the_scalers_path(monkeypatch, delayed, fmt):
+    """recipe_gemm._pow2_tensor_fake_quantize (a power-of-two per-tensor scale as the one-row
+    case of the rowwise kernel) against the scaler's own quantize + dequantize(float32), step
+    after step of a history: ties, float32 subnormals, signed zeros, all-zero and tiny tensors,
+    a history whose scale is too large for the next amax (saturation: the fused path declines
+    and the general path runs), and the histories left equal."""
+    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+
+    def scaler():
+        return (DelayedScaling(fmt, history_len=2, power_of_two=True, float32=True) if delayed
+                else CurrentScaling(fmt, power_of_two=True, float32=True))
+
+    fused_scaler, general_scaler = scaler(), scaler()
+    rng = np.random.default_rng(5)
+    declined = []
+    for factor in (1.0, 0.5, 8.0, 1.0, 3.0, 1e-30, 2.0**-140, 0.0, 1.0, 7e4):
+        x = (_adversarial32(rng) * np.float32(factor)).astype(np.float32)
+        before = x.tobytes()
+        fused = recipe_gemm._pow2_tensor_fake_quantize(fused_scaler, x)
+        if fused is None:  # declined before recording anything: the caller's general path
+            declined.append(factor)
+            fused = fused_scaler.quantize(x).dequantize(np.float32)
+        general = general_scaler.quantize(x).dequantize(np.float32)
+        assert x.tobytes() == before
+        assert fused.dtype == np.float32 and fused.shape == x.shape
+        assert fused.tobytes() == general.tobytes(), factor
+        if delayed:
+            assert fused_scaler.history == general_scaler.history
+    assert 8.0 in declined if delayed else 8.0 not in declined  # (after 0.5: a lagging scale)
+    with pytest.raises(ValueError, match="NaN"):  # the same refusal as the scaler's
+        recipe_gemm._pow2_tensor_fake_quantize(scaler(), np.array([1.0, np.nan], np.float32))
+    monkeypatch.setattr(recipe_gemm, "_POW2_FUSED", False)
+    assert recipe_gemm._pow2_tensor_fake_quantize(scaler(), np.ones(3, np.float32)) is None
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
+def test_pow2_kernel_at_every_scale_exponent_equals_the_general_path(fmt):
+    """floatlab.quant.axiswise._round_rows_pow2 with one scale 2**k for k from -40 to 127 (the
+    per-tensor scales of tiny tensors reach k = 127; its floor field emin - k + 127 crosses 0
+    at k = emin + 127, where it once wrapped around uint32 and rounded on a wrong grid),
+    against Transformer Engine's float32 order: equal where it runs, and it runs up to the
+    boundary."""
+    from floatlab.quant.axiswise import _round_rows_pow2
+    from floatlab.quant.delayed import quantize_scaled
+
+    f = floatlab.get_format(fmt)
+    base = _adversarial32(np.random.default_rng(11)) / np.float32(0.875)  # amax 1
+    ran = []
+    for k in range(-40, 128):
+        x = (base * np.float32(f.max) * np.float32(2.0**-k)).astype(np.float32)
+        amax = np.array(np.max(np.abs(x)), np.float32)
+        got = _round_rows_pow2(x, amax, np.array(2.0**k, np.float32), f)
+        if got is None:
+            continue
+        ran.append(k)
+        want = quantize_scaled(x, fmt, scale=2.0**k, float32=True).dequantize(np.float32)
+        assert got.tobytes() == want.tobytes(), k
+    assert f.emin + 127 in ran and f.emin + 128 not in ran
+
+
+@pytest.mark.parametrize("name", ["msamp-O2", "msamp-O3"])
+def test_msamp_trains_bit_identical_without_the_fused_pow2_operands(monkeypatch, name):
+    data = teacher_gaussians(n=512)
+
+    def fit(fused: bool) -> list:
+        with monkeypatch.context() as m:
+            m.setattr(recipe_gemm, "_POW2_FUSED", fused)
+            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
+            t.fit(data, steps=5)
+        state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
+        return [np.array(p.data) for p in t.model.parameters()] + state
+
+    for a, b in zip(fit(True), fit(False), strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
 def _fit_recording_copies(monkeypatch, name, options, *, skip: bool, telemetry: bool = False
                           ) -> tuple[list, list]:
     """Parameters and optimizer state after 5 steps, and the keys of the operands quantised."""

@@ -42,8 +42,8 @@ from floatlab.mixed.checks import flag
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.promoted_gemm import TiledOperand, promoted_matmul, tiled_operand
 from floatlab.mixed.recipe import Gemm, Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
-from floatlab.quant.axiswise import fake_quantize_rowwise
-from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+from floatlab.quant.axiswise import _round_rows_pow2, fake_quantize_rowwise
+from floatlab.quant.delayed import CurrentScaling, DelayedScaling, _as_float_with_amax
 from floatlab.quant.elements import _format_fits_float32
 from floatlab.quant.nvfp4_fast import fake_quantize_nvfp4
 from floatlab.quant.quantize import fake_quantize
@@ -224,6 +224,10 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
                                amax_compute_algo=spec.amax_compute_algo, float32=True)
                 if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True,
                                                     power_of_two=spec.power_of_two))
+        if blas and not run.telemetry:
+            fused = _pow2_tensor_fake_quantize(scaler, x)
+            if fused is not None:
+                return fused
         st = scaler.quantize(x)
         if blas and not run.telemetry:
             return st.dequantize(np.float32)
@@ -249,6 +253,9 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
                 return fused
             twin = _pow2_tensor_twin(spec) if x.dtype == np.float32 else None
             if twin is not None:  # MS-AMP's per-tensor operands: the same values, faster
+                fused = _pow2_tensor_fake_quantize(twin, x)
+                if fused is not None:
+                    return fused
                 st = twin.quantize(x)
                 if st.scale != _TWIN_LIMIT:
                     return st.dequantize(np.float32)
@@ -304,6 +311,46 @@ def _pow2_tensor_twin(spec: Scheme) -> CurrentScaling | None:
 
 
 _TWINS: dict[Scheme, CurrentScaling | None] = {}
+
+
+def _pow2_tensor_fake_quantize(scaler: CurrentScaling | DelayedScaling, x: np.ndarray
+                               ) -> np.ndarray | None:
+    """``scaler.quantize(x).dequantize(np.float32)`` for a float32 ``x`` and a float32
+    (Transformer Engine order) scaler with power-of-two scales (MS-AMP's operands, and the
+    twins of :func:`_pow2_tensor_twin`), in one fused rounding; None where it does not apply,
+    before the scaler has recorded anything (the caller then quantises as before).
+
+    A per-tensor scale is the one-row case of the rowwise kernel
+    :func:`floatlab.quant.axiswise._round_rows_pow2`: its proof covers exactly
+    ``fp8(clamp(float32(x) * s)) * float32(1 / s)`` with ``s = 2**k`` a float32 power of two,
+    which is the general path (:func:`floatlab.quant.delayed._scaled` with ``float32=True``,
+    saturating, then :meth:`ScaledTensor.dequantize`), and it returns None where a product
+    would be clamped (a delayed scale that lags: the general path saturates) or its magic
+    constants leave float32's normal range. The scale and the history follow the scaler's own
+    rules (the same calls :meth:`DelayedScaling.quantize` makes: the history's scale, or the
+    current amax's on the first call, then the amax recorded); a NaN / inf raises the same
+    ValueError, from the same amax. Tests check it bit-equal to the general path on
+    adversarial inputs and training byte-identical without it (switch ``_POW2_FUSED``)."""
+    if not (_POW2_FUSED and scaler.power_of_two and scaler.float32
+            and type(x) is np.ndarray and x.dtype == np.float32 and x.size):
+        return None
+    arr, amax = _as_float_with_amax(x)
+    delayed = isinstance(scaler, DelayedScaling)
+    scale = scaler.scale if delayed else None
+    if scale is None:
+        scale = scaler._scale_of(amax) if delayed else scaler.scale_for(amax)
+    if not scale < _TWIN_LIMIT:  # (the twin's overflowed scale, or beyond: the general path)
+        return None
+    values = _round_rows_pow2(np.ascontiguousarray(arr), np.array(amax, np.float32),
+                              np.array(scale, np.float32), scaler.fmt)
+    if values is None:
+        return None
+    if delayed:
+        scaler._history.append(amax)
+    return values
+
+
+_POW2_FUSED = True  # switch for the tests (per-tensor power-of-two operands: the general path)
 _TWIN_LIMIT = 2.0**127  # the twin's scale when fl32(fmax / amax) overflowed: not a twin then
 _POW2_TWINS = True  # switch for the tests, which check training bit-identical without
 

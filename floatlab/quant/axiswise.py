@@ -257,9 +257,13 @@ def _round_rows_pow2(arr: np.ndarray, amax: np.ndarray, scales: np.ndarray, fmt:
     k_bits = scales.view(np.uint32)
     low, high = int(k_bits.min()), int(k_bits.max())
     floor_for_k0 = int(floor_bits) + (127 << 23)                     # (emin - k + 127) << 23
-    if floor_for_k0 - high + int(offset) < (1 << 23) or \
+    if floor_for_k0 - high < 0 or floor_for_k0 - high + int(offset) < (1 << 23) or \
             ((fmt.emax + 254) << 23) - low + int(offset) >= (255 << 23):
-        return None  # c' (from E' = emin - k to emax - k) would leave the normal float32 range
+        # the floor's field emin - k + 127 below 0 (k > emin + 127: a per-tensor scale of a
+        # tiny tensor; torchao's rowwise scales stop far below) would wrap around the
+        # unsigned maximum below; or c' (from E' = emin - k to emax - k) would leave the
+        # normal float32 range
+        return None
     row_floor = np.subtract(uint(floor_for_k0), k_bits)              # no wrap: checked above
     out = np.empty(arr.shape, np.float32)
     magic, sign = (b.reshape(arr.shape) for b in _buffers(arr.size, np.dtype(uint), 2))
