@@ -125,7 +125,7 @@ def held_weights(w: Any, w_rows: np.ndarray, spec: Scheme, run: Any, key: str) -
         run.record(key, OperandStats(amax, scale, st.clipped_fraction, st.flushed_fraction,
                                      st.qsnr_db, False, w_rows.size))
     elif spec.rounding != "stochastic":  # the same values by the operands' fast paths
-        values = quantize_operand(w_rows, spec, run, key)  # (MS-AMP O3: 53 -> 34 us a 64 x 64 weight)
+        values = quantize_operand(w_rows, spec, run, key)  # (O3: 53 -> 34 us, 64 x 64)
     else:
         values = fake_quantize(w_rows, spec)
     store[key] = (w.data, w_rows, values, spec)
