@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab.mixed import Trainer, recipe_gemm, teacher_gaussians
+from floatlab.mixed import Trainer, pow2_tensor, recipe_gemm, teacher_gaussians
 from floatlab.mixed.recipe import get_recipe
 
 SQUARE_TILES = [
@@ -113,7 +113,7 @@ def test_per_tensor_operand_for_blas_equals_the_float64_path(delayed, fmt):
 @pytest.mark.parametrize("delayed", [False, True])
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
 def test_fused_pow2_per_tensor_operand_equals_the_scalers_path(monkeypatch, delayed, fmt):
-    """recipe_gemm._pow2_tensor_fake_quantize (a power-of-two per-tensor scale as the one-row
+    """pow2_tensor._pow2_tensor_fake_quantize (a power-of-two per-tensor scale as the one-row
     case of the rowwise kernel) against the scaler's own quantize + dequantize(float32), step
     after step of a history: ties, float32 subnormals, signed zeros, all-zero and tiny tensors,
     a history whose scale is too large for the next amax (saturation: the fused path declines
@@ -130,7 +130,7 @@ def test_fused_pow2_per_tensor_operand_equals_the_scalers_path(monkeypatch, dela
     for factor in (1.0, 0.5, 8.0, 1.0, 3.0, 1e-30, 2.0**-140, 0.0, 1.0, 7e4):
         x = (_adversarial32(rng) * np.float32(factor)).astype(np.float32)
         before = x.tobytes()
-        fused = recipe_gemm._pow2_tensor_fake_quantize(fused_scaler, x)
+        fused = pow2_tensor._pow2_tensor_fake_quantize(fused_scaler, x)
         if fused is None:  # declined before recording anything: the caller's general path
             declined.append(factor)
             fused = fused_scaler.quantize(x).dequantize(np.float32)
@@ -142,9 +142,9 @@ def test_fused_pow2_per_tensor_operand_equals_the_scalers_path(monkeypatch, dela
             assert fused_scaler.history == general_scaler.history
     assert 8.0 in declined if delayed else 8.0 not in declined  # (after 0.5: a lagging scale)
     with pytest.raises(ValueError, match="NaN"):  # the same refusal as the scaler's
-        recipe_gemm._pow2_tensor_fake_quantize(scaler(), np.array([1.0, np.nan], np.float32))
-    monkeypatch.setattr(recipe_gemm, "_POW2_FUSED", False)
-    assert recipe_gemm._pow2_tensor_fake_quantize(scaler(), np.ones(3, np.float32)) is None
+        pow2_tensor._pow2_tensor_fake_quantize(scaler(), np.array([1.0, np.nan], np.float32))
+    monkeypatch.setattr(pow2_tensor, "_POW2_FUSED", False)
+    assert pow2_tensor._pow2_tensor_fake_quantize(scaler(), np.ones(3, np.float32)) is None
 
 
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2"])
@@ -178,7 +178,7 @@ def test_msamp_trains_bit_identical_without_the_fused_pow2_operands(monkeypatch,
 
     def fit(fused: bool) -> list:
         with monkeypatch.context() as m:
-            m.setattr(recipe_gemm, "_POW2_FUSED", fused)
+            m.setattr(pow2_tensor, "_POW2_FUSED", fused)
             t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
             t.fit(data, steps=5)
         state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
@@ -295,7 +295,7 @@ def test_dequantize_by_reciprocal_only_where_exhaustively_equal(fmt):
 
 def test_msamp_per_tensor_scheme_twin_equals_the_scheme(monkeypatch):
     """MS-AMP's per-tensor power-of-two Scheme quantised through its float32 CurrentScaling
-    twin (recipe_gemm._pow2_tensor_twin) gives fake_quantize's values bit for bit: midpoints
+    twin (pow2_tensor._pow2_tensor_twin) gives fake_quantize's values bit for bit: midpoints
     and a float32 ulp around them, float32 subnormals, signed zeros, an all-zero tensor, amaxes
     over many binades, and amaxes so small that fl32(448 / amax) overflows (the twin's scale
     2**127 sends them back to the Scheme); other Schemes and float64 inputs have no twin."""
@@ -303,9 +303,9 @@ def test_msamp_per_tensor_scheme_twin_equals_the_scheme(monkeypatch):
     from floatlab.quant.quantize import fake_quantize
 
     spec = msamp_scheme("e4m3fn")
-    assert recipe_gemm._pow2_tensor_twin(spec) is not None
-    assert recipe_gemm._pow2_tensor_twin(floatlab.get_scheme("fp8_tensorwise")) is None
-    assert recipe_gemm._pow2_tensor_twin(msamp_scheme("e4m3fn").replace(margin=1)) is None
+    assert pow2_tensor._pow2_tensor_twin(spec) is not None
+    assert pow2_tensor._pow2_tensor_twin(floatlab.get_scheme("fp8_tensorwise")) is None
+    assert pow2_tensor._pow2_tensor_twin(msamp_scheme("e4m3fn").replace(margin=1)) is None
     rng = np.random.default_rng(8)
     base = _adversarial32(rng)
     run = recipe_gemm.RecipeRun(telemetry=False)
@@ -322,7 +322,7 @@ def test_msamp_trains_bit_identical_without_the_pow2_twin(monkeypatch, name):
 
     def fit(twins: bool) -> list:
         with monkeypatch.context() as m:
-            m.setattr(recipe_gemm, "_POW2_TWINS", twins)
+            m.setattr(pow2_tensor, "_POW2_TWINS", twins)
             t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
             t.fit(data, steps=5)
         state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
