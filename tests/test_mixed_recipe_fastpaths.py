@@ -172,22 +172,6 @@ def test_pow2_kernel_at_every_scale_exponent_equals_the_general_path(fmt):
     assert f.emin + 127 in ran and f.emin + 128 not in ran
 
 
-@pytest.mark.parametrize("name", ["msamp-O2", "msamp-O3"])
-def test_msamp_trains_bit_identical_without_the_fused_pow2_operands(monkeypatch, name):
-    data = teacher_gaussians(n=512)
-
-    def fit(fused: bool) -> list:
-        with monkeypatch.context() as m:
-            m.setattr(pow2_tensor, "_POW2_FUSED", fused)
-            t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
-            t.fit(data, steps=5)
-        state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
-        return [np.array(p.data) for p in t.model.parameters()] + state
-
-    for a, b in zip(fit(True), fit(False), strict=True):
-        assert a.tobytes() == b.tobytes()
-
-
 def _fit_recording_copies(monkeypatch, name, options, *, skip: bool, telemetry: bool = False
                           ) -> tuple[list, list]:
     """Parameters and optimizer state after 5 steps, and the keys of the operands quantised."""
@@ -316,13 +300,16 @@ def test_msamp_per_tensor_scheme_twin_equals_the_scheme(monkeypatch):
         assert got.tobytes() == fake_quantize(x, spec).tobytes(), factor
 
 
+@pytest.mark.parametrize("switch", ["_POW2_TWINS", "_POW2_FUSED"])
 @pytest.mark.parametrize("name", ["msamp-O1", "msamp-O2", "msamp-O3"])
-def test_msamp_trains_bit_identical_without_the_pow2_twin(monkeypatch, name):
+def test_msamp_trains_bit_identical_without_the_pow2_fast_paths(monkeypatch, name, switch):
+    """pow2_tensor's twins (a Scheme as a float32 CurrentScaling) and its fused rounding of
+    per-tensor power-of-two operands, each switched off: the same bits after 5 steps."""
     data = teacher_gaussians(n=512)
 
-    def fit(twins: bool) -> list:
+    def fit(on: bool) -> list:
         with monkeypatch.context() as m:
-            m.setattr(pow2_tensor, "_POW2_TWINS", twins)
+            m.setattr(pow2_tensor, switch, on)
             t = Trainer(name, seed=0, telemetry=False, progress=False, batch_size=128)
             t.fit(data, steps=5)
         state = [np.array(v) for v in t.optimizer.groups[0].state.values()]
