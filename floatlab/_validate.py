@@ -112,6 +112,11 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     dtype('float64')
     """
     arr = as_array(x, name)
+    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
+        raise TypeError(
+            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
+            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
+        )
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         return arr
     kind = arr.dtype.kind
@@ -147,6 +152,22 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
+
+
+def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:
+    """Whether the nested lists / tuples ``x`` (which numpy read as the numbers ``arr``) hold
+    a bool, which numpy silently read as 1 or 0. Only arrays holding a 0 or a 1 can hide one,
+    so the Python walk over ``x`` runs only for those (a vectorised test first)."""
+    if not ((arr == 0) | (arr == 1)).any():
+        return False
+    stack = [x]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, (bool, np.bool_)):
+                return True
+            if isinstance(item, (list, tuple)):
+                stack.append(item)
+    return False
 
 
 def _is_real_number(value: Any) -> bool:

@@ -584,3 +584,21 @@ def test_explain_ftz_in_a_format_without_normals(name):
     with pytest.raises(ValueError, match="subnormals=False flushes every nonzero value of .* to "
                                          "zero .*use subnormals=True"):
         floatlab.explain(0.5, name, subnormals=False)
+
+
+@pytest.mark.parametrize("data", [[1.0, True], [[1.0, 2.0], [False, 3.0]], [1, True],
+                                  (0.5, np.bool_(True)), [[0.25, 0.5], (1.0, False)]])
+@pytest.mark.parametrize("call", [lambda d: floatlab.round(d, "fp16"),
+                                  lambda d: floatlab.encode(d, "bf16"),
+                                  lambda d: floatlab.array(d, "fp16")])
+def test_lists_mixing_bools_with_numbers_are_refused(data, call):
+    """numpy reads [1.0, True] as [1.0, 1.0]: a flag silently became a number (the bool-array
+    refusal never saw it, as the array is float64)."""
+    with pytest.raises(TypeError, match="mixes booleans with numbers .*pass numbers only"):
+        call(data)
+
+
+def test_lists_of_zeros_and_ones_without_bools_still_convert():
+    # (the Python walk looking for bools runs only when a 0 or a 1 is there: these take it)
+    assert floatlab.round([0.0, 1.0, 1, 0], "fp16").tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert floatlab.round([[np.float32(1.0)], [np.int64(0)]], "fp16").tolist() == [[1.0], [0.0]]
