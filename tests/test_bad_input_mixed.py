@@ -593,8 +593,10 @@ def test_optimizers_take_lr_zero_as_torch_does(name):
     before = w.data.copy()
     opt = getattr(fm, name)([w], lr=0.0)
     w.grad = np.array([0.5, -0.25, 4.0], np.float32)
-    opt.step()
+    report = opt.step()
     assert w.data.tobytes() == before.tobytes()
+    # no update was made, so none was lost (it said 3 of 3: "the update rounded away")
+    assert (report.nonzero_grads, report.lost) == (3, 0)
 
 
 # --------------------------------------------------------------------------- valid edge input

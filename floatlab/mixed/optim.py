@@ -208,7 +208,8 @@ class Optimizer:
                 new = self._new_weights(group, where, grad, old, active)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
-                lost += int(np.count_nonzero(moved & (new == old)))
+                if self.lr != 0:  # lr = 0 (torch allows it) makes no update: none is lost
+                    lost += int(np.count_nonzero(moved & (new == old)))
                 if isinstance(where, slice):
                     weights = new
                 else:
