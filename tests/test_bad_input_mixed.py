@@ -273,6 +273,26 @@ def test_module_constructors_check_their_arguments(make, error, match):
         make()
 
 
+def test_transformer_vocab_duplicate_check_is_linear():
+    # the duplicate check once compared every token with every other (tokens.count per
+    # token): 50K word tokens took half a minute. Counted by the tokens' own == (no timing)
+    calls = []
+
+    class Token(str):
+        def __eq__(self, other):
+            calls.append(1)
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    n = 300
+    fm.Transformer([Token(f"w{i}") for i in range(n)], d_model=8, heads=2, layers=1,
+                   context=4)
+    assert len(calls) < 10 * n  # was n * (n - 1)
+    with pytest.raises(ValueError, match=r"vocab lists \['x'\] more than once"):
+        fm.Transformer([["x"], ["y"], ["x"]], d_model=8, heads=2, layers=1, context=4)
+
+
 @pytest.mark.parametrize("make", [
     lambda s: fm.Linear(2, 2, seed=s), lambda s: fm.MLP([2, 2], seed=s),
     lambda s: fm.SGD([fm.parameter(np.ones(2, np.float32))], seed=s),
