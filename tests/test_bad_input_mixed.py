@@ -169,8 +169,13 @@ def test_layer_norm_weight_stats_and_0d_input():
         fm.layer_norm(_t(2, 3), weight=np.ones(3))
     with pytest.raises(ValueError, match=r"layer_norm: stats=\['x'\]; use one of float32"):
         fm.layer_norm(_t(2, 3), stats=["x"])
-    with pytest.raises(ValueError, match="layer_norm: x is 0-d; it normalises over the last axis"):
+    with pytest.raises(ValueError, match="layer_norm: x is 0-d; it normalises over the last "
+                                         r"axis.*layers\.reshape\(x, \(1,\)\)"):
         fm.layer_norm(Tensor(1.0))
+    # the suggested fix works (it once said x.reshape(1): a Tensor has no .reshape)
+    from floatlab.mixed.layers import reshape
+
+    assert fm.layer_norm(reshape(Tensor(1.0), (1,))).shape == (1,)
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
