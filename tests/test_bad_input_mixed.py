@@ -55,6 +55,14 @@ def test_reduction_axis_is_checked(op, axis, error, match):
             getattr(fm, op)(_t(2, 3), axis=axis)
 
 
+@pytest.mark.parametrize("op", ["sum", "mean", "softmax", "log_softmax"])
+def test_reduction_axis_out_of_range_is_also_torchs_index_error(op):
+    # torch raises IndexError ("Dimension out of range"), as numpy's AxisError (the error
+    # before the up-front check) is one: except IndexError written for torch still catches it
+    with pytest.raises(IndexError, match=f"{op}: axis 2 is out of range"):
+        getattr(fm, op)(_t(2, 3), axis=2)
+
+
 @pytest.mark.parametrize("op", ["sum", "mean"])
 def test_reduction_keepdims_is_a_real_flag(op):
     with pytest.raises(TypeError, match=f"{op}: keepdims must be True or False, got 'False'"):

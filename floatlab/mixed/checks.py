@@ -21,7 +21,8 @@ import numpy as np
 
 from floatlab._validate import resolve_rng
 
-__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit"]
+__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit",
+           "AxisRangeError"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -107,6 +108,12 @@ def fraction(name: str, value: Any) -> float:
     return x
 
 
+class AxisRangeError(ValueError, IndexError):
+    """An axis out of range for the tensor. Also an IndexError: torch raises IndexError
+    ("Dimension out of range") there, and numpy's AxisError, which the ops raised before
+    :func:`axes` checked up front, is one too, so ``except IndexError`` keeps catching it."""
+
+
 def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
     """``axis`` checked for an array of ``ndim`` dimensions: None, an int or a tuple (or list) of
     distinct ints in [-ndim, ndim), as numpy's reductions take them, with an error naming the op
@@ -130,7 +137,7 @@ def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
             raise TypeError(f"{name}: axis must be an int, a tuple of ints or None, got "
                             f"{axis!r}; e.g. axis=-1 (the last axis) or axis=(0, 1)")
         if not -span <= a < span:
-            raise ValueError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
+            raise AxisRangeError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
                              f"dimension(s); use an axis in [{-span}, {span})")
         if int(a) % span in seen:
             raise ValueError(f"{name}: axis {axis!r} names axis {int(a) % span} twice; list "
