@@ -587,7 +587,9 @@ def test_explain_ftz_in_a_format_without_normals(name):
 
 
 @pytest.mark.parametrize("data", [[1.0, True], [[1.0, 2.0], [False, 3.0]], [1, True],
-                                  (0.5, np.bool_(True)), [[0.25, 0.5], (1.0, False)]])
+                                  (0.5, np.bool_(True)), [[0.25, 0.5], (1.0, False)],
+                                  [np.array([True, False]), np.array([2.0, 3.0])],
+                                  [np.array(True), 2.0]])
 @pytest.mark.parametrize("call", [lambda d: floatlab.round(d, "fp16"),
                                   lambda d: floatlab.encode(d, "bf16"),
                                   lambda d: floatlab.array(d, "fp16")])
