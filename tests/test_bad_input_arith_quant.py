@@ -198,11 +198,14 @@ def test_dequantize_refuses_codes_it_would_misread():
         floatlab.dequantize([[1], [1, 2]], one, "mxfp8")
 
 
-@pytest.mark.parametrize("shape", ["64", (64.0,), (-1,), (True,), [None]])
-def test_dequantize_checks_shape(shape):
-    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything."""
+@pytest.mark.parametrize("shape, error", [("64", TypeError), ((64.0,), TypeError),
+                                          ((-1,), ValueError), ((True,), TypeError),
+                                          ([None], TypeError)])
+def test_dequantize_checks_shape(shape, error):
+    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything (a
+    wrong value: ValueError, as numpy's negative dimensions; it was a TypeError)."""
     q = floatlab.quantize(X, "mxfp4")
-    with pytest.raises(TypeError, match="shape must be a tuple of non-negative ints"):
+    with pytest.raises(error, match="shape must be a tuple of non-negative ints"):
         floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=shape)
     assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=64).shape == (64,)
     assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=[np.int64(64)]).shape == (64,)
