@@ -165,6 +165,11 @@ def test_error_profile_needs_one_result_per_input():
         floatlab.error_profile(lambda t: t, [1.0, 2.0], "fp16", reference=lambda t: np.ones(3))
     with pytest.raises(TypeError, match="formats must be a format or a list of them, got None"):
         floatlab.error_profile(lambda t: t, [1.0], None)
+    # a numpy type or dtype is one format, as get_format takes it (was refused as 'not a
+    # format or a list of them')
+    for one in (np.float16, np.dtype(np.float16)):
+        assert floatlab.error_profile(lambda t: t * 3, [1.1], one).bits["float16"].tolist() == \
+            floatlab.error_profile(lambda t: t * 3, [1.1], "fp16").bits["float16"].tolist()
     p = floatlab.error_profile(lambda t: t * 3, 1.5, ("fp16", "bf16"))  # 0-d in, 0-d out
     assert p.bits["float16"].shape == () and p.results["bfloat16"].shape == ()
     empty = floatlab.error_profile(lambda t: t * 3, np.zeros((0, 2)), "fp16")
