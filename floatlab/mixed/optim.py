@@ -208,7 +208,9 @@ class Optimizer:
                 new = self._new_weights(group, where, grad, old, active)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
-                if self.lr != 0:  # lr = 0 (torch allows it) makes no update: none is lost
+                # lr = 0 (torch allows it) makes no update: none is lost. (getattr: a
+                # subclass of Optimizer need not have an lr)
+                if getattr(self, "lr", None) != 0:
                     lost += int(np.count_nonzero(moved & (new == old)))
                 if isinstance(where, slice):
                     weights = new
