@@ -148,15 +148,23 @@ def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
     return tuple(int(a) for a in items) if many else int(axis)
 
 
+@functools.cache
+def _tensor_type() -> type:
+    """floatlab.mixed's Tensor, imported once: the autograd imports this module, so it cannot
+    be imported at the top, and an import statement in :func:`tensor` cost linear() about 2 us
+    a call (three Linear layers: a measurable share of a float32 step)."""
+    from floatlab.mixed.autograd import Tensor
+
+    return Tensor
+
+
 def tensor(name: str, value: Any, *, optional: bool = False) -> Any:
     """``value`` if it is a :class:`~floatlab.mixed.Tensor` (a parameter such as a weight,
     whose gradient the caller wants): arrays and lists are refused with a pointer to
     ``parameter()``, rather than an AttributeError from inside the op."""
-    from floatlab.mixed.autograd import Tensor  # the autograd imports this module
-
     if value is None and optional:
         return None
-    if not isinstance(value, Tensor):
+    if not isinstance(value, _tensor_type()):
         none = " or None" if optional else ""
         raise TypeError(f"{name} must be a floatlab.mixed Tensor{none}, got "
                         f"{type(value).__name__}; wrap arrays with floatlab.mixed.parameter(x) "
