@@ -31,6 +31,7 @@ import numpy as np
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.checks import seed as seed_rng
+from floatlab.mixed.gemm import _prime_copies
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
@@ -218,7 +219,7 @@ class Optimizer:
                     weights[where] = new
                 group.scatter(active, weights)
                 if self.low_copies is not None and not _copies_unread():
-                    prime_copies(group.params, self.low_copies, flat=weights)
+                    _prime_copies(group.params, self.low_copies, flat=weights)  # checked
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
 
