@@ -156,14 +156,16 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
 
 def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:
     """Whether the nested lists / tuples ``x`` (which numpy read as the numbers ``arr``) hold
-    a bool, which numpy silently read as 1 or 0. Only arrays holding a 0 or a 1 can hide one,
-    so the Python walk over ``x`` runs only for those (a vectorised test first)."""
+    a bool or a bool array, which numpy silently read as 1 or 0. Only arrays holding a 0 or a
+    1 can hide one, so the Python walk over ``x`` runs only for those (a vectorised test
+    first)."""
     if not ((arr == 0) | (arr == 1)).any():
         return False
     stack = [x]
     while stack:
         for item in stack.pop():
-            if isinstance(item, (bool, np.bool_)):
+            if isinstance(item, (bool, np.bool_)) or (
+                    isinstance(item, np.ndarray) and item.dtype.kind == "b"):  # [mask, x]
                 return True
             if isinstance(item, (list, tuple)):
                 stack.append(item)

@@ -110,8 +110,8 @@ def error_profile(
     Results that are inf or NaN where the reference is finite count as all bits wrong.
     """
     xs = np.asarray(as_float_array(x), dtype=np.float64)
-    if isinstance(formats, (str, Format)):
-        fmts = [get_format(formats)]
+    if isinstance(formats, (str, bytes, Format, np.dtype, type)):  # one format, as in finfo
+        fmts = [get_format(formats)]  # (np.float16 or a dtype: get_format takes them)
     elif isinstance(formats, Iterable):
         fmts = [get_format(fmt) for fmt in formats]
     else:

@@ -193,10 +193,11 @@ def _check_fn_and_limit(fn: Any, what: str, limit: Any) -> None:
     if not callable(fn):
         raise TypeError(f"fn must be the {what} to check (a function of one array), got "
                         f"{fn!r} ({type(fn).__name__})")
-    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
-            or limit < 0:
-        raise TypeError(f"limit must be a whole number >= 0 (how many mismatches str() "
-                        f"lists), got {limit!r}")
+    wrong_type = isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer))
+    if wrong_type or limit < 0:  # TypeError for 1.5, ValueError for -1 (the house's split)
+        raise (TypeError if wrong_type else ValueError)(
+            f"limit must be a whole number >= 0 (how many mismatches str() lists), got "
+            f"{limit!r}")
 
 
 def _setting(mode: str, options: dict[str, Any]) -> str:

@@ -165,6 +165,11 @@ def test_error_profile_needs_one_result_per_input():
         floatlab.error_profile(lambda t: t, [1.0, 2.0], "fp16", reference=lambda t: np.ones(3))
     with pytest.raises(TypeError, match="formats must be a format or a list of them, got None"):
         floatlab.error_profile(lambda t: t, [1.0], None)
+    # a numpy type or dtype is one format, as get_format takes it (was refused as 'not a
+    # format or a list of them')
+    for one in (np.float16, np.dtype(np.float16)):
+        assert floatlab.error_profile(lambda t: t * 3, [1.1], one).bits["float16"].tolist() == \
+            floatlab.error_profile(lambda t: t * 3, [1.1], "fp16").bits["float16"].tolist()
     p = floatlab.error_profile(lambda t: t * 3, 1.5, ("fp16", "bf16"))  # 0-d in, 0-d out
     assert p.bits["float16"].shape == () and p.results["bfloat16"].shape == ()
     empty = floatlab.error_profile(lambda t: t * 3, np.zeros((0, 2)), "fp16")
@@ -198,11 +203,14 @@ def test_dequantize_refuses_codes_it_would_misread():
         floatlab.dequantize([[1], [1, 2]], one, "mxfp8")
 
 
-@pytest.mark.parametrize("shape", ["64", (64.0,), (-1,), (True,), [None]])
-def test_dequantize_checks_shape(shape):
-    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything."""
+@pytest.mark.parametrize("shape, error", [("64", TypeError), ((64.0,), TypeError),
+                                          ((-1,), ValueError), ((True,), TypeError),
+                                          ([None], TypeError)])
+def test_dequantize_checks_shape(shape, error):
+    """shape='64' failed in np.prod (UFuncTypeError); shape=(-1,) unpacked everything (a
+    wrong value: ValueError, as numpy's negative dimensions; it was a TypeError)."""
     q = floatlab.quantize(X, "mxfp4")
-    with pytest.raises(TypeError, match="shape must be a tuple of non-negative ints"):
+    with pytest.raises(error, match="shape must be a tuple of non-negative ints"):
         floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=shape)
     assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=64).shape == (64,)
     assert floatlab.dequantize(q.codes, q.scales, "mxfp4", shape=[np.int64(64)]).shape == (64,)

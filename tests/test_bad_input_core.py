@@ -541,7 +541,6 @@ def test_valid_edge_input_keeps_its_shape_and_is_not_mutated(call_name, input_na
     (lambda t: t.check_decoder(3, "fp16"), r"fn must be the decoder to check .*got 3"),
     (lambda t: t.check_encoder(np.negative, "fp16", dtype="bad"),
      "dtype must be float32 or float64 .*got 'bad'"),  # numpy's "data type 'bad' not understood"
-    (lambda t: t.check_encoder(np.negative, "fp16", limit=-1), "limit must be a whole number"),
     (lambda t: t.check_decoder(np.negative, "fp16", limit=1.5), "limit must be a whole number"),
     (lambda t: t.check_encoder(np.negative, "fp16", any_nan_code="False"),
      "any_nan_code must be True or False"),  # was truthy
@@ -553,6 +552,14 @@ def test_checkers_check_their_options_first(call, message):
 
     with pytest.raises(TypeError, match=message):
         call(testing)
+
+
+def test_checkers_limit_below_zero_is_a_value_error():
+    # a wrong value, not a wrong type (it was a TypeError, as for limit=1.5)
+    from floatlab import testing
+
+    with pytest.raises(ValueError, match=r"limit must be a whole number >= 0 .*got -1"):
+        testing.check_encoder(np.negative, "fp16", limit=-1)
 
 
 @pytest.mark.parametrize("name", ["g", "longdouble"])
@@ -587,7 +594,9 @@ def test_explain_ftz_in_a_format_without_normals(name):
 
 
 @pytest.mark.parametrize("data", [[1.0, True], [[1.0, 2.0], [False, 3.0]], [1, True],
-                                  (0.5, np.bool_(True)), [[0.25, 0.5], (1.0, False)]])
+                                  (0.5, np.bool_(True)), [[0.25, 0.5], (1.0, False)],
+                                  [np.array([True, False]), np.array([2.0, 3.0])],
+                                  [np.array(True), 2.0]])
 @pytest.mark.parametrize("call", [lambda d: floatlab.round(d, "fp16"),
                                   lambda d: floatlab.encode(d, "bf16"),
                                   lambda d: floatlab.array(d, "fp16")])

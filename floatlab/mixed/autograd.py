@@ -113,10 +113,12 @@ class Tensor:
 
     def __bool__(self) -> bool:
         # torch's rule: the truth of one value; more (or none) is ambiguous. Without it, len()
-        # made every non-empty tensor true, so `if loss > 0` style code read any tensor as True
+        # made every non-empty tensor true, so `if loss > 0` style code read any tensor as True.
+        # RuntimeError, as torch's is_nonzero raises (its TORCH_CHECK), so `except` clauses
+        # written against torch catch it
         if self.data.size != 1:
             what = "no values" if self.data.size == 0 else "more than one value"
-            raise ValueError(f"Boolean value of Tensor with {what} is ambiguous (torch's "
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous (torch's "
                              f"words); shape {self.shape}: use .item() on one value, or "
                              "reduce first, e.g. bool((t.numpy() > 0).all())")
         return bool(self.data.reshape(-1)[0])

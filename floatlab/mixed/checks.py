@@ -21,7 +21,8 @@ import numpy as np
 
 from floatlab._validate import resolve_rng
 
-__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit"]
+__all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit",
+           "AxisRangeError"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -107,6 +108,12 @@ def fraction(name: str, value: Any) -> float:
     return x
 
 
+class AxisRangeError(ValueError, IndexError):
+    """An axis out of range for the tensor. Also an IndexError: torch raises IndexError
+    ("Dimension out of range") there, and numpy's AxisError, which the ops raised before
+    :func:`axes` checked up front, is one too, so ``except IndexError`` keeps catching it."""
+
+
 def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
     """``axis`` checked for an array of ``ndim`` dimensions: None, an int or a tuple (or list) of
     distinct ints in [-ndim, ndim), as numpy's reductions take them, with an error naming the op
@@ -130,7 +137,7 @@ def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
             raise TypeError(f"{name}: axis must be an int, a tuple of ints or None, got "
                             f"{axis!r}; e.g. axis=-1 (the last axis) or axis=(0, 1)")
         if not -span <= a < span:
-            raise ValueError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
+            raise AxisRangeError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
                              f"dimension(s); use an axis in [{-span}, {span})")
         if int(a) % span in seen:
             raise ValueError(f"{name}: axis {axis!r} names axis {int(a) % span} twice; list "
@@ -141,15 +148,23 @@ def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
     return tuple(int(a) for a in items) if many else int(axis)
 
 
+@functools.cache
+def _tensor_type() -> type:
+    """floatlab.mixed's Tensor, imported once: the autograd imports this module, so it cannot
+    be imported at the top, and an import statement in :func:`tensor` cost linear() about 2 us
+    a call (three Linear layers: a measurable share of a float32 step)."""
+    from floatlab.mixed.autograd import Tensor
+
+    return Tensor
+
+
 def tensor(name: str, value: Any, *, optional: bool = False) -> Any:
     """``value`` if it is a :class:`~floatlab.mixed.Tensor` (a parameter such as a weight,
     whose gradient the caller wants): arrays and lists are refused with a pointer to
     ``parameter()``, rather than an AttributeError from inside the op."""
-    from floatlab.mixed.autograd import Tensor  # the autograd imports this module
-
     if value is None and optional:
         return None
-    if not isinstance(value, Tensor):
+    if not isinstance(value, _tensor_type()):
         none = " or None" if optional else ""
         raise TypeError(f"{name} must be a floatlab.mixed Tensor{none}, got "
                         f"{type(value).__name__}; wrap arrays with floatlab.mixed.parameter(x) "

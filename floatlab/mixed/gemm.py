@@ -76,6 +76,12 @@ def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = No
     if not all(isinstance(p, Tensor) for p in params):
         raise TypeError("prime_copies: params must be a list of parameter Tensors, e.g. "
                         "model.parameters()")
+    _prime_copies(params, fmt, flat)
+
+
+def _prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = None) -> None:
+    """:func:`prime_copies` of checked arguments: the optimizer's call after every step (its
+    own list of parameters and a Format), which need not pay for the checks again."""
     todo = [p for p in params if not contains(fmt, p.fmt)]
     if not todo:
         return

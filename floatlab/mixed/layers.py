@@ -234,7 +234,8 @@ def layer_norm(
         raise ValueError(f"layer_norm: stats={stats!r}; use one of {', '.join(LAYER_NORM_STATS)}")
     if x.ndim == 0:  # torch: normalized_shape must match the input's last axes
         raise ValueError("layer_norm: x is 0-d; it normalises over the last axis (the features): "
-                         "pass at least a 1-D tensor, e.g. x.reshape(1)")
+                         "pass at least a 1-D tensor, e.g. floatlab.mixed.layers.reshape(x, (1,)) "
+                         "(a Tensor has no .reshape method)")
     n = x.shape[-1]
     for name, p in (("weight", weight), ("bias", bias)):
         p = tensor(f"layer_norm: {name}", p, optional=True)

@@ -19,6 +19,7 @@ the lab and torch. (The MLP classifier lives in :mod:`floatlab.mixed.nn`.)
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -158,6 +159,16 @@ class _Trunk(Module):
         self.ln_f = LayerNorm(d_model, stats=block["stats"])
 
 
+def _repeated(tokens: tuple[Any, ...]) -> list[Any]:
+    """The tokens listed more than once, sorted by repr. Counted by hash (one pass: a word-level
+    vocabulary of 50K tokens took half a minute with tokens.count per token); unhashable tokens
+    (lists) are compared pairwise, as equality is all they offer."""
+    try:
+        return sorted((t for t, k in Counter(tokens).items() if k > 1), key=repr)
+    except TypeError:  # unhashable tokens
+        return [t for i, t in enumerate(tokens) if t in tokens[:i]][:1]
+
+
 class Transformer(Module):
     """A decoder-only, pre-LN transformer language model with tied input/output embeddings.
 
@@ -201,7 +212,7 @@ class Transformer(Module):
                                 f"got {vocab!r}")
             tokens = tuple(vocab)
             vocab = len(tokens)
-            twice = sorted({t for t in tokens if tokens.count(t) > 1}, key=repr)
+            twice = _repeated(tokens)
             if twice:  # two ids for one token: encoding would be ambiguous
                 raise ValueError(f"Transformer: vocab lists {twice[0]!r} more than once; pass "
                                  "each token once, e.g. sorted(set(text))")

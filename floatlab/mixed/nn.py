@@ -263,5 +263,12 @@ def accuracy(logits: Tensor | np.ndarray, targets: Any) -> float:
     if z.ndim != 2:
         raise ValueError(f"accuracy: logits must be (batch, classes), got shape {z.shape}")
     y = _check_targets(targets, z.shape[0], z.shape[1], "accuracy")
+    return _fraction_correct(z, y)
+
+
+def _fraction_correct(z: np.ndarray, y: np.ndarray) -> float:
+    """:func:`accuracy` of checked arrays: logits (batch, classes), one class index per row.
+    The trainer's steps call it directly, as cross_entropy checked the same targets in the
+    same step (the checks cost about 4 us, a step's accuracy itself 8)."""
     ok = z.argmax(axis=1) == y
     return float(ok.mean()) if ok.size else float("nan")

@@ -31,6 +31,7 @@ import numpy as np
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.checks import seed as seed_rng
+from floatlab.mixed.gemm import _prime_copies
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
@@ -208,14 +209,17 @@ class Optimizer:
                 new = self._new_weights(group, where, grad, old, active)
                 moved = (grad != 0) & np.isfinite(grad)
                 nonzero += int(np.count_nonzero(moved))
-                lost += int(np.count_nonzero(moved & (new == old)))
+                # lr = 0 (torch allows it) makes no update: none is lost. (getattr: a
+                # subclass of Optimizer need not have an lr)
+                if getattr(self, "lr", None) != 0:
+                    lost += int(np.count_nonzero(moved & (new == old)))
                 if isinstance(where, slice):
                     weights = new
                 else:
                     weights[where] = new
                 group.scatter(active, weights)
                 if self.low_copies is not None and not _copies_unread():
-                    prime_copies(group.params, self.low_copies, flat=weights)
+                    _prime_copies(group.params, self.low_copies, flat=weights)  # checked
         self.last_report = UpdateReport(nonzero, lost)
         return self.last_report
 

@@ -32,7 +32,7 @@ from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
 from floatlab.mixed.models import Transformer
-from floatlab.mixed.nn import MLP, Module, accuracy
+from floatlab.mixed.nn import MLP, Module, _fraction_correct, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
 from floatlab.mixed.optim8bit import Adam8bit, StateAdam
 from floatlab.mixed.policy import (
@@ -429,7 +429,7 @@ class Trainer:
             else:
                 logits = model(Tensor(xb))
                 loss = cross_entropy(logits, yb)
-                batch_accuracy = accuracy(logits, yb)
+                batch_accuracy = _fraction_correct(logits.data, yb)  # yb checked just above
             objective = loss * self.loss_multiplier if self.loss_multiplier != 1 else loss
             (scaler.scale(objective) if scaler is not None else objective).backward()
             if scaler is not None:

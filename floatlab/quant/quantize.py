@@ -89,10 +89,13 @@ def _check_shape(shape: Any) -> tuple[int, ...] | None:
         return None
     dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
     if not isinstance(dims, (tuple, list)) or not all(
-            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 0
+            isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
             for n in dims):
         raise TypeError(f"shape must be a tuple of non-negative ints such as q.shape, got "
                         f"{shape!r}")
+    if any(n < 0 for n in dims):  # a wrong value, as numpy's "negative dimensions"
+        raise ValueError(f"shape must be a tuple of non-negative ints such as q.shape, got "
+                         f"{shape!r}")
     return tuple(int(n) for n in dims)
 
 
