@@ -472,3 +472,13 @@ def array(
         accumulator = Accumulator(accumulator)
     rounded = _round(values, fmt, mode, rng=rng, random_bits=random_bits)
     return FloatArray(rounded, fmt, mode, rng, accumulator, random_bits, owned=True)
+
+
+def __getattr__(name: str) -> Any:
+    """``from floatlab.arith import fma`` keeps working: fma moved to
+    :mod:`floatlab.fused_multiply_add` (which imports this module, hence the lazy import)."""
+    if name == "fma":
+        from floatlab.fused_multiply_add import fma
+
+        return fma
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

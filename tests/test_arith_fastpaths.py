@@ -141,3 +141,10 @@ def test_a_midpoint_below_the_smallest_normal_is_fixed_too():
     got = floatlab.fma(2.0**-24, 1.5, -(2.0**-80), fmt="fp16")
     assert float(got) == 2.0**-24
     assert float(floatlab.fma(2.0**-24, 1.5, 2.0**-80, fmt="fp16")) == 2.0**-23
+
+
+def test_fma_still_imports_from_arith():
+    # fma moved to floatlab.fused_multiply_add; code written against floatlab.arith keeps working
+    from floatlab.arith import fma
+
+    assert fma is floatlab.fma

@@ -199,12 +199,28 @@ def test_gelu_of_0d_is_0d(approximate):
     ("0.5", TypeError, "dropout: p must be a number such as 0.5, got '0.5'"),
     (None, TypeError, "dropout: p must be a number"),
     (True, TypeError, r"dropout: p must be a number such as 0.5, got True \(bool\)"),
-    (float("nan"), ValueError, r"dropout: p must be a probability in \[0, 1\), got nan"),
-    (1.0, ValueError, r"dropout: p must be a probability in \[0, 1\), got 1.0"),
+    (float("nan"), ValueError, "dropout: p must be a probability between 0 and 1, got nan"),
+    (1.5, ValueError, "dropout: p must be a probability between 0 and 1, got 1.5"),
+    (-0.1, ValueError, "dropout: p must be a probability between 0 and 1, got -0.1"),
 ])
 def test_dropout_p_is_checked(p, error, match):
     with pytest.raises(error, match=match):
         fm.dropout(_t(4), p, rng=0)
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed", "16-true"])
+def test_dropout_p_one_is_torchs_input_times_zero(precision):
+    # torch's dropout at p = 1 returns input * zeros({}) (no mask drawn): NaN / inf give NaN,
+    # negative values -0, and the gradient is g * 0; floatlab refused p = 1
+    with fm.use_precision(precision):
+        x = fm.Tensor(np.array([1.5, -2.0, 0.0, -0.0, np.inf, np.nan]), requires_grad=True)
+        y = fm.dropout(x, 1.0, rng=None)
+        want = (x.data * x.data.dtype.type(0)).astype(y.data.dtype)
+        assert np.array_equal(y.data, want, equal_nan=True)  # (a NaN's sign is no value)
+        assert np.array_equal(np.signbit(y.data[:4]), [False, True, False, True])
+        y.backward(np.array([1.0, -1.0, 2.0, 3.0, 4.0, 5.0], y.data.dtype))
+    assert np.array_equal(np.signbit(x.grad), [False, True, False, False, False, False])
+    assert not x.grad.any()
 
 
 def test_dropout_takes_numpy_probabilities():

@@ -393,7 +393,9 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
 
     The mask comes from ``rng`` (a Generator, or a seed), so a run is reproducible. The
     product is computed in float32 and rounded once to the input's format (on no autocast
-    list). With ``training=False`` or ``p == 0`` the input is returned unchanged.
+    list). With ``training=False`` or ``p == 0`` the input is returned unchanged; ``p == 1``
+    gives ``x * 0`` with no mask drawn, as torch's dropout does (NaN and inf entries give NaN,
+    negative ones -0).
 
     >>> dropout(Tensor([1.0, 1.0, 1.0, 1.0]), 0.5, rng=0).data.tolist()
     [2.0, 0.0, 0.0, 0.0]
@@ -401,10 +403,16 @@ def dropout(x: Any, p: float, rng: np.random.Generator | int | None,
     x = _operand(x, "dropout: x")
     training = flag("dropout: training", training)
     p = number("dropout: p", p, finite=False)  # a real number (NumPy's too); its range below
-    if not 0 <= p < 1:
-        raise ValueError(f"dropout: p must be a probability in [0, 1), got {p!r}")
+    if not 0 <= p <= 1:  # (torch's range, and its words: "has to be between 0 and 1")
+        raise ValueError(f"dropout: p must be a probability between 0 and 1, got {p!r}")
     if not training or p == 0:
         return x
+    if p == 1:  # torch: input * zeros({}) -- every entry dropped, the product still rounded
+        fmt = active_policy().op_format("dropout", x.fmt)
+        dt = storage_dtype(fmt)
+        zero = dt.type(0)
+        out = quantize(x.data.astype(dt, copy=False) * zero, fmt)
+        return _result(out, fmt, (x,), lambda g: _send(x, g * zero, fmt), "dropout")
     if rng is None:
         raise ValueError("dropout: pass rng= (a numpy Generator or a seed): the mask must "
                          "be reproducible")
