@@ -406,6 +406,14 @@ def test_dataset_generators_check_their_arguments(make, error, match):
         make()
 
 
+def test_digits_split_leaves_rows_on_both_sides():
+    # digits counted its training rows by hand (int(n * f)) and came back with an empty split
+    pytest.importorskip("sklearn")
+    with pytest.raises(ValueError, match="digits: train_fraction=0.0001 of n=1797 rows leaves an "
+                                         "empty training split"):
+        fm.digits(train_fraction=1e-4)
+
+
 @pytest.mark.parametrize("X, y, error, match", [
     ([[1.0], [1.0, 2.0]], [0, 1], ValueError, "Dataset.from_arrays: X is ragged"),
     (np.ma.array(np.ones((4, 2))), [0, 1, 0, 1], TypeError,
