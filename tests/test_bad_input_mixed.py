@@ -613,6 +613,8 @@ def test_recipe_flags_and_seeds():
     (lambda: fm.matmul(["a"], _t(1, 1)), "matmul: a must hold real numbers"),
     (lambda: fm.relu({"a": 1}), "relu: x must hold real numbers"),
     (lambda: fm.cross_entropy("ab", [0]), "cross_entropy: logits must hold real numbers"),
+    (lambda: fm.mse_loss("ab", [0.0]), "mse_loss: pred must hold real numbers"),
+    (lambda: fm.mse_loss([0.0], "ab"), "mse_loss: target must hold real numbers"),
     (lambda: fm.scaled_dot_product_attention(_t(1, 2), _t(1, 2), "v"),
      "scaled_dot_product_attention: v must hold real numbers"),
 ])
