@@ -365,9 +365,10 @@ def test_adam8bit_options_take_numpy_ints_and_refuse_other_types():
     p = [fm.parameter(np.zeros(8, np.float32))]
     assert fm.Adam8bit(p, block=np.int64(256), min_8bit_size=np.int64(0)).min_8bit_size == 0
     assert fm.StateAdam(p, expand=np.bool_(False)).expand is False
-    with pytest.raises(TypeError, match="block must be a positive int"):
+    with pytest.raises(TypeError, match=r"block must be a whole number \(int\) >= 1, got '256'"):
         fm.Adam8bit(p, block="256")
-    with pytest.raises(TypeError, match="min_8bit_size must be an int >= 0, got 2.5"):
+    with pytest.raises(TypeError, match=r"min_8bit_size must be a whole number \(int\) >= 0, "
+                                        "got 2.5"):
         fm.Adam8bit(p, min_8bit_size=2.5)
     with pytest.raises(TypeError, match="expand must be True or False, got 'False'"):
         fm.StateAdam(p, expand="False")
@@ -403,6 +404,14 @@ def test_adam8bit_options_take_numpy_ints_and_refuse_other_types():
 def test_dataset_generators_check_their_arguments(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+def test_digits_split_leaves_rows_on_both_sides():
+    # digits counted its training rows by hand (int(n * f)) and came back with an empty split
+    pytest.importorskip("sklearn")
+    with pytest.raises(ValueError, match="digits: train_fraction=0.0001 of n=1797 rows leaves an "
+                                         "empty training split"):
+        fm.digits(train_fraction=1e-4)
 
 
 @pytest.mark.parametrize("X, y, error, match", [
@@ -604,6 +613,8 @@ def test_recipe_flags_and_seeds():
     (lambda: fm.matmul(["a"], _t(1, 1)), "matmul: a must hold real numbers"),
     (lambda: fm.relu({"a": 1}), "relu: x must hold real numbers"),
     (lambda: fm.cross_entropy("ab", [0]), "cross_entropy: logits must hold real numbers"),
+    (lambda: fm.mse_loss("ab", [0.0]), "mse_loss: pred must hold real numbers"),
+    (lambda: fm.mse_loss([0.0], "ab"), "mse_loss: target must hold real numbers"),
     (lambda: fm.scaled_dot_product_attention(_t(1, 2), _t(1, 2), "v"),
      "scaled_dot_product_attention: v must hold real numbers"),
 ])

@@ -268,7 +268,7 @@ def test_adam8bit_rejects_bad_options():
     p = parameter(np.zeros(10, np.float32))
     with pytest.raises(ValueError, match="map='log'"):
         Adam8bit([p], map="log")
-    with pytest.raises(ValueError, match="block must be a positive int"):
+    with pytest.raises(ValueError, match="block must be >= 1, got 0"):
         Adam8bit([p], block=0)
     with pytest.raises(ValueError, match="state must be a dict"):
         StateAdam([p], state={"momentum": "fp16"})

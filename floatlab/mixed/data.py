@@ -203,7 +203,7 @@ def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
     >>> d.features, d.classes, len(d.X_train)         # doctest: +SKIP
     (64, 10, 1257)
     """
-    train_fraction = fraction("digits: train_fraction", train_fraction)
+    fraction("digits: train_fraction", train_fraction)  # before the import (and its error)
     rng = seed_rng("digits: seed", seed)
     try:
         from sklearn.datasets import load_digits
@@ -215,5 +215,5 @@ def digits(train_fraction: float = 0.7, seed: int = 0) -> Dataset:
     X = (np.asarray(bunch.data, np.float64) / 16).astype(np.float32)
     y = np.asarray(bunch.target, np.int64)
     order = rng.permutation(len(y))
-    return _split("digits", X[order], y[order], 10, int(len(y) * train_fraction),
+    return _split("digits", X[order], y[order], 10, _train_rows("digits", len(y), train_fraction),
                   "scikit-learn's 8x8 handwritten digits, pixels / 16")

@@ -22,7 +22,7 @@ import numpy as np
 
 from floatlab._validate import as_array, as_float_array
 from floatlab.formats import Format, get_format
-from floatlab.mixed.autograd import Tensor
+from floatlab.mixed.autograd import Tensor, _operand
 from floatlab.mixed.checks import flag, sizes_fit, whole
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.elementwise import cast, mul, relu, sub, tanh
@@ -237,8 +237,7 @@ def mse_loss(pred: Tensor, target: Any) -> Tensor:
     5.0
     """
     policy = active_policy()
-    pred = pred if isinstance(pred, Tensor) else Tensor(pred)
-    target = target if isinstance(target, Tensor) else Tensor(target)
+    pred, target = _operand(pred, "mse_loss: pred"), _operand(target, "mse_loss: target")
     if pred.shape != target.shape:
         raise ValueError(f"mse_loss: pred has shape {pred.shape}, target {target.shape}; "
                          "they must match")

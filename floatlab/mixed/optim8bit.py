@@ -29,14 +29,13 @@ reads back ``sign(y)·|y|**(1/k)``.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.checks import flag
+from floatlab.mixed.checks import flag, whole
 from floatlab.mixed.optim import Adam
 from floatlab.mixed.policy import FP32, nbytes
 from floatlab.mixed.tensor import Tensor
@@ -119,12 +118,7 @@ class StateAdam(Adam):
             raise ValueError(f"state must be a dict with keys among {MOMENTS}, e.g. "
                              f"{{'exp_avg': 'e4m3fn', 'exp_avg_sq': 'fp16'}}, got {state!r}")
         self.specs = {k: _spec(state.get(k), k) for k in MOMENTS}
-        if isinstance(min_8bit_size, (bool, np.bool_)) or \
-                not isinstance(min_8bit_size, numbers.Integral):  # NumPy ints too
-            raise TypeError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
-        if min_8bit_size < 0:
-            raise ValueError(f"min_8bit_size must be an int >= 0, got {min_8bit_size!r}")
-        self.min_8bit_size = int(min_8bit_size)
+        self.min_8bit_size = whole("min_8bit_size", min_8bit_size, minimum=0)  # NumPy ints too
         self.expand = flag("expand", expand)  # np.bool_ as well as bool
         for group in self.groups:
             if group.state_fmt != group.fmt or group.fmt not in _MASTER_FORMATS:
@@ -236,14 +230,8 @@ class Adam8bit(StateAdam):
         if map not in ("dynamic", "linear"):
             raise ValueError(f"map={map!r}: use 'dynamic' (bitsandbytes) or 'linear' (the "
                              "ablation)")
-        if block is not None:
-            wrong_type = isinstance(block, (bool, np.bool_)) or \
-                not isinstance(block, numbers.Integral)  # NumPy ints are ints
-            if wrong_type or block < 1:
-                raise (TypeError if wrong_type else ValueError)(
-                    f"block must be a positive int (256) or None (one absmax per tensor), got "
-                    f"{block!r}")
-            block = int(block)
+        if block is not None:  # None: one absmax per tensor
+            block = whole("block", block)  # NumPy ints are ints
         self.block, self.map = block, map
         state = {k: _moment_scheme(signed, block, map)
                  for k, signed in (("exp_avg", True), ("exp_avg_sq", False))}
