@@ -774,6 +774,10 @@ def test_recipe_resolves_format_names():
 def test_datasets_built_by_hand_are_checked():
     X, y = np.ones((4, 2), np.float32), np.array([0, 1, 0, 1])
     assert fm.Dataset("ok", X, y, X, y, classes=2).features == 2
+    # lists pass the check and are kept as the checked arrays (.features read a list's .shape)
+    listed = fm.Dataset("lists", X.tolist(), y.tolist(), X.tolist(), y.tolist(), classes=2)
+    assert listed.features == 2 and np.array_equal(listed.X_train, X)
+    assert fm.Dataset("ok", X, y, X, y, classes=2).X_train is X  # arrays: not copied
     with pytest.raises(TypeError, match=r"Dataset: X_train must be a 2-D array of real numbers"):
         fm.Dataset("x", "a", "b", "c", "d", 2)
     with pytest.raises(ValueError, match=r"Dataset: y_test holds labels from 0 to 1, outside "

@@ -101,6 +101,10 @@ def _check_dataset(d: Dataset) -> None:
         if y.size and (y.min() < 0 or y.max() >= classes):
             raise ValueError(f"Dataset: y_{split} holds labels from {y.min()} to {y.max()}, "
                              f"outside [0, {classes}) for classes={classes}")
+        # keep the checked arrays (the same objects for arrays; lists become arrays, which
+        # .features and training read: a Dataset of lists passed the check, then failed there)
+        object.__setattr__(d, f"X_{split}", X)
+        object.__setattr__(d, f"y_{split}", y)
 
 
 def _split(name: str, X: np.ndarray, y: np.ndarray, classes: int, n_train: int,
