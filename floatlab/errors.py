@@ -43,6 +43,7 @@ from floatlab._validate import resolve_rng
 from floatlab.arith import FloatArray, array
 from floatlab.codec import encode
 from floatlab.formats import Format, get_format
+from floatlab.formats.resolve import _one_format
 from floatlab.mixed.checks import whole
 from floatlab.rounding import as_float_array
 from floatlab.rounding import round as _round
@@ -108,8 +109,8 @@ def error_profile(
     Results that are inf or NaN where the reference is finite count as all bits wrong.
     """
     xs = np.asarray(as_float_array(x), dtype=np.float64)
-    if isinstance(formats, (str, bytes, Format, np.dtype, type)):  # one format, as in finfo
-        fmts = [get_format(formats)]  # (np.float16 or a dtype: get_format takes them)
+    if _one_format(formats):  # (np.float16 or a dtype: get_format takes them)
+        fmts = [get_format(formats)]
     elif isinstance(formats, Iterable):
         fmts = [get_format(fmt) for fmt in formats]
     else:
