@@ -357,9 +357,9 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     """
     fmt = get_format(fmt)
     arr = as_array(codes_or_values, "codes_or_values")
-    if arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat):
-        arr = _as_codes(arr, fmt)  # Python ints beyond int64 ([2**64]) are codes too: checked
-    if arr.dtype.kind in "iu":
+    # (Python ints beyond int64, [2**64], are codes too: _as_codes checks them)
+    if arr.dtype.kind in "iu" or (
+            arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat)):
         codes = _as_codes(arr, fmt).astype(fmt.code_dtype)
         if rounding_options:  # nothing is rounded: check them anyway, and say so
             _resolved_options(rounding_options)

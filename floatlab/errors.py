@@ -43,6 +43,8 @@ from floatlab._validate import resolve_rng
 from floatlab.arith import FloatArray, array
 from floatlab.codec import encode
 from floatlab.formats import Format, get_format
+from floatlab.formats.resolve import _one_format
+from floatlab.mixed.checks import whole
 from floatlab.rounding import as_float_array
 from floatlab.rounding import round as _round
 
@@ -63,10 +65,7 @@ class ErrorProfile:
 
     def table(self, limit: int = 12) -> str:
         """A text table: input, then result / bits of error per format."""
-        if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)):
-            raise TypeError(f"limit must be an int >= 0 (rows to show), got {limit!r}")
-        if limit < 0:
-            raise ValueError(f"limit must be an int >= 0 (rows to show), got {limit!r}")
+        limit = whole("limit", limit, minimum=0)  # rows to show
         head = f"{'x':>14}" + "".join(f"  {f.name:>22}" for f in self.formats)
         rows = [head]
         for i, value in enumerate(self.x.reshape(-1)[:limit].tolist()):
@@ -110,8 +109,8 @@ def error_profile(
     Results that are inf or NaN where the reference is finite count as all bits wrong.
     """
     xs = np.asarray(as_float_array(x), dtype=np.float64)
-    if isinstance(formats, (str, bytes, Format, np.dtype, type)):  # one format, as in finfo
-        fmts = [get_format(formats)]  # (np.float16 or a dtype: get_format takes them)
+    if _one_format(formats):  # (np.float16 or a dtype: get_format takes them)
+        fmts = [get_format(formats)]
     elif isinstance(formats, Iterable):
         fmts = [get_format(fmt) for fmt in formats]
     else:

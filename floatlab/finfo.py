@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.formats.resolve import _one_format
 
 __all__ = ["finfo", "FInfo", "compare_formats", "FormatComparison"]
 
@@ -418,11 +419,8 @@ def compare_formats(formats: Iterable[str | Format | Any] | None = None) -> Form
     >>> dict(table.rows)["max"]
     ('448', '57344')
     """
-    if isinstance(formats, (str, bytes, Format, np.dtype, type)) or (
-            formats is not None and not isinstance(formats, Iterable)):
-        formats = [formats]  # one format (a dtype or a float counts, as in finfo)
-    elif isinstance(formats, np.ndarray) and formats.ndim == 0:
-        formats = [formats]  # a 0-d array stands for its dtype (finfo) and cannot be iterated
+    if formats is not None and (_one_format(formats) or not isinstance(formats, Iterable)):
+        formats = [formats]  # one format (a dtype, a float or a 0-d array counts, as in finfo)
     chosen: Sequence[Any] = DEFAULT_COMPARISON if formats is None else list(formats)
     if not chosen:
         raise ValueError("compare_formats needs at least one format, e.g. ['fp16', 'bf16']")

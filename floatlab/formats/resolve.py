@@ -53,6 +53,14 @@ def _ambiguity_message(name: str, candidates: tuple[str, ...]) -> str:
     )
 
 
+def _one_format(formats: Any) -> bool:
+    """Whether ``formats`` (of a function taking one format or a list of them) is one format:
+    a name, a Format, a dtype or scalar type, or a 0-d array (finfo reads its dtype), which
+    are iterable (or not) without being lists of formats."""
+    return isinstance(formats, (str, bytes, Format, np.dtype, type)) or (
+        isinstance(formats, np.ndarray) and formats.ndim == 0)
+
+
 def get_format(fmt: str | Format | Any) -> Format:
     """Resolve a name, a :class:`Format`, or a numpy / ml_dtypes dtype to a Format.
 

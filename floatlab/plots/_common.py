@@ -18,6 +18,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
 from floatlab.formats import Format, get_format
+from floatlab.formats.resolve import _one_format
 from floatlab.rounding import as_float_array
 
 FormatLike = str | Format | Any
@@ -54,8 +55,7 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
 
 def _formats(formats: FormatLike | Iterable[FormatLike]) -> list[Format]:
     """One format or several, resolved (unknown names raise FormatNameError)."""
-    if isinstance(formats, (str, bytes, Format, np.dtype, type)) or not isinstance(
-            formats, Iterable) or (isinstance(formats, np.ndarray) and formats.ndim == 0):
+    if _one_format(formats) or not isinstance(formats, Iterable):
         formats = [formats]  # one format; get_format then says what a bad one should be
     resolved = [get_format(f) for f in formats]
     if not resolved:

@@ -175,11 +175,9 @@ def _skipped_mask(raw: Any, n: int, label: str) -> np.ndarray:
         if arr.size != n:
             raise ValueError(f"history {label!r}: 'skipped' has {arr.size} flags for {n} steps")
         return arr.ravel()
-    try:
-        steps = arr.astype(np.int64).ravel()
-    except (TypeError, ValueError):
-        steps = None
-    if steps is None or arr.dtype.kind not in "iuf" or (steps != arr.ravel()).any():
+    # (the cast of a number dtype cannot fail; strings and objects never get to it)
+    steps = arr.astype(np.int64).ravel() if arr.dtype.kind in "iuf" else None
+    if steps is None or (steps != arr.ravel()).any():
         raise TypeError(f"history {label!r}: 'skipped' must be one True / False per step or "
                         f"the skipped step indices, got {repr(raw)[:60]}")
     if steps.size and not (0 <= steps.min() and steps.max() < n):

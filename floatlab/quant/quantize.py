@@ -412,13 +412,14 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         arr = unpack_codes(arr, element.bits, count).reshape(shape)
     elif shape is not None and shape != arr.shape:
         raise ValueError(f"codes have shape {arr.shape}, not {shape}")
-    if element.bits in (4, 6) and arr.size and arr.max() >= 1 << element.bits:
+    low, high = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)  # (one pass each)
+    if element.bits in (4, 6) and high >= 1 << element.bits:
         raise ValueError(f"codes exceed {element.bits} bits: pass packed codes with shape=... "
                          "or one code per value")
-    if arr.size and (arr.min() < 0 or arr.max() >= 1 << element.bits):
+    if low < 0 or high >= 1 << element.bits:
         # (a code beyond the table was read as NaN, a negative one clipped to code 0)
         raise ValueError(f"codes of {element.name} run from 0 to {(1 << element.bits) - 1}, "
-                         f"got {int(arr.min() if arr.min() < 0 else arr.max())}; pass the "
+                         f"got {low if low < 0 else high}; pass the "
                          "codes quantize() stored (QuantizedTensor.codes)")
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError("codes must be a non-empty array with at least one dimension")
