@@ -234,6 +234,12 @@ def test_dequantize_checks_scales_and_the_global_scale():
     with pytest.raises(ValueError, match="has no global scale, so global_scale=2.0 would be "
                                          "ignored"):
         floatlab.dequantize(codes, np.array([1.0]), f32, global_scale=2.0)
+    # a Python int beyond float64: a bare OverflowError from math.isfinite before
+    with pytest.raises(ValueError, match="global_scale must be finite and >= 0 .*got an "
+                                         "integer beyond float64's range"):
+        floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape, global_scale=10**400)
+    with pytest.raises(ValueError, match="amax must be finite .*integer beyond float64"):
+        floatlab.CurrentScaling("e4m3fn").scale_for(10**400)
     back = floatlab.dequantize(q.codes, q.scales, "nvfp4", shape=q.shape,
                                global_scale=q.global_scale)
     assert np.array_equal(back, q.dequantize())

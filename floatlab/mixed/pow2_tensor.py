@@ -102,14 +102,13 @@ def _pow2_tensor_fake_quantize(scaler: CurrentScaling | DelayedScaling, x: np.nd
     amax = abs(high) if high >= -low else abs(low)
     if not math.isfinite(amax):
         _as_float_with_amax(x)
-    arr = x
     delayed = isinstance(scaler, DelayedScaling)
     scale = scaler.scale if delayed else None
     if scale is None:
         scale = scaler._scale_of(amax) if delayed else scaler.scale_for(amax)
     if not scale < _TWIN_LIMIT:  # (the twin's overflowed scale, or beyond: the general path)
         return None
-    values = _round_rows_pow2(np.ascontiguousarray(arr), np.array(amax, np.float32),
+    values = _round_rows_pow2(np.ascontiguousarray(x), np.array(amax, np.float32),
                               np.array(scale, np.float32), scaler.fmt)
     if values is None:
         return None

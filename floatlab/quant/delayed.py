@@ -465,7 +465,11 @@ def _check_amax(amax: Any) -> float:
             amax, (int, float, np.integer, np.floating)):
         raise TypeError(f"amax must be a number >= 0 (the largest magnitude of a tensor), got "
                         f"{amax!r}; e.g. float(np.max(np.abs(x)))")
-    value = float(amax)
+    try:
+        value = float(amax)
+    except OverflowError:  # a Python int beyond float64 (10**400)
+        raise ValueError("amax must be finite and >= 0 (a largest magnitude), got an integer "
+                         "beyond float64's range") from None
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"amax must be finite and >= 0 (a largest magnitude), got {value!r}")
     return value

@@ -454,9 +454,13 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
                 global_scale, (int, float, np.integer, np.floating)):
             raise TypeError(f"global_scale must be a number (q.global_scale), got "
                             f"{global_scale!r}")
-        if not (math.isfinite(global_scale) and global_scale >= 0):
+        try:
+            finite, shown = math.isfinite(global_scale), repr(global_scale)
+        except OverflowError:  # a Python int beyond float64 (10**400)
+            finite, shown = False, "an integer beyond float64's range"
+        if not (finite and global_scale >= 0):
             raise ValueError(f"global_scale must be finite and >= 0 (q.global_scale), got "
-                             f"{global_scale!r}")
+                             f"{shown}")
         sc = (np.float32(global_scale) * sc.astype(np.float32)).astype(np.float64)
     elif global_scale is not None:
         raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
