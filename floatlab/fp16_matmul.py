@@ -164,11 +164,12 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     n, k = a.shape
     m = b.shape[1]
     compact = counts is not None
+    outer = not compact and _outer_takes(builtins.min(n, builtins.max(1, tile // m)), m)
     scaled = _float16_scaled(a, b, tile, bits, known)
     a_run, b_run = a, b
     if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
-        if not compact:
+        if not compact and not outer:  # (_outer_steps scales the columns it copies)
             a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
         # (a stable sort of 16-bit keys is a radix sort: 2-3x faster than of -counts)
@@ -198,6 +199,10 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
             blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
                                      _SCALE_A if scaled else None, starts[start:stop],
                                      nonzero, flat)
+        elif outer:  # each step's products made straight into the magic buffer
+            _outer_steps(out[start:stop], magic[:size], a[start:stop], b_run,
+                         _SCALE_A if scaled else None, None if scaled else floor[:size])
+            continue
         else:
             blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
         active = -1
@@ -384,6 +389,72 @@ def _product_blocks(a: np.ndarray, b: np.ndarray):
         yield work.reshape(g, n, m)[: builtins.min(g, k - block * g)]
 
 
+_FAST_OUTER = True  # switch for the tests (dense products by _outer_steps where rows are long)
+_OUTER_MIN_COLUMNS = 128  # the shortest output rows _outer_steps takes (measured below)
+_OUTER_MIN_ROWS = 16  # and the fewest rows (fwd 3's 4 x 512 outputs: 512 against 485 us)
+_OUTER_BUFSIZE = 64  # NumPy's ufunc buffer (elements) while it runs (measured below)
+
+
+def _outer_takes(n: int, m: int) -> bool:
+    """Whether the dense loop on (n, m) outputs (a tile's) makes its products by
+    :func:`_outer_steps` rather than by BLAS blocks (:func:`_product_blocks`)."""
+    return _FAST_OUTER and m >= _OUTER_MIN_COLUMNS and n >= _OUTER_MIN_ROWS
+
+
+def _outer_steps(t: np.ndarray, magic: np.ndarray, a: np.ndarray, b: np.ndarray,
+                 scale: float | None, floor: np.ndarray | None) -> None:
+    """The dense loop of :func:`_float16_magic_rows` on one tile, its products made one inner
+    index at a time by NumPy's broadcast multiply ``a[:, k, None] * b[k]`` straight into the
+    magic buffer (which the step's next pass overwrites with M), not by BLAS in blocks
+    (:func:`_product_blocks`). The values are the same: each is NumPy's float64 product
+    ``a[i, k] * b[k, j]`` (the BLAS block's one nonzero term). ``t``: the tile's running sums
+    (rows of a times b's columns), updated in place; ``magic``: a work buffer of t's shape;
+    ``scale``: a power of two for a's values (the scaled loop's 2**-505, applied to the
+    column copy: exact, see :func:`_float16_scale_applies`); ``floor``: the clamp of M (the
+    unscaled loop), or None (the scaled loop).
+
+    Why it is faster: NumPy buffers a broadcast operand through its ufunc buffer unless the
+    output rows are longer than the buffer, and the copy makes a column-times-row product cost
+    0.65-0.9 ns a value at the default 8192 elements. With a 64-element buffer, NumPy 2.x
+    multiplies row by row unbuffered: 0.17-0.25 ns a value for rows of 256-2048 (0.38 at 128;
+    no gain below), against 0.3-0.4 for the BLAS blocks in isolation and 0.7-1.3 measured in
+    the lab's step (their K = 4 products write a 4x larger block, out of L1). The buffer size
+    only changes speed; it is set for this loop alone and restored (NumPy 2 scopes it to the
+    context, like ``np.errstate``).
+    """
+    n, k = a.shape
+    columns = _scratch("outer_columns", (k, n))
+    if scale is None:
+        columns[...] = a.T
+    else:
+        np.multiply(a.T, scale, out=columns)
+    columns = columns.reshape(k, n, 1)
+    t_bits, magic_bits = t.view(np.uint64), magic.view(np.uint64)
+    exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
+    add, subtract, multiply, bitwise_and = np.add, np.subtract, np.multiply, np.bitwise_and
+    old = np.setbufsize(_OUTER_BUFSIZE)
+    try:
+        if floor is None:
+            for column, row in zip(columns, b, strict=True):
+                multiply(column, row, magic)  # x
+                add(t, magic, t)  # v * 2**-1009
+                bitwise_and(t_bits, exponent, magic_bits)
+                add(magic_bits, offset, magic_bits)  # M * 2**-1009
+                add(t, magic, t)
+                subtract(t, magic, t)  # fp16's rounding of v, times 2**-1009
+            return
+        for column, row in zip(columns, b, strict=True):
+            multiply(column, row, magic)
+            add(t, magic, t)  # v
+            bitwise_and(t_bits, exponent, magic_bits)
+            add(magic_bits, offset, magic_bits)
+            np.maximum(magic, floor, out=magic)
+            add(t, magic, t)
+            subtract(t, magic, t)  # fp16's rounding of v
+    finally:
+        np.setbufsize(old)
+
+
 _FAST_COMPACT = True  # switch for the tests (zero products left out, else all added)
 # Cost model of the loop per tile and addition, in microseconds (this CPU, 2 cores, measured
 # on the lab's shapes): five passes of _CALL_US overhead and _PASS_NS per output; products by
@@ -391,6 +462,7 @@ _FAST_COMPACT = True  # switch for the tests (zero products left out, else all a
 # per output).
 _CALL_US, _PASS_NS = 0.28, 0.96
 _BLAS_US, _BLAS_NS = 0.15, 0.54
+_OUTER_NS = 0.25  # (_outer_steps' products, measured in the step)
 _GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
 _ORDER_NS = 3.2  # per element of a: listing each row's nonzeros in order (_nonzeros_in_order)
 _GATHER_OUTPUTS = 32768  # products gathered per call, in at most _GATHER_STEPS steps: several
@@ -433,7 +505,10 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     m = b.shape[1]
 
     def dense(rows_n: int, cols: int) -> float:
-        tiles = -(-rows_n // builtins.max(1, tile // cols))
+        rows = builtins.min(rows_n, builtins.max(1, tile // cols))
+        tiles = -(-rows_n // rows)
+        if _outer_takes(rows, cols):  # products by _outer_steps: one call per addition
+            return k * (tiles * 6 * _CALL_US + rows_n * cols * (_PASS_NS + _OUTER_NS) * 1e-3)
         return k * (tiles * (5 * _CALL_US + _BLAS_US)
                     + rows_n * cols * (_PASS_NS + _BLAS_NS) * 1e-3)
 

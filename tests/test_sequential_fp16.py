@@ -75,13 +75,28 @@ def _cases(rng):
 
 
 CASES = ["random", "ties", "subnormal", "cancellation", "zeros", "dead", "lab", "overflow"]
+PRODUCTS = ["blas-products", "broadcast-products", "outer-products"]
+
+
+def _make_products(products, monkeypatch):
+    """The dense loop's products by BLAS blocks, by one broadcast multiply per block, or by
+    _outer_steps (one multiply per inner index into the magic buffer, on every shape)."""
+    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", products == "blas-products")
+    monkeypatch.setattr(fp16_matmul, "_FAST_OUTER", products == "outer-products")
+    monkeypatch.setattr(fp16_matmul, "_OUTER_MIN_COLUMNS", 1)
+    monkeypatch.setattr(fp16_matmul, "_OUTER_MIN_ROWS", 1)
+    calls = []
+    real = fp16_matmul._outer_steps
+    monkeypatch.setattr(fp16_matmul, "_outer_steps",
+                        lambda *args: calls.append(args[0].shape) or real(*args))
+    return calls
 
 
 @pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
-@pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
+@pytest.mark.parametrize("products", PRODUCTS)
 @pytest.mark.parametrize("case", CASES)
-def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypatch):
-    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
+def test_fp16_matmul_engines_equal_the_emulated_path(case, products, scale, monkeypatch):
+    outer_calls = _make_products(products, monkeypatch)
     monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     rng = np.random.default_rng(11)
@@ -101,6 +116,7 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypa
         _same_bits(fp16_matmul._float16_magic(b.T, a.T), want.T)
         # several tiles of rows, the last one short
         _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
+    assert not outer_calls or products == "outer-products"  # (every case runs it: below)
     if case == "zeros":
         assert np.signbit(want[5]).any() and (want[5] == 0).any()  # -0 totals occur
     if case == "dead":  # +0 and -0 totals in every row
@@ -113,12 +129,16 @@ def test_fp16_matmul_engines_equal_the_emulated_path(case, blas, scale, monkeypa
                          ids=["dense", "dense-transposed", "compact-rows", "compact-columns"])
 @pytest.mark.parametrize("case", CASES[:-1])
 @pytest.mark.parametrize("fast_order", [True, False], ids=["flatnonzero", "argsort"])
-def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monkeypatch):
+@pytest.mark.parametrize("products", ["blas-products", "outer-products"])
+def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, products,
+                                                   monkeypatch):
     # _float16_plan picks the loop by a cost model; every choice must give the same bits:
     # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
     # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short;
-    # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER)
+    # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER); the dense loops'
+    # products by BLAS blocks or by _outer_steps
     monkeypatch.setattr(fp16_matmul, "_FAST_ORDER", fast_order)
+    outer_calls = _make_products(products, monkeypatch)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
     a, b = a.copy(), b.copy()
@@ -136,6 +156,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, monke
         _same_bits(fp16_matmul._float16_magic(a, b, tile=5 * b.shape[1]), want)
         _same_bits(fp16_matmul._float16_magic(a, b, tile=7 * a.shape[0]), want)
     assert bool(calls) == plan[0]  # the compact loop ran where asked, and only there
+    assert bool(outer_calls) == (not plan[0] and products == "outer-products")
 
 
 def test_the_plan_leaves_out_relu_zeros():
@@ -249,13 +270,13 @@ def _adversarial_sums():
     return tt[keep], pp[keep]
 
 
-@pytest.mark.parametrize("blas", [True, False], ids=["blas-products", "broadcast-products"])
-def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
+@pytest.mark.parametrize("products", PRODUCTS)
+def test_scaled_engine_rounds_every_fp16_sum(products, monkeypatch):
     # One addition t + p for every finite fp16 value t and ~130 adversarial products each
     # (~8M sums), by the scaled engine (forced on: each pair meets its conditions, the
     # operand-wide bound would refuse the mix) against NumPy's float64 -> float16 cast of the
     # exact sum (one RNE rounding), and against the clamped engine.
-    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", blas)
+    outer_calls = _make_products(products, monkeypatch)
     t, p = _adversarial_sums()
     assert t.size > 7_000_000
     a = np.stack([t, p], axis=1)  # out[i] = round(round(0 + t[i]) + p[i]) = round(t[i] + p[i])
@@ -267,6 +288,7 @@ def test_scaled_engine_rounds_every_fp16_sum(blas, monkeypatch):
     scaled = fp16_matmul._float16_magic(a, b)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_applies", lambda *args, **kwargs: False)
     clamped = fp16_matmul._float16_magic(a, b)
+    assert bool(outer_calls) == (products == "outer-products")
     nonzero = want != 0  # zero totals are replayed for their sign by the cast path
     _same_bits(scaled[:, 0][nonzero], want[nonzero])
     _same_bits(clamped, scaled)
