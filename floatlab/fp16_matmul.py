@@ -6,10 +6,11 @@ products of at most 40 bits, see :func:`_float16_cast_adds`). Where a cheap boun
 overflow (:mod:`floatlab.fp16_bound`) it runs :func:`_float16_magic`: float64 passes that
 round each running sum with a magic constant built from its exponent bits, scaled by 2**-1009
 where float64's subnormal range then provides fp16's (:func:`_float16_scale_applies`); the
-products come from BLAS a few inner indices at a time (:func:`_product_blocks`), or, where a
-cost model says it pays (:func:`_float16_plan`), each row's zero products (ReLU's) are left out
-and the others gathered (:func:`_compact_blocks`, in the order :func:`_nonzeros_in_order`
-finds).
+products come from one broadcast multiply per inner index where output rows are long
+(:func:`_outer_steps`), from BLAS a few inner indices at a time where they are short
+(:func:`_product_blocks`), or, where a cost model says it pays (:func:`_float16_plan`), each
+row's zero products (ReLU's) are left out and the others gathered (:func:`_compact_blocks`, in
+the order :func:`_nonzeros_in_order` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
 (``tests/test_sequential_fp16.py``). The lab passes its operands' format (``known``, see
@@ -141,8 +142,9 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
     path (:func:`_float16_cast_dots`). Outputs are computed in tiles of rows that stay in
     cache, transposed where that is cheaper (each output's sum has the same terms in the same
-    order); the products come from :func:`_product_blocks`, or from :func:`_compact_blocks`
-    where the zero products of a's rows are worth leaving out (:func:`_float16_plan`).
+    order); the products come from :func:`_outer_steps` (long rows) or
+    :func:`_product_blocks`, or from :func:`_compact_blocks` where the zero products of a's
+    rows are worth leaving out (:func:`_float16_plan`).
     """
     counts: dict[bool, np.ndarray] = {}  # the plan's counts of nonzeros, reused
     compact, transpose = _float16_plan(a, b, tile, counts)
