@@ -171,7 +171,7 @@ def lab() -> None:
 
 def lab_gemms() -> None:
     """Each matrix product of one fp16-accumulated step, timed on its own operands."""
-    from floatlab import fp16_matmul
+    from floatlab import fp16_matmul, fp16_plan
     from floatlab.mixed import gemm
 
     step, products = lab_step(floatlab.Accumulator("fp16")), []
@@ -193,11 +193,14 @@ def lab_gemms() -> None:
         engine = "cast"
         if magic:
             tile = fp16_matmul._TILE_OUTPUTS
-            compact, transpose = fp16_matmul._float16_plan(a, b, tile)
+            compact, transpose = fp16_plan._float16_plan(a, b, tile)
             # (in the orientation the engine runs)
             scaled = (fp16_matmul._float16_scaled(b.T, a.T, tile, known=known[::-1]) if transpose
                       else fp16_matmul._float16_scaled(a, b, tile, known=known))
-            engine = ("scaled" if scaled else "magic") + (" compact" if compact else "")
+            rows, cols = (b.shape[1], a.shape[0]) if transpose else (a.shape[0], b.shape[1])
+            outer = fp16_plan._outer_takes(min(rows, max(1, tile // cols)), cols)
+            engine = ("scaled" if scaled else "magic") + (
+                " compact" if compact else " outer" if outer else " blas")
         times = []
         for _ in range(max(ARGS.repeats, 10)):
             start = time.perf_counter()

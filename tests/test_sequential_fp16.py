@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import floatlab
-from floatlab import fp16_bound, fp16_matmul, sequential
+from floatlab import fp16_bound, fp16_matmul, fp16_plan, sequential
 from floatlab.accumulate import Accumulator, _ProductTerms, _sequential
 
 ACC = Accumulator("fp16")
@@ -81,10 +81,10 @@ PRODUCTS = ["blas-products", "broadcast-products", "outer-products"]
 def _make_products(products, monkeypatch):
     """The dense loop's products by BLAS blocks, by one broadcast multiply per block, or by
     _outer_steps (one multiply per inner index into the magic buffer, on every shape)."""
-    monkeypatch.setattr(fp16_matmul, "_FAST_BLAS_PRODUCTS", products == "blas-products")
-    monkeypatch.setattr(fp16_matmul, "_FAST_OUTER", products == "outer-products")
-    monkeypatch.setattr(fp16_matmul, "_OUTER_MIN_COLUMNS", 1)
-    monkeypatch.setattr(fp16_matmul, "_OUTER_MIN_ROWS", 1)
+    monkeypatch.setattr(fp16_plan, "_FAST_BLAS_PRODUCTS", products == "blas-products")
+    monkeypatch.setattr(fp16_plan, "_FAST_OUTER", products == "outer-products")
+    monkeypatch.setattr(fp16_plan, "_OUTER_MIN_COLUMNS", 1)
+    monkeypatch.setattr(fp16_plan, "_OUTER_MIN_ROWS", 1)
     calls = []
     real = fp16_matmul._outer_steps
     monkeypatch.setattr(fp16_matmul, "_outer_steps",
@@ -137,7 +137,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, produ
     # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short;
     # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER); the dense loops'
     # products by BLAS blocks or by _outer_steps
-    monkeypatch.setattr(fp16_matmul, "_FAST_ORDER", fast_order)
+    monkeypatch.setattr(fp16_plan, "_FAST_ORDER", fast_order)
     outer_calls = _make_products(products, monkeypatch)
     rng = np.random.default_rng(11)
     _, a, b = next(c for c in _cases(rng) if c[0] == case)
@@ -165,9 +165,9 @@ def test_the_plan_leaves_out_relu_zeros():
     rng = np.random.default_rng(3)
     x = _fp16(np.maximum(rng.standard_normal((512, 64)), 0))
     w = _fp16(rng.standard_normal((64, 64)) * 0.1)
-    assert fp16_matmul._float16_plan(x, w, fp16_matmul._TILE_OUTPUTS) == (True, False)
-    assert fp16_matmul._float16_plan(w.T, x.T, fp16_matmul._TILE_OUTPUTS) == (True, True)
-    assert fp16_matmul._float16_plan(np.abs(x) + 1, w, fp16_matmul._TILE_OUTPUTS)[0] is False
+    assert fp16_plan._float16_plan(x, w, fp16_matmul._TILE_OUTPUTS) == (True, False)
+    assert fp16_plan._float16_plan(w.T, x.T, fp16_matmul._TILE_OUTPUTS) == (True, True)
+    assert fp16_plan._float16_plan(np.abs(x) + 1, w, fp16_matmul._TILE_OUTPUTS)[0] is False
 
 
 def test_the_scaled_loop_runs_where_it_pays():
@@ -209,7 +209,7 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     # aside, which the magic engine never reads): every block size, a ragged last block,
     # subnormal float64 products, zeros of both signs and 35-bit products (float32 times
     # float16 values, the widest the fp16 engines see).
-    monkeypatch.setattr(fp16_matmul, "_PRODUCT_BLOCK_INDICES", block)
+    monkeypatch.setattr(fp16_plan, "_PRODUCT_BLOCK_INDICES", block)
     rng = np.random.default_rng(block)
     a = rng.standard_normal((9, 11)) * 2.0 ** rng.integers(-30, 30, (9, 11))
     b = rng.standard_normal((11, 13)) * 2.0 ** rng.integers(-20, 10, (11, 13))
@@ -217,7 +217,7 @@ def test_blas_products_are_the_float64_products(block, monkeypatch):
     b = _fp16(b)
     a[0, 0], a[1, 2], b[3, 4] = -0.0, 2.0**-1000, -0.0
     b[2, :] = 2.0**-60  # with a[1, 2]: products below float64's normal range
-    got = np.concatenate([part.copy() for part in fp16_matmul._product_blocks(a, b)])
+    got = np.concatenate([part.copy() for part in fp16_plan._product_blocks(a, b)])
     want = a.T[:, :, None] * b[:, None, :]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
@@ -304,7 +304,7 @@ def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
     # next product runs, inputs are never written, and buffers too large to keep give the same
     # bits
     if not keep:
-        monkeypatch.setattr(fp16_matmul, "_SCRATCH_MAX", 0)
+        monkeypatch.setattr(fp16_plan, "_SCRATCH_MAX", 0)
     rng = np.random.default_rng(4)
     cases = {name: (a, b) for name, a, b in _cases(rng)}
     a, b = cases["lab"]
@@ -426,7 +426,7 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         steps = int(counts.max())
         starts = np.cumsum(counts) - counts  # (as the engine lists them)
         flat = np.flatnonzero(nonzero)
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts, steps,
+        values, index = fp16_plan._nonzeros_in_order(a, nonzero, flat, counts, steps,
                                                        np.arange(n), starts)
         order = np.argsort(~nonzero, axis=1, kind="stable")[:, :steps].T
         inside = np.arange(steps)[:, None] < counts[None, :]
@@ -435,7 +435,7 @@ def test_nonzeros_in_order_are_the_stable_sorts():
         assert not values[~inside].any()  # the padding: exact zeros of a (+0 or -0)
         # chosen rows in a chosen order (the compact loop's tiles of rows sorted by count)
         rows = rng.permutation(n)[: max(1, n // 2)]
-        values, index = fp16_matmul._nonzeros_in_order(a, nonzero, flat, counts[rows],
+        values, index = fp16_plan._nonzeros_in_order(a, nonzero, flat, counts[rows],
                                                        int(counts[rows].max()), rows,
                                                        starts[rows])
         steps = int(counts[rows].max())
@@ -460,17 +460,17 @@ def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
         for axis in (0, 1):
             want = np.count_nonzero(arr, axis=axis)
             for longest in (1 << 24, 0):  # float32 sums, and the float64 ones beyond 2**24
-                monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", longest)
-                got = fp16_matmul._count_nonzero(arr, axis)
+                monkeypatch.setattr(fp16_plan, "_COUNTS_FLOAT32", longest)
+                got = fp16_plan._count_nonzero(arr, axis)
                 np.testing.assert_array_equal(got, want)
                 assert got.dtype == want.dtype
-    monkeypatch.setattr(fp16_matmul, "_COUNTS_FLOAT32", 1 << 24)
+    monkeypatch.setattr(fp16_plan, "_COUNTS_FLOAT32", 1 << 24)
     # float32's edge: counts up to 2**24 are exact (a row of 2**24 - 2 nonzeros and two zeros;
     # one of 2**24 nonzeros and one more in float64), in any order of BLAS's sums
     long = np.ones((2, 1 << 24), dtype=np.float64)
     long[0, [5, -3]] = 0.0
-    np.testing.assert_array_equal(fp16_matmul._count_nonzero(long, 1), [(1 << 24) - 2, 1 << 24])
+    np.testing.assert_array_equal(fp16_plan._count_nonzero(long, 1), [(1 << 24) - 2, 1 << 24])
     del long
     wide = np.ones((2, (1 << 24) + 1))
     wide[1, 0] = 0.0
-    np.testing.assert_array_equal(fp16_matmul._count_nonzero(wide, 1), [(1 << 24) + 1, 1 << 24])
+    np.testing.assert_array_equal(fp16_plan._count_nonzero(wide, 1), [(1 << 24) + 1, 1 << 24])
