@@ -113,6 +113,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     Build one with :func:`floatlab.array`. ``values`` (or ``np.asarray``) gives the exact values
     as a read-only float64 array.
+
+    Masked arrays are refused (their mask would be lost), with one case NumPy keeps out of
+    reach: a ``numpy.ma`` array on the *left* of an operator (``m * fa``) is computed by
+    numpy.ma itself, which reads ``np.asarray(fa)`` and never calls FloatArray, so the result
+    is an unrounded float64 masked array. ``fa * m`` and ``np.multiply(m, fa)`` raise instead.
     """
 
     __array_priority__ = 100

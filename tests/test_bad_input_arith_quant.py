@@ -433,3 +433,17 @@ def test_np_sum_mean_cumsum_take_their_neutral_options():
     assert np.mean(x, keepdims=False).values == 1.0
     with pytest.raises(TypeError, match=r"np.sum on a FloatArray takes axis only"):
         np.sum(x, keepdims=True)
+
+
+def test_masked_operands_of_floatarray_ops():
+    """A masked operand is refused where FloatArray sees it (its mask would be lost); with a
+    numpy.ma array on the left of an operator numpy.ma computes the op itself, in float64,
+    never calling FloatArray: the documented exception, pinned so a NumPy change shows."""
+    fa = floatlab.array([1.0, 2.0, 3.0], "fp16")
+    m = np.ma.array([0.1, 0.2, 0.3], mask=[0, 1, 0])
+    for op in (lambda: fa * m, lambda: np.multiply(m, fa), lambda: fa + m):
+        with pytest.raises(TypeError, match="masked array; floatlab would lose its mask"):
+            op()
+    left = m * fa
+    assert isinstance(left, np.ma.MaskedArray) and not isinstance(left, floatlab.FloatArray)
+    assert float(left[2]) == 0.3 * 3.0  # float64, not fp16's 0.89990234375
