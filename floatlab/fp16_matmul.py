@@ -344,8 +344,8 @@ def _outer_steps(t: np.ndarray, magic: np.ndarray, a: np.ndarray, b: np.ndarray,
     output rows are longer than the buffer, and the copy makes a column-times-row product cost
     0.65-0.9 ns a value at the default 8192 elements. With a 64-element buffer, NumPy 2.x
     multiplies row by row unbuffered: 0.17-0.25 ns a value for rows of 256-2048 (0.38 at 128;
-    no gain below), against 0.3-0.4 for the BLAS blocks in isolation and 0.7-1.3 measured in
-    the lab's step (their K = 4 products write a 4x larger block, out of L1). The buffer size
+    no gain below), against 0.3-0.4 for the BLAS blocks in isolation and 0.7-1.35 measured in
+    the lab's step (a K = 4 product into a block four times the tile). The buffer size
     only changes speed; it is set for this loop alone and restored (NumPy 2 scopes it to the
     context, like ``np.errstate``).
     """

@@ -96,7 +96,7 @@ def _product_blocks(a: np.ndarray, b: np.ndarray):
 
 
 _FAST_OUTER = True  # switch for the tests (dense products by _outer_steps where rows are long)
-_OUTER_MIN_COLUMNS = 128  # the shortest output rows _outer_steps takes (measured below)
+_OUTER_MIN_COLUMNS = 128  # the shortest output rows _outer_steps takes (measured: see there)
 _OUTER_MIN_ROWS = 16  # and the fewest rows (fwd 3's 4 x 512 outputs: 512 against 485 us)
 def _outer_takes(n: int, m: int) -> bool:
     """Whether the dense loop on (n, m) outputs (a tile's) makes its products by
