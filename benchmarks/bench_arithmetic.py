@@ -9,7 +9,8 @@ Three tables (targets from the issue):
    (speculative binade blocks) is timed too, on the same values.
 3. Any other format or mode: 1M values summed in at most 2 s (one long sum: the hardest case
    for a sequential model, which has a single output to vectorise over), and the same 1M values
-   as 1000 independent sums of 1000 terms (vectorised across outputs).
+   as 1000 independent sums of 1000 terms (vectorised across outputs). 3b: ``floatlab.matmul``
+   of dense float16 operands in an fp16 accumulator, in nanoseconds per update.
 
 4. The lab: one training step of the reference MLP (16-64-64-4, batch 512, Adam) under
    16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
@@ -306,5 +307,12 @@ for fmt_name, mode, columns in several:
     row(f"{label}: {columns} sums of {data.shape[0] / 1000:g}k ({engine_name(acc, columns)})",
         timed(lambda acc=acc, data=data: floatlab.sum(data, acc, axis=0), 1), None,
         "target <= 2 s")
+print("\n3b. floatlab.matmul in an fp16 accumulator, dense float16 operands (no target; the")
+print("    floor of a sequential model is one rounding per update: M * K * N of them)")
+for n_, k_, m_ in ((256, 256, 256), (64, 1024, 2048)):
+    a_ = rng.standard_normal((n_, k_)).astype(np.float16).astype(np.float64)
+    b_ = (rng.standard_normal((k_, m_)) * 0.05).astype(np.float16).astype(np.float64)
+    seconds = timed(lambda a_=a_, b_=b_: floatlab.matmul(a_, b_, "fp16"), 3)
+    row(f"({n_}, {k_}) @ ({k_}, {m_}): {seconds / (n_ * k_ * m_) * 1e9:.2f} ns/update", seconds)
 print()
 lab()
