@@ -64,6 +64,13 @@ def test_reduction_axis_out_of_range_is_also_torchs_index_error(op):
 
 
 @pytest.mark.parametrize("op", ["sum", "mean"])
+def test_reduction_axis_named_twice_is_also_torchs_runtime_error(op):
+    # torch: RuntimeError "dim 0 appears multiple times in the list of dims"
+    with pytest.raises(RuntimeError, match=rf"{op}: axis \(0, 0\) names axis 0 twice"):
+        getattr(_t(2, 3), op)(axis=(0, 0))
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
 def test_reduction_keepdims_is_a_real_flag(op):
     with pytest.raises(TypeError, match=f"{op}: keepdims must be True or False, got 'False'"):
         getattr(_t(2, 3), op)(axis=0, keepdims="False")

@@ -22,7 +22,7 @@ import numpy as np
 from floatlab._validate import resolve_rng
 
 __all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit",
-           "AxisRangeError"]
+           "AxisRangeError", "RepeatedAxisError"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -114,6 +114,12 @@ class AxisRangeError(ValueError, IndexError):
     :func:`axes` checked up front, is one too, so ``except IndexError`` keeps catching it."""
 
 
+class RepeatedAxisError(ValueError, RuntimeError):
+    """An axis listed twice (``axis=(0, 0)``). Also a RuntimeError: torch raises one there
+    ("dim 0 appears multiple times in the list of dims"), so ``except RuntimeError`` written
+    for torch catches it."""
+
+
 def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
     """``axis`` checked for an array of ``ndim`` dimensions: None, an int or a tuple (or list) of
     distinct ints in [-ndim, ndim), as numpy's reductions take them, with an error naming the op
@@ -140,8 +146,8 @@ def axes(name: str, axis: Any, ndim: int) -> int | tuple[int, ...] | None:
             raise AxisRangeError(f"{name}: axis {a} is out of range for a tensor of {ndim} "
                              f"dimension(s); use an axis in [{-span}, {span})")
         if int(a) % span in seen:
-            raise ValueError(f"{name}: axis {axis!r} names axis {int(a) % span} twice; list "
-                             "each axis once")
+            raise RepeatedAxisError(f"{name}: axis {axis!r} names axis {int(a) % span} "
+                                    "twice; list each axis once")
         seen.add(int(a) % span)
     if ndim == 0:
         return ()
