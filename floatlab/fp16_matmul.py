@@ -10,7 +10,7 @@ products come from one broadcast multiply per inner index where output rows are 
 (:func:`_outer_steps`), from BLAS a few inner indices at a time where they are short
 (:func:`_product_blocks`), or, where a cost model says it pays (:func:`_float16_plan`), each
 row's zero products (ReLU's) are left out and the others gathered (:func:`_compact_blocks`, in
-the order :func:`_nonzeros_in_order` finds).
+the order ``fp16_plan._nonzeros_in_order`` finds).
 Elsewhere NumPy's float64 -> float16 cast rounds each addition (:func:`_float16_cast_products`).
 Every fast path has a switch and is tested bit for bit against the emulated per-step path
 (``tests/test_sequential_fp16.py``). The lab passes its operands' format (``known``, see

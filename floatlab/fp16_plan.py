@@ -198,7 +198,7 @@ def _compact_blocks(a: np.ndarray, b: np.ndarray, counts: np.ndarray, rows: np.n
     ``a``: C-contiguous; ``rows`` (and ``starts``, ``nonzero``, ``flat``, see
     :func:`_nonzeros_in_order`: made once for all of a's tiles): the rows of a to run, in
     this order (``counts`` are theirs), so a is not permuted; ``scale``: a power of two for
-    a's values (the scaled loop's 2**-505, exact: see :func:`_float16_scale_applies`),
+    a's values (the scaled loop's 2**-505, exact: see ``fp16_matmul._float16_scale_applies``),
     applied to the gathered values only.
 
     Leaving out a zero product x changes no running sum of ``fp16_matmul._float16_magic``: the

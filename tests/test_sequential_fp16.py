@@ -298,6 +298,30 @@ def test_scaled_engine_rounds_every_fp16_sum(products, monkeypatch):
     assert (midpoint & (np.abs(t + p) < 2.0**-14)).sum() > 1000
 
 
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
+def test_outer_steps_restore_the_ufunc_buffer_size(scale, monkeypatch):
+    # _outer_steps runs under np.setbufsize(64): the caller's buffer size (the default or
+    # their own) comes back after the product, and after an exception inside the loop
+    monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
+    calls = []
+    real = fp16_matmul._outer_steps
+    monkeypatch.setattr(fp16_matmul, "_outer_steps",
+                        lambda *args: calls.append(args[5] is None) or real(*args))
+    rng = np.random.default_rng(6)
+    a, b = _fp16(rng.standard_normal((32, 8))), _fp16(rng.standard_normal((8, 256)) * 0.1)
+    old = np.setbufsize(1024)
+    try:
+        _same_bits(floatlab.matmul(a, b, ACC), _emulated(a, b))
+        assert calls == [scale] and np.getbufsize() == 1024  # (default thresholds: outer)
+        t, magic, floor = np.zeros((4, 8)), np.empty((4, 8)), np.full((4, 8), 1.0)
+        with pytest.raises(ValueError, match="zip"):  # (b has one row more than a's columns)
+            real(t, magic, np.ones((4, 3)), np.ones((4, 8)), None, None if scale else floor)
+        assert np.getbufsize() == 1024
+    finally:
+        np.setbufsize(old)
+
+
 @pytest.mark.parametrize("keep", [True, False], ids=["kept-buffers", "fresh-buffers"])
 def test_scratch_buffers_never_leak_into_results_or_inputs(keep, monkeypatch):
     # the engines reuse per-thread work buffers (_scratch): a result must not change when the
