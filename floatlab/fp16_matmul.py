@@ -82,7 +82,7 @@ def _float16_cast_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     total = np.zeros((n, m), dtype=np.float16)
     block = builtins.max(1, builtins.min(k, _PRODUCT_BLOCK // builtins.max(1, n * m)))
     products = np.empty((block, n, m))
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for start in range(0, k, block):
             stop = builtins.min(k, start + block)
             work = products[: stop - start]
@@ -135,9 +135,13 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     if compact and transpose not in counts:
         counts[transpose] = _count_nonzero(b, 0) if transpose else _count_nonzero(a, 1)
     rows = counts[transpose] if compact else None
-    if transpose:
-        return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1], known[::-1]).T
-    return _float16_magic_rows(a, b, tile, rows, bits, known)
+    # (the scaled loop computes in float64's subnormals by design, and a product or sum may
+    # underflow there: floatlab's rounding, not an error, so np.errstate(under="raise") or
+    # np.seterr(all="raise") in the caller must not turn it into one)
+    with np.errstate(under="ignore"):
+        if transpose:
+            return _float16_magic_rows(b.T, a.T, tile, rows, bits[::-1], known[::-1]).T
+        return _float16_magic_rows(a, b, tile, rows, bits, known)
 
 
 def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndarray | None,
@@ -318,7 +322,7 @@ def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
     if live.size:
         products = products[:, live]
         total = np.zeros(live.size, dtype=np.float16)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for product in products:
                 np.add(total, product, out=total, casting="unsafe")
         out[live] = total

@@ -100,7 +100,7 @@ def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool,
                        known: bool = False) -> np.ndarray | None:
     """Running sums (keep) or totals by ``np.add.accumulate`` on ``dtype``; None unless every
     value is a value of the dtype (``known``, or checked: a value equal to its cast is one)."""
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         typed = values.astype(dtype)
         if not known and not _cast_keeps(typed, values):
             return None

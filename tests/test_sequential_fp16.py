@@ -498,3 +498,29 @@ def test_counts_of_nonzeros_by_blas_are_numpys(monkeypatch):
     wide = np.ones((2, (1 << 24) + 1))
     wide[1, 0] = 0.0
     np.testing.assert_array_equal(fp16_plan._count_nonzero(wide, 1), [(1 << 24) + 1, 1 << 24])
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
+def test_engines_do_not_raise_their_own_underflow_under_errstate_raise(scale, monkeypatch):
+    # The scaled loop computes in float64's subnormals by design and the float16 cast rounds
+    # sums into fp16's subnormals: floatlab's rounding, which the emulated per-step path does
+    # without a flag. A caller's np.errstate(all="raise") (or np.seterr) must not turn it into
+    # a FloatingPointError, nor change a bit (it did: "underflow encountered in add / cast").
+    monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
+    monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((64, 32)) * 1e-2, rng.standard_normal((32, 128)) * 1e-2
+    # fp16 normals only (the scaled loop's condition), with products below 2**-13: float64
+    # subnormals in the scaled loop
+    a, b = (_fp16(np.where(np.abs(v) < 2.0**-14, 2.0**-14, v)) for v in (a, b))
+    small = _fp16(rng.standard_normal((6, 20)) * 1e-3)  # below 1024 outputs: the cast path
+    x = rng.standard_normal(5000) * 1e-6
+    calls = [lambda: floatlab.matmul(a, b, ACC), lambda: floatlab.matmul(small, small.T, ACC),
+             lambda: floatlab.sum(x, "fp16"), lambda: floatlab.cumsum(x, "fp16")]
+    assert fp16_matmul._float16_scale_applies(a, b) == scale
+    for call in calls:
+        want = call()
+        with np.errstate(all="raise"):
+            got = call()
+        _same_bits(got, want)
+    _same_bits(floatlab.matmul(a, b, ACC), _emulated(a, b))
