@@ -118,7 +118,9 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
             "pass numbers only, e.g. float(flag) for a flag you mean as a number"
         )
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
-        return arr
+        # byte-swapped data ('>f4' from a file or the network) in the machine's order: the
+        # fast paths read bit patterns through integer views, which would swap the bytes
+        return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
     kind = arr.dtype.kind
     if kind == "f":  # float16 or longdouble
         if arr.dtype.itemsize > 8:

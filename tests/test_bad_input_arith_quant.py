@@ -447,3 +447,35 @@ def test_masked_operands_of_floatarray_ops():
     left = m * fa
     assert isinstance(left, np.ma.MaskedArray) and not isinstance(left, floatlab.FloatArray)
     assert float(left[2]) == 0.3 * 3.0  # float64, not fp16's 0.89990234375
+
+
+@pytest.mark.parametrize("order", [">f4", ">f8"])
+@pytest.mark.parametrize("scheme", floatlab.scheme_names())
+def test_byte_swapped_inputs_quantise_as_native_ones(scheme, order):
+    """Big-endian arrays ('>f4' from a file or the network) took the float32 fast paths as
+    they were, whose integer views of the bit patterns then read swapped bytes: nvfp4,
+    fp8_rowwise, fp8_tensorwise and nf4 gave wrong values, silently. They are now put in the
+    machine's byte order first (as_float_array, and quantize's per-step bypass)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((8, 64)) * 10.0 ** rng.integers(-3, 3, (8, 64)))
+    native = x.astype(np.dtype(order).newbyteorder("="))
+    swapped = x.astype(order)
+    assert not swapped.dtype.isnative
+    np.testing.assert_array_equal(floatlab.fake_quantize(swapped, scheme),
+                                  floatlab.fake_quantize(native, scheme))
+    np.testing.assert_array_equal(floatlab.quantize(swapped, scheme).dequantize(),
+                                  floatlab.quantize(native, scheme).dequantize())
+
+
+def test_byte_swapped_inputs_round_and_sum_as_native_ones():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(300) * 10.0 ** rng.integers(-6, 5, 300)
+    for order in (">f4", ">f8"):
+        native, swapped = x.astype(np.dtype(order).newbyteorder("=")), x.astype(order)
+        for fmt in ("fp16", "bf16", "e4m3fn", "e2m1"):
+            np.testing.assert_array_equal(floatlab.round(swapped, fmt), floatlab.round(native, fmt))
+            np.testing.assert_array_equal(floatlab.encode(swapped, fmt),
+                                          floatlab.encode(native, fmt))
+        np.testing.assert_array_equal(floatlab.sum(swapped, "fp16"), floatlab.sum(native, "fp16"))
+        m, n = swapped[:256].reshape(16, 16), native[:256].reshape(16, 16)
+        np.testing.assert_array_equal(floatlab.matmul(m, m, "fp16"), floatlab.matmul(n, n, "fp16"))

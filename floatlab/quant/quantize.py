@@ -71,9 +71,11 @@ __all__ = ["quantize", "dequantize", "fake_quantize", "quantize_elements", "Quan
            "QuantStats", "pack_codes", "unpack_codes", "hadamard_matrix"]
 
 def _as_input(x: Any) -> np.ndarray:
-    # A float32 / float64 ndarray is what as_float_array returns unchanged (it is not masked:
-    # its type is exactly ndarray); skip its checks for the per-step callers.
-    arr = x if type(x) is np.ndarray and x.dtype.type in _FLOAT_TYPES else as_float_array(x)
+    # A float32 / float64 ndarray in the machine's byte order is what as_float_array returns
+    # unchanged (it is not masked: its type is exactly ndarray); skip its checks for the
+    # per-step callers.
+    arr = (x if type(x) is np.ndarray and x.dtype.type in _FLOAT_TYPES and x.dtype.isnative
+           else as_float_array(x))
     if arr.ndim == 0:
         raise ValueError("x is 0-d, but quantisation works on blocks of a tensor; pass "
                          "np.atleast_1d(x)")
