@@ -5,6 +5,8 @@ float16, views) keeps working."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -479,3 +481,26 @@ def test_byte_swapped_inputs_round_and_sum_as_native_ones():
         np.testing.assert_array_equal(floatlab.sum(swapped, "fp16"), floatlab.sum(native, "fp16"))
         m, n = swapped[:256].reshape(16, 16), native[:256].reshape(16, 16)
         np.testing.assert_array_equal(floatlab.matmul(m, m, "fp16"), floatlab.matmul(n, n, "fp16"))
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16", "e4m3fn", "e5m2"])
+@pytest.mark.parametrize("tail", [1e30, np.inf, np.nan])
+def test_a_sum_leaving_the_range_is_not_an_error_of_its_own(fmt, tail):
+    # The speculative sequential sum casts a whole block's steps to integers for their last
+    # bits; a step past the format's range (inf / NaN) cast with an invalid flag, so
+    # fl.sum([1.0] * 10 + [1e30], "fp16") warned "invalid value encountered in cast" (and
+    # raised under np.errstate(all="raise")), though its answer, inf, is right. Same values
+    # as a step-by-step reference, no warning, no error.
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.random(300), [tail], rng.random(40)])
+    want, total = [], 0.0
+    with np.errstate(all="ignore"):
+        for term in x:
+            total = float(floatlab.round(total + term, fmt))
+            want.append(total)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            got = floatlab.cumsum(x, fmt), floatlab.sum(x, fmt)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], want[-1])
