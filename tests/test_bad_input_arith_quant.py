@@ -5,7 +5,9 @@ float16, views) keeps working."""
 
 from __future__ import annotations
 
+import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -504,3 +506,43 @@ def test_a_sum_leaving_the_range_is_not_an_error_of_its_own(fmt, tail):
             got = floatlab.cumsum(x, fmt), floatlab.sum(x, fmt)
     np.testing.assert_array_equal(got[0], want)
     np.testing.assert_array_equal(got[1], want[-1])
+
+
+@pytest.mark.parametrize("scheme", ["fp8_tensorwise", "int8_row", "nf4", "dynamic8"])
+@pytest.mark.parametrize("exponent", [0, 600, -600])
+def test_qsnr_of_very_large_and_very_small_values(scheme, exponent):
+    # stats squared x and x - deq in float64 as they were: beyond 2**±511 the squares
+    # overflowed or underflowed, so x * 2**600 gave a QSNR of NaN (inf / inf) and x * 2**-600,
+    # all flushed to zero, inf dB (an error of 0) instead of 0 dB. Exact reference with
+    # Fractions; a tiny value next to ordinary ones is no FloatingPointError either.
+    x = np.ldexp(np.random.default_rng(5).standard_normal((4, 64)), exponent)
+    q = floatlab.quantize(x, scheme)
+    deq = q.dequantize().astype(np.float64)
+    assert np.all(np.isfinite(deq))
+    pairs = zip(x.flat, deq.flat, strict=True)
+    err = sum((Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in pairs)
+    sig = sum(Fraction(float(a)) ** 2 for a in x.flat)
+    want = math.inf if err == 0 else 10 * math.log10(sig / err)
+    assert q.stats.qsnr_db == pytest.approx(want, rel=1e-12, abs=1e-12)
+    tiny = x.copy()
+    tiny[0, 0] = np.ldexp(1.0, exponent - 700)
+    with np.errstate(all="raise"):
+        floatlab.fake_quantize(tiny, scheme, stats=True)
+
+
+@pytest.mark.parametrize("call", [lambda x: floatlab.quantize(x, "nvfp4").dequantize(),
+                                  lambda x: floatlab.fake_quantize(x, "nvfp4")])
+def test_nvfp4_global_scale_of_a_tiny_tensor(call):
+    # NVFP4's float32 steps round tiny amaxes into float32's subnormals, as torchao's do:
+    # under np.errstate(all="raise") that raised "underflow encountered in cast / divide"
+    # (same values now). An amax below float32's range was cast to 0, taken for an all-zero
+    # tensor (global scale 1) and every value flushed to zero without a word; now refused
+    # like one whose global scale underflows to zero.
+    x = np.random.default_rng(6).standard_normal((4, 64))
+    for exponent in (-140, -130, -125):
+        want = call(np.ldexp(x, exponent))
+        with np.errstate(all="raise"):
+            np.testing.assert_array_equal(call(np.ldexp(x, exponent)), want)
+    for exponent in (-150, -600):
+        with pytest.raises(ValueError, match="global scale outside"):
+            call(np.ldexp(x, exponent))
