@@ -7,11 +7,13 @@ Found by the h-audit-mixed fuzz pass: every case here failed before its fix.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 import floatlab.mixed as fm
-from floatlab.mixed import Tensor
+from floatlab.mixed import Tensor, layers
 
 
 def _t(*shape: int, **kw) -> Tensor:
@@ -827,3 +829,36 @@ def test_embedding_weight_must_be_a_2d_tensor():
     with pytest.raises(ValueError, match=r"embedding: weight must be a 2-D Tensor \(vocab, dim\), "
                                          r"got shape \(4,\)"):
         fm.embedding([0], _t(4))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "cross_entropy", "gelu_tanh"])
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16"])
+def test_ops_outside_a_policy_block_do_not_raise_their_own_over_and_underflow(op, fmt):
+    # Outside use_precision (whose errstate silences everything) the stable formulas' own
+    # steps surfaced: exp of scores far below the max underflows (softmax, log_softmax,
+    # cross_entropy), and gelu's tanh form computes exp(-2u), which overflows to inf for
+    # x < -10 by design. Under np.errstate(all="raise") they were FloatingPointErrors, and
+    # gelu(Tensor([-100.0]), "tanh") warned "overflow encountered in exp" by default. Same
+    # values as inside a policy block, and gradients too.
+    x = np.array([[-200.0, 0.0, 150.0, -16.0], [-60.0, 3.0, -1.0, 2.0]])
+    call = {"softmax": lambda t: fm.softmax(t),
+            "log_softmax": lambda t: fm.log_softmax(t),
+            "cross_entropy": lambda t: fm.cross_entropy(t, [1, 0]),
+            "gelu_tanh": lambda t: layers.gelu(t, "tanh")}[op]
+
+    def run():
+        t = Tensor(x, fmt, requires_grad=True)
+        out = call(t)
+        fm.tensor.sum(out).backward()
+        return out.data, t.grad
+
+    with fm.scope.use_precision("32-true"):
+        want = run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            got = run()
+        got_default = run()
+    for a, b, c in zip(got, got_default, want, strict=True):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
