@@ -546,3 +546,19 @@ def test_nvfp4_global_scale_of_a_tiny_tensor(call):
     for exponent in (-150, -600):
         with pytest.raises(ValueError, match="global scale outside"):
             call(np.ldexp(x, exponent))
+
+
+@pytest.mark.parametrize("scalar", ["bfloat16", "float8_e4m3fn"])
+def test_floatarray_ops_take_ml_dtypes_scalars(scalar):
+    # ml_dtypes.bfloat16(1.5) (a numpy scalar, not numbers.Real) was refused ("cannot combine
+    # a FloatArray with bfloat16 1.5") where its arrays and np.float16(1.5) are taken
+    import ml_dtypes
+
+    s = getattr(ml_dtypes, scalar)(1.5)
+    a = floatlab.array(X, "bf16")
+    for op in (lambda u, v: u * v, lambda u, v: v + u, lambda u, v: u - v, lambda u, v: v / u,
+               lambda u, v: np.maximum(u, v)):
+        np.testing.assert_array_equal(np.asarray(op(a, s)), np.asarray(op(a, 1.5)))
+    b = floatlab.array(X, "bf16")
+    b[0] = s
+    assert float(np.asarray(b)[0]) == 1.5

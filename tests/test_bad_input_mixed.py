@@ -883,3 +883,25 @@ def test_datasets_take_ml_dtypes_features(dtype):
     runs = [fm.Trainer("bf16-mixed", progress=False, batch_size=16).fit(d, steps=4)
             for d in (by_hand, plain)]
     np.testing.assert_array_equal(runs[0]["loss"], runs[1]["loss"])
+
+
+@pytest.mark.parametrize("scalar", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_ml_dtypes_scalars_are_scalars_in_tensor_ops(scalar):
+    # A bf16 tensor times ml_dtypes.bfloat16(1.5) came out in float32: the scalar (not
+    # np.floating) was taken for a tensor in the policy's input format, which promoted the
+    # result, where 1.5 or np.float16(1.5) keep the tensor's format. Same format, values and
+    # gradients as the Python float now.
+    import ml_dtypes
+
+    s = getattr(ml_dtypes, scalar)(1.5)
+    ops = [lambda a, b: a * b, lambda a, b: b * a, lambda a, b: a + b, lambda a, b: b - a,
+           lambda a, b: a / b, lambda a, b: b / a]
+    with fm.scope.use_precision("bf16-mixed"):
+        for op in ops:
+            got, want = (Tensor([1.0, 3.0, 1000.0], "bf16", requires_grad=True) for _ in "ab")
+            out, ref = op(got, s), op(want, 1.5)
+            assert out.fmt == ref.fmt
+            np.testing.assert_array_equal(out.data, ref.data)
+            fm.tensor.sum(out).backward()
+            fm.tensor.sum(ref).backward()
+            np.testing.assert_array_equal(got.grad, want.grad)
