@@ -562,3 +562,16 @@ def test_floatarray_ops_take_ml_dtypes_scalars(scalar):
     b = floatlab.array(X, "bf16")
     b[0] = s
     assert float(np.asarray(b)[0]) == 1.5
+
+
+@pytest.mark.parametrize("scheme", ["fp8_tensorwise", "fp8_rowwise", "fp8_1x128",
+                                    "fp8_128x128", "int8_tensor", "int8_row"])
+def test_float64_subnormal_inputs_quantise_under_errstate_raise(scheme):
+    # amax / element max underflowed in float64 for inputs such as x * 1e-310 before the
+    # clamp to the scale format's smallest normal: a FloatingPointError under
+    # np.errstate(all="raise") from floatlab's own scale arithmetic; same values now
+    x = np.random.default_rng(7).standard_normal((4, 128)) * 1e-310
+    want = floatlab.quantize(x, scheme).dequantize()
+    with np.errstate(all="raise"):
+        np.testing.assert_array_equal(floatlab.quantize(x, scheme).dequantize(), want)
+        floatlab.fake_quantize(x, scheme, stats=True)

@@ -146,7 +146,10 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     mode = _RULE_MODE[rule]
-    raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
+    # float64 subnormal amaxes (x * 1e-310) underflow here, then clamp up to the scale
+    # format's smallest normal: no FloatingPointError under np.errstate(under="raise")
+    with np.errstate(under="ignore"):
+        raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
     # Clamped (raw is finite and >= 0; minimum / maximum cost less than np.clip's wrapper).
     raw = np.maximum(np.minimum(raw, fmt.max, out=raw), fmt.smallest_normal, out=raw)
     is_float32 = fmt is _FLOAT32 or fmt == _FLOAT32
