@@ -575,3 +575,14 @@ def test_float64_subnormal_inputs_quantise_under_errstate_raise(scheme):
     with np.errstate(all="raise"):
         np.testing.assert_array_equal(floatlab.quantize(x, scheme).dequantize(), want)
         floatlab.fake_quantize(x, scheme, stats=True)
+
+
+def test_error_profile_in_e8m0_warns_only_of_the_users_values():
+    # _errors filled non-finite entries with 0.0 placeholders and rounded them: E8M0 has no
+    # zero, so an inf or NaN result warned "cannot hold zeros ... became NaN" about a value
+    # the user never passed. Same table, no warning.
+    x = np.array([4.0, 1e300, np.inf, np.nan])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        profile = floatlab.error_profile(lambda t: t * 1.0, x, "e8m0")
+    assert "e8m0" in str(profile)
