@@ -175,10 +175,13 @@ def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:
 
 
 def _is_real_number(value: Any) -> bool:
-    """Python / numpy ints and floats, not bools, strings, None or complex."""
+    """Python / numpy ints and floats, ml_dtypes' float scalars (``ml_dtypes.bfloat16(1.5)``,
+    which are not np.floating), not bools, strings, None or complex."""
     if isinstance(value, (bool, np.bool_)):
         return False
-    return isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    return isinstance(value, np.generic) and _is_ml_float(value.dtype)
 
 
 def _int_is_exact_float(n: int) -> bool:

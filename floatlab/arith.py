@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import resolve_rng
+from floatlab._validate import _is_real_number, resolve_rng
 from floatlab.accumulate import Accumulator, _check_axis
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
@@ -202,7 +202,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             return x._values
         refused = isinstance(x, (str, bytes)) or (
             isinstance(x, np.ndarray) and x.dtype.kind in "OUS")
-        if refused or not isinstance(x, (numbers.Real, np.ndarray, list, tuple)):
+        if refused or not (isinstance(x, (numbers.Real, np.ndarray, list, tuple))
+                           or _is_real_number(x)):  # ml_dtypes' scalars are not Real
             raise TypeError(f"cannot combine a FloatArray with {type(x).__name__} {x!r:.40}: "
                             "pass numbers, numeric arrays or FloatArrays")
         return _round(as_float_array(x, name="operand"), fmt)

@@ -170,7 +170,10 @@ def _errors(result: np.ndarray, exact: np.ndarray, fmt: Format) -> tuple[np.ndar
     result, exact = np.broadcast_arrays(result, exact)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         finite = np.isfinite(result) & np.isfinite(exact)
-        safe_r, safe_e = np.where(finite, result, 0.0), np.where(finite, exact, 0.0)
+        # placeholders where not finite (overwritten below): a value of the format, so that
+        # E8M0 (no zero) warns of no NaN made from an input the user never passed
+        fill = 0.0 if fmt.has_zero else fmt.max
+        safe_r, safe_e = np.where(finite, result, fill), np.where(finite, exact, fill)
         ulps = np.abs(safe_r - safe_e) / ulp(safe_e, fmt)
         nearest = _round(safe_e, fmt, saturate=True)
         steps = np.abs(_ordinal(safe_r, fmt) - _ordinal(nearest, fmt))

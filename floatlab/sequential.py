@@ -181,8 +181,13 @@ def _choose_by_parity(r_even, r_odd, quantum, parity0: int) -> np.ndarray:
     parity is old XOR (step / quantum odd). Where both choices give the same new parity the
     state resets; elsewhere it flips or not independently of the state.
     """
-    d_even = (np.rint(r_even / quantum).astype(np.int64) & 1).astype(bool)
-    d_odd = (np.rint(r_odd / quantum).astype(np.int64) & 1).astype(bool)
+    # A step that leaves the format's range (inf / NaN) casts to an arbitrary integer: it and
+    # every step after it are refused by the caller's range check, and the recurrence only
+    # looks back, so its parity is never used; the cast's invalid flag is not an error
+    # (np.errstate(invalid="raise") or a RuntimeWarning for fl.sum([1.0] * 10 + [1e30])).
+    with np.errstate(invalid="ignore"):
+        d_even = (np.rint(r_even / quantum).astype(np.int64) & 1).astype(bool)
+        d_odd = (np.rint(r_odd / quantum).astype(np.int64) & 1).astype(bool)
     next_if_even, next_if_odd = d_even, ~d_odd
     reset = next_if_even == next_if_odd
     n = r_even.size

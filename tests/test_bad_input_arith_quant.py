@@ -5,6 +5,10 @@ float16, views) keeps working."""
 
 from __future__ import annotations
 
+import math
+import warnings
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -479,3 +483,106 @@ def test_byte_swapped_inputs_round_and_sum_as_native_ones():
         np.testing.assert_array_equal(floatlab.sum(swapped, "fp16"), floatlab.sum(native, "fp16"))
         m, n = swapped[:256].reshape(16, 16), native[:256].reshape(16, 16)
         np.testing.assert_array_equal(floatlab.matmul(m, m, "fp16"), floatlab.matmul(n, n, "fp16"))
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16", "e4m3fn", "e5m2"])
+@pytest.mark.parametrize("tail", [1e30, np.inf, np.nan])
+def test_a_sum_leaving_the_range_is_not_an_error_of_its_own(fmt, tail):
+    # The speculative sequential sum casts a whole block's steps to integers for their last
+    # bits; a step past the format's range (inf / NaN) cast with an invalid flag, so
+    # fl.sum([1.0] * 10 + [1e30], "fp16") warned "invalid value encountered in cast" (and
+    # raised under np.errstate(all="raise")), though its answer, inf, is right. Same values
+    # as a step-by-step reference, no warning, no error.
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.random(300), [tail], rng.random(40)])
+    want, total = [], 0.0
+    with np.errstate(all="ignore"):
+        for term in x:
+            total = float(floatlab.round(total + term, fmt))
+            want.append(total)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            got = floatlab.cumsum(x, fmt), floatlab.sum(x, fmt)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], want[-1])
+
+
+@pytest.mark.parametrize("scheme", ["fp8_tensorwise", "int8_row", "nf4", "dynamic8"])
+@pytest.mark.parametrize("exponent", [0, 600, -600])
+def test_qsnr_of_very_large_and_very_small_values(scheme, exponent):
+    # stats squared x and x - deq in float64 as they were: beyond 2**±511 the squares
+    # overflowed or underflowed, so x * 2**600 gave a QSNR of NaN (inf / inf) and x * 2**-600,
+    # all flushed to zero, inf dB (an error of 0) instead of 0 dB. Exact reference with
+    # Fractions; a tiny value next to ordinary ones is no FloatingPointError either.
+    x = np.ldexp(np.random.default_rng(5).standard_normal((4, 64)), exponent)
+    q = floatlab.quantize(x, scheme)
+    deq = q.dequantize().astype(np.float64)
+    assert np.all(np.isfinite(deq))
+    pairs = zip(x.flat, deq.flat, strict=True)
+    err = sum((Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in pairs)
+    sig = sum(Fraction(float(a)) ** 2 for a in x.flat)
+    want = math.inf if err == 0 else 10 * math.log10(sig / err)
+    assert q.stats.qsnr_db == pytest.approx(want, rel=1e-12, abs=1e-12)
+    tiny = x.copy()
+    tiny[0, 0] = np.ldexp(1.0, exponent - 700)
+    with np.errstate(all="raise"):
+        floatlab.fake_quantize(tiny, scheme, stats=True)
+
+
+@pytest.mark.parametrize("call", [lambda x: floatlab.quantize(x, "nvfp4").dequantize(),
+                                  lambda x: floatlab.fake_quantize(x, "nvfp4")])
+def test_nvfp4_global_scale_of_a_tiny_tensor(call):
+    # NVFP4's float32 steps round tiny amaxes into float32's subnormals, as torchao's do:
+    # under np.errstate(all="raise") that raised "underflow encountered in cast / divide"
+    # (same values now). An amax below float32's range was cast to 0, taken for an all-zero
+    # tensor (global scale 1) and every value flushed to zero without a word; now refused
+    # like one whose global scale underflows to zero.
+    x = np.random.default_rng(6).standard_normal((4, 64))
+    for exponent in (-140, -130, -125):
+        want = call(np.ldexp(x, exponent))
+        with np.errstate(all="raise"):
+            np.testing.assert_array_equal(call(np.ldexp(x, exponent)), want)
+    for exponent in (-150, -600):
+        with pytest.raises(ValueError, match="global scale outside"):
+            call(np.ldexp(x, exponent))
+
+
+@pytest.mark.parametrize("scalar", ["bfloat16", "float8_e4m3fn"])
+def test_floatarray_ops_take_ml_dtypes_scalars(scalar):
+    # ml_dtypes.bfloat16(1.5) (a numpy scalar, not numbers.Real) was refused ("cannot combine
+    # a FloatArray with bfloat16 1.5") where its arrays and np.float16(1.5) are taken
+    import ml_dtypes
+
+    s = getattr(ml_dtypes, scalar)(1.5)
+    a = floatlab.array(X, "bf16")
+    for op in (lambda u, v: u * v, lambda u, v: v + u, lambda u, v: u - v, lambda u, v: v / u,
+               lambda u, v: np.maximum(u, v)):
+        np.testing.assert_array_equal(np.asarray(op(a, s)), np.asarray(op(a, 1.5)))
+    b = floatlab.array(X, "bf16")
+    b[0] = s
+    assert float(np.asarray(b)[0]) == 1.5
+
+
+@pytest.mark.parametrize("scheme", ["fp8_tensorwise", "fp8_rowwise", "fp8_1x128",
+                                    "fp8_128x128", "int8_tensor", "int8_row"])
+def test_float64_subnormal_inputs_quantise_under_errstate_raise(scheme):
+    # amax / element max underflowed in float64 for inputs such as x * 1e-310 before the
+    # clamp to the scale format's smallest normal: a FloatingPointError under
+    # np.errstate(all="raise") from floatlab's own scale arithmetic; same values now
+    x = np.random.default_rng(7).standard_normal((4, 128)) * 1e-310
+    want = floatlab.quantize(x, scheme).dequantize()
+    with np.errstate(all="raise"):
+        np.testing.assert_array_equal(floatlab.quantize(x, scheme).dequantize(), want)
+        floatlab.fake_quantize(x, scheme, stats=True)
+
+
+def test_error_profile_in_e8m0_warns_only_of_the_users_values():
+    # _errors filled non-finite entries with 0.0 placeholders and rounded them: E8M0 has no
+    # zero, so an inf or NaN result warned "cannot hold zeros ... became NaN" about a value
+    # the user never passed. Same table, no warning.
+    x = np.array([4.0, 1e300, np.inf, np.nan])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        profile = floatlab.error_profile(lambda t: t * 1.0, x, "e8m0")
+    assert "e8m0" in str(profile)

@@ -7,11 +7,13 @@ Found by the h-audit-mixed fuzz pass: every case here failed before its fix.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 import floatlab.mixed as fm
-from floatlab.mixed import Tensor
+from floatlab.mixed import Tensor, layers
 
 
 def _t(*shape: int, **kw) -> Tensor:
@@ -827,3 +829,79 @@ def test_embedding_weight_must_be_a_2d_tensor():
     with pytest.raises(ValueError, match=r"embedding: weight must be a 2-D Tensor \(vocab, dim\), "
                                          r"got shape \(4,\)"):
         fm.embedding([0], _t(4))
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "cross_entropy", "gelu_tanh"])
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16"])
+def test_ops_outside_a_policy_block_do_not_raise_their_own_over_and_underflow(op, fmt):
+    # Outside use_precision (whose errstate silences everything) the stable formulas' own
+    # steps surfaced: exp of scores far below the max underflows (softmax, log_softmax,
+    # cross_entropy), and gelu's tanh form computes exp(-2u), which overflows to inf for
+    # x < -10 by design. Under np.errstate(all="raise") they were FloatingPointErrors, and
+    # gelu(Tensor([-100.0]), "tanh") warned "overflow encountered in exp" by default. Same
+    # values as inside a policy block, and gradients too.
+    x = np.array([[-200.0, 0.0, 150.0, -16.0], [-60.0, 3.0, -1.0, 2.0]])
+    call = {"softmax": lambda t: fm.softmax(t),
+            "log_softmax": lambda t: fm.log_softmax(t),
+            "cross_entropy": lambda t: fm.cross_entropy(t, [1, 0]),
+            "gelu_tanh": lambda t: layers.gelu(t, "tanh")}[op]
+
+    def run():
+        t = Tensor(x, fmt, requires_grad=True)
+        out = call(t)
+        fm.tensor.sum(out).backward()
+        return out.data, t.grad
+
+    with fm.scope.use_precision("32-true"):
+        want = run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            got = run()
+        got_default = run()
+    for a, b, c in zip(got, got_default, want, strict=True):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float16"])
+def test_datasets_take_ml_dtypes_features(dtype):
+    # bfloat16 / float8 features (dtype kind 'V') were refused as not "real numbers" by
+    # Dataset.from_arrays and by a Dataset built by hand, where the rest of floatlab takes
+    # them (widened exactly). Same dataset, and same training, as from their float32 values.
+    import ml_dtypes
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((64, 3)).astype(getattr(ml_dtypes, dtype, None) or dtype)
+    y = np.arange(64) % 2
+    X32 = X.astype(np.float32)
+    got, want = (fm.Dataset.from_arrays(v, y, seed=1) for v in (X, X32))
+    for split in ("X_train", "y_train", "X_test", "y_test"):
+        np.testing.assert_array_equal(getattr(got, split), getattr(want, split))
+    by_hand = fm.Dataset("h", X[:48], y[:48], X[48:], y[48:], classes=2)
+    plain = fm.Dataset("h", X32[:48], y[:48], X32[48:], y[48:], classes=2)
+    runs = [fm.Trainer("bf16-mixed", progress=False, batch_size=16).fit(d, steps=4)
+            for d in (by_hand, plain)]
+    np.testing.assert_array_equal(runs[0]["loss"], runs[1]["loss"])
+
+
+@pytest.mark.parametrize("scalar", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_ml_dtypes_scalars_are_scalars_in_tensor_ops(scalar):
+    # A bf16 tensor times ml_dtypes.bfloat16(1.5) came out in float32: the scalar (not
+    # np.floating) was taken for a tensor in the policy's input format, which promoted the
+    # result, where 1.5 or np.float16(1.5) keep the tensor's format. Same format, values and
+    # gradients as the Python float now.
+    import ml_dtypes
+
+    s = getattr(ml_dtypes, scalar)(1.5)
+    ops = [lambda a, b: a * b, lambda a, b: b * a, lambda a, b: a + b, lambda a, b: b - a,
+           lambda a, b: a / b, lambda a, b: b / a]
+    with fm.scope.use_precision("bf16-mixed"):
+        for op in ops:
+            got, want = (Tensor([1.0, 3.0, 1000.0], "bf16", requires_grad=True) for _ in "ab")
+            out, ref = op(got, s), op(want, 1.5)
+            assert out.fmt == ref.fmt
+            np.testing.assert_array_equal(out.data, ref.data)
+            fm.tensor.sum(out).backward()
+            fm.tensor.sum(ref).backward()
+            np.testing.assert_array_equal(got.grad, want.grad)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from floatlab._validate import as_array
+from floatlab._validate import _is_ml_float, as_array
 from floatlab.mixed.checks import fraction, number, sizes_fit, whole
 from floatlab.mixed.checks import seed as seed_rng
 
@@ -64,7 +64,7 @@ class Dataset:
         # as_array: a ragged list is explained, a masked array refused (its mask would be lost)
         X = as_array(X, "Dataset.from_arrays: X")
         y = as_array(y, "Dataset.from_arrays: y")
-        if X.dtype.kind not in "iuf" or X.ndim != 2:
+        if not _real_dtype(X.dtype) or X.ndim != 2:
             raise TypeError(f"X must be a 2-D array of real numbers (rows, features), got "
                             f"dtype {X.dtype} and shape {X.shape}")
         if y.dtype.kind == "f" and y.size and np.all(y == np.round(y)):
@@ -81,6 +81,12 @@ class Dataset:
                       int(y.max()) + 1, n_train, f"{len(X)} rows given as arrays")
 
 
+def _real_dtype(dtype: np.dtype) -> bool:
+    """Integers and floats, ml_dtypes' too (bfloat16, float8_*: features as the rest of
+    floatlab takes them, which read as dtype kind 'V' and were refused)."""
+    return dtype.kind in "iuf" or (dtype.kind == "V" and _is_ml_float(dtype))
+
+
 def _check_dataset(d: Dataset) -> None:
     """A Dataset built by hand must hold what training reads: 2-D real features with one
     integer label in [0, classes) per row, train and test alike (strings, ragged or masked
@@ -90,7 +96,7 @@ def _check_dataset(d: Dataset) -> None:
     for split in ("train", "test"):
         X = as_array(getattr(d, f"X_{split}"), f"Dataset: X_{split}")
         y = as_array(getattr(d, f"y_{split}"), f"Dataset: y_{split}")
-        if X.dtype.kind not in "iuf" or X.ndim != 2 or X.shape[1] != (features or X.shape[1]):
+        if not _real_dtype(X.dtype) or X.ndim != 2 or X.shape[1] != (features or X.shape[1]):
             raise TypeError(f"Dataset: X_{split} must be a 2-D array of real numbers (rows, "
                             f"features), got dtype {X.dtype} and shape {X.shape}")
         features = X.shape[1]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import _is_real_number
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
 from floatlab.mixed.scope import _scope, active_policy, quantize
@@ -28,7 +29,9 @@ __all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "rec
 # --------------------------------------------------------------------------- element-wise ops
 
 def _is_scalar(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+    """A number (ml_dtypes' scalars too: bfloat16(1.5) was taken for a tensor in the input
+    format, float32, and promoted a bf16 operand)."""
+    return _is_real_number(x)
 
 
 def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:

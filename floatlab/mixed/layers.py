@@ -328,9 +328,13 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
         e += 1
         e *= z
         e *= -c
-        e = np.exp(e, out=e)  # exp(-2u)
-        sig = e + 1
-        sig = np.reciprocal(sig, out=sig)
+        # exp(-2u) overflows to inf for x below about -10 (float32) and the sigmoid is then
+        # 0: the formula's design, so no RuntimeWarning, nor a FloatingPointError under a
+        # caller's np.errstate(all="raise")
+        with np.errstate(over="ignore", under="ignore"):
+            e = np.exp(e, out=e)  # exp(-2u)
+            sig = e + 1
+            sig = np.reciprocal(sig, out=sig)
         y = z * sig
     else:
         z = np.atleast_1d(x.data.astype(np.float64))

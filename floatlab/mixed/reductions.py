@@ -109,8 +109,11 @@ def softmax(x: Any, axis: int = -1, *, subtract_max: bool = True) -> Tensor:
         return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "softmax")
     # an array even for 0-d input (numpy gives a scalar, which np.exp(out=) refuses)
     e = np.asarray(z - z.max(axis=axis, keepdims=True))  # in place below: attention's scores
-    e = np.exp(e, out=e)  # are a step's largest array
-    e /= e.sum(axis=axis, keepdims=True)
+    # exp of the shifted scores underflows to zero far below the max: the stable formula's
+    # own rounding, no FloatingPointError under a caller's np.errstate(under="raise")
+    with np.errstate(under="ignore"):
+        e = np.exp(e, out=e)  # are a step's largest array
+        e /= e.sum(axis=axis, keepdims=True)
     y = quantize(e, fmt)
 
     def backward(g: np.ndarray) -> None:
@@ -132,7 +135,9 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     if z.size == 0:  # an empty axis has no max (numpy raises); torch gives an empty result
         return _result(z.copy(), fmt, (x,), lambda g: _send(x, g, fmt), "log_softmax")
     shifted = z - z.max(axis=axis, keepdims=True)
-    y = quantize(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)), fmt)
+    with np.errstate(under="ignore"):  # terms far below the max: negligible, not an error
+        lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    y = quantize(shifted - lse, fmt)
 
     def backward(g: np.ndarray) -> None:
         _send(x, _log_softmax_grad(g, y, axis), fmt)
@@ -185,7 +190,8 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     fmt = active_policy().op_format("cross_entropy", logits.fmt)
     z = _work(logits, fmt)
     shifted = z - z.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(shifted).sum(axis=1))
+    with np.errstate(under="ignore"):  # terms far below the max: negligible, not an error
+        lse = np.log(np.exp(shifted).sum(axis=1))
     per_row = lse - shifted[rows, y]
     values = {"mean": lambda: per_row.mean(), "sum": lambda: per_row.sum(),
               "none": lambda: per_row}[reduction]()

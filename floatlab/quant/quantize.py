@@ -194,8 +194,7 @@ class QuantizedTensor:
         x = np.asarray(self._source, dtype=np.float64)
         deq = self._dequantized if self._dequantized is not None else self.dequantize()
         deq = deq.astype(np.float64, copy=False)
-        err = float(np.sum((x - deq) ** 2))
-        sig = float(np.sum(x**2))
+        err, sig = _squared_sums(x, deq)
         qsnr = math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
         nonzero = x != 0
         n_nonzero = int(np.count_nonzero(nonzero))
@@ -217,6 +216,25 @@ class QuantizedTensor:
         return (f"QuantizedTensor({label}, shape {self.shape}, {self.scales.size} scale"
                 f"{'s' * (self.scales.size != 1)}, {self.bits_per_value:.6g} bits/value, "
                 f"QSNR {self.stats.qsnr_db:.1f} dB)")
+
+
+def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float]:
+    """``sum((x - deq)**2)`` and ``sum(x**2)``, both times the same power of two: their ratio
+    (the QSNR) for any magnitude of ``x``.
+
+    Squared as they are, values beyond 2**±511 (1e±154) overflowed to inf / underflowed to 0:
+    x * 1e170 gave a QSNR of NaN (inf / inf) and x * 1e-170 of inf dB (an error of 0), where
+    the values were all flushed to zero (0 dB). ``x`` and ``deq`` are scaled by 2**-E, E the
+    exponent of the largest finite |x|: exact, so the ratio is unchanged for ordinary data,
+    and the few squares that still underflow are negligible terms (not an error, so no flag
+    under np.errstate(under="raise")).
+    """
+    finite = np.abs(x[np.isfinite(x)])
+    top = float(finite.max()) if finite.size else 0.0
+    shift = -int(np.frexp(top)[1]) if top > 0 else 0
+    with np.errstate(under="ignore"):
+        xs, ds = np.ldexp(x, shift), np.ldexp(deq, shift)
+        return float(np.sum((xs - ds) ** 2)), float(np.sum(xs**2))
 
 
 # =============================================================================== the core

@@ -146,7 +146,10 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     mode = _RULE_MODE[rule]
-    raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
+    # float64 subnormal amaxes (x * 1e-310) underflow here, then clamp up to the scale
+    # format's smallest normal: no FloatingPointError under np.errstate(under="raise")
+    with np.errstate(under="ignore"):
+        raw = amax.astype(np.float64) / element_max(element) * 2.0**scheme.margin
     # Clamped (raw is finite and >= 0; minimum / maximum cost less than np.clip's wrapper).
     raw = np.maximum(np.minimum(raw, fmt.max, out=raw), fmt.smallest_normal, out=raw)
     is_float32 = fmt is _FLOAT32 or fmt == _FLOAT32
@@ -170,10 +173,20 @@ def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`), which needs no float64 copy.
     """
     fmt = scheme.scale_format
+    # Every step rounds in float32, as torchao's does, into float32's subnormals or to zero
+    # for tiny amaxes: that rounding is the emulation's, not a FloatingPointError under a
+    # caller's np.errstate(under="raise"). An amax below float32's range gives g = 0, refused
+    # as one in its subnormals is (it was cast to tmax = 0, an all-zero tensor's g = 1, and
+    # every value flushed to zero without a word).
+    with np.errstate(under="ignore"):
+        return _global_block_scales(amax, scheme, fmt, tensor_amax)
+
+
+def _global_block_scales(amax: np.ndarray, scheme: Scheme, fmt: Format, tensor_amax: float):
     f32 = np.float32
     emax_value = element_max(scheme.element)
     tmax = f32(tensor_amax)
-    g = f32(tmax / f32(fmt.max * emax_value)) if tmax > 0 else f32(1.0)
+    g = f32(tmax / f32(fmt.max * emax_value)) if tensor_amax > 0 else f32(1.0)
     if not np.isfinite(g) or g == 0:
         raise ValueError(f"the tensor amax {tensor_amax:g} gives a global scale outside "
                          "float32's normal range; scale the tensor first")
