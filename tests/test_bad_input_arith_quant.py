@@ -586,3 +586,15 @@ def test_error_profile_in_e8m0_warns_only_of_the_users_values():
         warnings.simplefilter("error")
         profile = floatlab.error_profile(lambda t: t * 1.0, x, "e8m0")
     assert "e8m0" in str(profile)
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp8", "mxfp4", "fp8_tensorwise"])
+def test_dequantize_refuses_scale_codes_for_scale_values(scheme):
+    """q.scale_codes (uint8) passed where q.scales go were read as scale values: wrong values,
+    silently (found by the unusual-input survey)."""
+    q = floatlab.quantize(np.linspace(-3, 3, 64).reshape(2, 32), scheme)
+    kwargs = {"shape": q.shape, "global_scale": q.global_scale}
+    with pytest.raises(TypeError, match="as QuantizedTensor.scale_codes do.*pass q.scales"):
+        floatlab.dequantize(q.codes, q.scale_codes, scheme, **kwargs)
+    np.testing.assert_array_equal(floatlab.dequantize(q.codes, q.scales, scheme, **kwargs),
+                                  q.dequantize())

@@ -447,6 +447,11 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         # (a code no entry has, fp4_bnb's 8: its table slot is NaN)
         raise ValueError(f"codes hold a code that codebook {element.name} does not use; pass "
                          "the codes quantize() stored (QuantizedTensor.codes)")
+    if isinstance(scales, np.ndarray) and scales.dtype.kind == "u":
+        # (q.scale_codes' dtypes, uint8 or uint32 bit patterns, never scale values': read as
+        # values, the codes were dequantised silently wrong)
+        raise TypeError(f"scales has dtype {scales.dtype}, as QuantizedTensor.scale_codes do: "
+                        "dequantize takes the scale values; pass q.scales")
     values = _element_values(arr.astype(np.intp), element, dtype)
     b = _blocked(values, scheme)
     sc = np.asarray(as_float_array(scales, name="scales"), dtype=np.float64)
