@@ -211,6 +211,24 @@ def test_op_formats_follow_the_autocast_lists():
         assert Tensor([1.0]).fmt.name == "float16"  # data enters in the low format
 
 
+def test_a_zero_dim_operand_is_weak_against_a_dimensioned_one():
+    # torch's type promotion ranks dimensioned tensors above zero-dim ones in a category: a
+    # bf16 vector times a 0-d float32 tensor is bf16, and TensorIterator casts the 0-d operand
+    # to bf16 first (1.1 -> 1.1015625; 3 * 1.1015625 = 3.3046875 ties to 3.3125, where the
+    # float32 1.1 would give 3.296875); its gradient is reduced in bf16, then cast to float32
+    x = Tensor([1.0, 2.0, 3.0], "bf16", requires_grad=True)
+    s = Tensor(np.float32(1.1), requires_grad=True)
+    for y in (x * s, s * x):
+        assert y.fmt.name == "bfloat16"
+        assert y.data.tolist() == [1.1015625, 2.203125, 3.3125]
+    (x * s).sum().backward()
+    assert x.grad.tolist() == [1.1015625] * 3 and float(s.grad) == 6.0
+    assert s.grad.dtype == np.float32
+    # two 0-d or two dimensioned operands: the wider format, as before
+    assert (Tensor(np.float32(1.1)) * Tensor(np.float32(3.0), "bf16")).fmt.name == "float32"
+    assert (x * Tensor([1.1], "fp32")).fmt.name == "float32"
+
+
 def test_matmul_rounds_once_on_output_and_low_accumulation_stalls():
     ones = np.ones((1, 4096), np.float32)
     with use_precision("16-mixed"):

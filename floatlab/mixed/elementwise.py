@@ -20,7 +20,9 @@ import numpy as np
 from floatlab._validate import _is_real_number
 from floatlab.formats import Format, get_format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
+from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.scope import _scope, active_policy, quantize
+from floatlab.promotion import contains
 
 __all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "reciprocal",
            "cast"]
@@ -79,14 +81,14 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callab
 
         return _result(out, fmt, (t,), backward_scalar, op)
     a, b = _operand(a, f"{op}: a"), _operand(b, f"{op}: b")
-    fmt = active_policy().op_format(op, a.fmt, b.fmt)
+    fmt = active_policy().op_format(op, *_promoted(a, b))
     try:
-        out = quantize(fn(_work(a, fmt), _work(b, fmt)), fmt)
+        out = quantize(fn(_cast_in(a, fmt), _cast_in(b, fmt)), fmt)
     except ValueError:
         raise _broadcast_error(op, a, b) from None
 
     def backward(g: np.ndarray) -> None:
-        x, y, r = _work(a, fmt), _work(b, fmt), _rounder(fmt)
+        x, y, r = _cast_in(a, fmt), _cast_in(b, fmt), _rounder(fmt)
         ga = da(g, x, y, r) if a.requires_grad or both else None
         gb = db(g, x, y, r) if b.requires_grad or both else None
         for t, gt in ((a, ga), (b, gb)):
@@ -97,6 +99,27 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callab
                 _send(t, gt, fmt)
 
     return _result(out, fmt, (a, b), backward, op)
+
+
+def _promoted(a: Tensor, b: Tensor) -> tuple[Format, ...]:
+    """The formats that decide a binary op's result format, as torch's type promotion: a 0-d
+    operand with a dimensioned one is weak, like a Python number (torch ranks dimensioned
+    tensors above zero-dim ones within a category, and every format here is a float): a bf16
+    vector times a 0-d float32 tensor is bf16. Otherwise both (the wider one wins)."""
+    if (a.ndim == 0) != (b.ndim == 0):
+        return (b.fmt,) if a.ndim == 0 else (a.fmt,)
+    return a.fmt, b.fmt
+
+
+def _cast_in(t: Tensor, fmt: Format) -> np.ndarray:
+    """``t``'s values as the op of format ``fmt`` reads them: as they are where ``fmt`` holds
+    them, else cast to ``fmt`` (a weak 0-d operand wider than the result, see
+    :func:`_promoted`: torch's TensorIterator casts every input to the common dtype)."""
+    if contains(fmt, t.fmt):
+        return _work(t, fmt)
+    cast = quantize(t.data, fmt, what="partial")
+    dtype = storage_dtype(fmt)
+    return cast if cast.dtype == dtype else cast.astype(dtype)
 
 
 def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:
