@@ -403,3 +403,22 @@ def test_the_tensor_module_keeps_its_import_path_after_the_split():
     for name, home in homes.items():
         assert getattr(tensor, name) is getattr(home, name), name
     assert all(hasattr(tensor, name) for name in tensor.__all__)
+
+
+def test_backward_through_a_freed_intermediate_raises():
+    # y's graph was freed by the first backward; reusing y in a new expression must not let
+    # the gradient stop at y (it piled up in y.grad and w.grad stayed at the first call's
+    # value, silently): torch raises "Trying to backward through the graph a second time"
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    y.sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0]
+    with pytest.raises(RuntimeError, match="second time"):
+        (y * 2.0).sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0] and y.grad.tolist() == [1.0, 1.0]  # nothing touched
+    # retained, the same reuse reaches w: 2w + 2 * 2w
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    y.sum().backward(retain_graph=True)
+    (y * 2.0).sum().backward()
+    assert w.grad.tolist() == [6.0, 12.0]

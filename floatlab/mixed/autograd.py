@@ -222,6 +222,13 @@ class Tensor:
                 raise ValueError(f"backward(grad=...): grad has shape {seed.shape}, the tensor "
                                  f"has shape {self.shape}; they must match")
         order = _topological(self)
+        # A freed node further up (an intermediate of an earlier backward reused in a new
+        # expression) would otherwise pass for a leaf: the gradient stopped there, silently
+        # piled up in its .grad, and never reached the parameters. torch raises here too.
+        if any(node._op == "freed" for node in order):
+            raise RuntimeError("backward() through a graph a second time: an intermediate "
+                               "result of this expression had its graph freed by an earlier "
+                               "backward(); pass retain_graph=True to that call, or recompute it")
         for node in order:  # only leaves accumulate across backward calls (as in torch)
             if node._parents:
                 node.grad = None
