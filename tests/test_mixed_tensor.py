@@ -318,6 +318,40 @@ def test_parameter_copies_are_cached_per_value_and_primed_copies_agree():
         np.testing.assert_array_equal(w._copy[2], lazy)
 
 
+@pytest.mark.parametrize("how", ["lazy", "primed", "optimizer"])
+def test_parameter_copies_follow_in_place_changes(how):
+    # w.data changed in place keeps the array object: its cached low-precision copy was read by
+    # every later matmul, in every later scope (x @ w.T stayed 0.66796875 after w.data[...] = 1)
+    import copy
+    import pickle
+
+    x = Tensor([[1.0, 1.0]])
+    w = parameter([[1 / 3, 1 / 3]])
+    if how == "optimizer":
+        with use_precision("bf16-mixed"):
+            opt = fm.SGD([w], lr=0.0)  # primes the copies from the optimizer's flat weights
+            w.grad = np.zeros((1, 2), np.float32)
+            opt.step()
+    with use_precision("bf16-mixed"):
+        if how == "primed":
+            fm.prime_copies([w], F("bf16"))
+        assert (x @ w.T).data.tolist() == [[0.66796875]]
+        w.data[...] = 1.0  # a load by hand, torch's `with no_grad(): w.copy_(ones)`
+        assert (x @ w.T).data.tolist() == [[2.0]]
+    w.data *= 2.0
+    with use_precision("bf16-mixed"):
+        assert (x @ w.T).data.tolist() == [[4.0]]
+        w.data[...] = -0.0  # signs count: -0 is not +0's copy
+        _ = x @ w.T
+        assert np.signbit(w._copy[2]).all()
+        w.data[...] = np.float32(1 / 3)
+        _ = x @ w.T
+        for clone in (copy.deepcopy(w), pickle.loads(pickle.dumps(w))):  # the copy's own data
+            clone.data[...] = 1.0
+            assert (x @ clone.T).data.tolist() == [[2.0]]
+        assert (x @ w.T).data.tolist() == [[0.66796875]]
+
+
 def test_repr_and_basics():
     t = Tensor([[1.0, 2.0]], "bf16", requires_grad=True, name="w")
     assert "bfloat16" in repr(t) and "requires_grad=True" in repr(t) and "'w'" in repr(t)

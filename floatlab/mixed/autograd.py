@@ -74,7 +74,8 @@ class Tensor:
         self._op = "leaf"
         self._parents: tuple[Tensor, ...] = ()
         self._backward: Backward | None = None
-        self._copy: tuple[np.ndarray, Format, np.ndarray] | None = None
+        # a parameter's matmul-input copy: (data it was made from, format, copy, data's bits)
+        self._copy: tuple[np.ndarray, Format, np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ basics
     @property
