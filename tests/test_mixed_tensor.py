@@ -456,3 +456,26 @@ def test_backward_through_a_freed_intermediate_raises():
     y.sum().backward(retain_graph=True)
     (y * 2.0).sum().backward()
     assert w.grad.tolist() == [6.0, 12.0]
+
+
+def test_deepcopy_refuses_graph_results_and_copies_leaves():
+    import copy
+
+    # a result's closures still delivered to the original graph: backward() of the copy left
+    # w.grad None, silently; torch refuses the deepcopy of a non-leaf
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = (w * w).sum()
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(y)
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy({"loss": y})
+    d = copy.deepcopy(y.detach())
+    assert d.data.tolist() == y.data.tolist() and not d.requires_grad
+    w.grad = np.array([5.0, 6.0], np.float32)
+    c = copy.deepcopy(w)  # a leaf: values, gradient, format and flag, none shared
+    assert c.data.tolist() == [1.0, 2.0] and c.grad.tolist() == [5.0, 6.0] and c.requires_grad
+    assert c.data is not w.data and c.grad is not w.grad and c.fmt == w.fmt
+    (c * c).sum().backward()
+    assert c.grad.tolist() == [7.0, 10.0] and w.grad.tolist() == [5.0, 6.0]
+    pair = copy.deepcopy([w, w])  # shared references stay shared
+    assert pair[0] is pair[1]

@@ -15,6 +15,7 @@ rounded together (:func:`_flush`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,20 @@ class Tensor:
                              f"words); shape {self.shape}: use .item() on one value, or "
                              "reduce first, e.g. bool((t.numpy() > 0).all())")
         return bool(self.data.reshape(-1)[0])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        # A result's backward closures are not copied (functions copy by reference): they kept
+        # delivering to the original graph, so a copy's backward() left the parameters' .grad
+        # untouched, silently. torch refuses the same: only leaves deep-copy.
+        if self._parents:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment (torch's words); "
+                               "deep-copy t.detach(), or the parameters it came from")
+        new = Tensor.__new__(Tensor)
+        memo[id(self)] = new
+        for slot in Tensor.__slots__:
+            setattr(new, slot, copy.deepcopy(getattr(self, slot), memo))
+        return new
 
     def __len__(self) -> int:
         if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do
