@@ -479,3 +479,27 @@ def test_deepcopy_refuses_graph_results_and_copies_leaves():
     assert c.grad.tolist() == [7.0, 10.0] and w.grad.tolist() == [5.0, 6.0]
     pair = copy.deepcopy([w, w])  # shared references stay shared
     assert pair[0] is pair[1]
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_leaf_gradients_are_their_own_writeable_arrays(precision):
+    # torch-style in-place edits of .grad (clip_grad_norm_'s p.grad.mul_(c)): the gradient of
+    # a sum was a read-only broadcast view (`w.grad *= 0.5` raised deep in NumPy), and a grad=
+    # seed flowing unchanged (to a leaf, through .T or an add) was the caller's own array
+    with use_precision(precision):
+        w = parameter(np.ones(3, np.float32))
+        w.sum().backward()
+        w.grad *= 0.5
+        assert w.grad.tolist() == [0.5, 0.5, 0.5]
+        seed = np.full(3, 2.0, np.float32)
+        keep = seed.copy()
+        for make in (lambda p: p, lambda p: p + 0.0):
+            w = parameter(np.ones(3, np.float32))
+            make(w).backward(grad=seed)
+            w.grad *= 0.5
+            assert np.array_equal(seed, keep) and w.grad.tolist() == [1.0, 1.0, 1.0]
+        m = parameter(np.ones((2, 3), np.float32))
+        g = Tensor(np.full((3, 2), 2.0, np.float32))
+        m.T.backward(grad=g)
+        m.grad[...] = 0.0
+        assert g.data.tolist() == [[2.0, 2.0]] * 3

@@ -234,6 +234,10 @@ class Tensor:
             seed = np.ones(self.shape, storage_dtype(self.fmt))
         else:
             seed = as_float_array(grad.data if isinstance(grad, Tensor) else grad, name="grad")
+            # as_float_array may hand back the caller's own array: the gradients that flow
+            # unchanged (a leaf's own, through a transpose or an add) would alias it, so an
+            # in-place edit of .grad changed the caller's array (or a Tensor's data) and back
+            seed = seed.copy()
             if seed.shape != self.shape:
                 raise ValueError(f"backward(grad=...): grad has shape {seed.shape}, the tensor "
                                  f"has shape {self.shape}; they must match")
@@ -328,7 +332,13 @@ def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
         g = quantize(g, t.fmt, what="grads")
     g = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
     # numpy arithmetic on 0-d arrays gives scalars: .grad is an array whatever the shape
-    t.grad = g if isinstance(g, np.ndarray) else np.asarray(g)
+    g = g if isinstance(g, np.ndarray) else np.asarray(g)
+    if not g.flags.writeable and t._op == "leaf":
+        # a leaf's .grad is the user's to edit in place (torch's clip_grad_norm_ does
+        # p.grad.mul_(c)): a read-only broadcast view (the gradient of a sum) made
+        # `w.grad *= 0.5` a ValueError deep in NumPy
+        g = g.copy()
+    t.grad = g
 
 
 def _flush(pending: list[_Pending]) -> None:
