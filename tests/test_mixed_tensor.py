@@ -503,3 +503,31 @@ def test_leaf_gradients_are_their_own_writeable_arrays(precision):
         m.T.backward(grad=g)
         m.grad[...] = 0.0
         assert g.data.tolist() == [[2.0, 2.0]] * 3
+
+
+def test_backward_outside_the_scope_rounds_as_inside():
+    # torch's advice: call backward() outside the autocast region. The gradients' formats
+    # followed the forward, but their rounding mode did not: a stochastic-rounding policy's
+    # gradients were rounded to nearest outside the block, silently
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 8)
+
+    def grads(inside, nest=False):
+        m = fm.MLP((4, 5, 3), seed=0)
+        with use_precision("bf16-true", rounding="stochastic", rng=3):
+            loss = fm.cross_entropy(m(x), y)
+            if inside:
+                loss.backward()
+        if not inside:
+            if nest:  # another policy's block around backward changes nothing either
+                with use_precision("16-mixed"):
+                    loss.backward()
+            else:
+                loss.backward()
+        return [p.grad for p in m.parameters()]
+
+    inside = grads(True)
+    for got in (grads(False), grads(False, nest=True)):
+        for a, b in zip(inside, got, strict=True):
+            assert a.tobytes() == b.tobytes()
