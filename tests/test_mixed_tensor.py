@@ -318,6 +318,40 @@ def test_parameter_copies_are_cached_per_value_and_primed_copies_agree():
         np.testing.assert_array_equal(w._copy[2], lazy)
 
 
+@pytest.mark.parametrize("how", ["lazy", "primed", "optimizer"])
+def test_parameter_copies_follow_in_place_changes(how):
+    # w.data changed in place keeps the array object: its cached low-precision copy was read by
+    # every later matmul, in every later scope (x @ w.T stayed 0.66796875 after w.data[...] = 1)
+    import copy
+    import pickle
+
+    x = Tensor([[1.0, 1.0]])
+    w = parameter([[1 / 3, 1 / 3]])
+    if how == "optimizer":
+        with use_precision("bf16-mixed"):
+            opt = fm.SGD([w], lr=0.0)  # primes the copies from the optimizer's flat weights
+            w.grad = np.zeros((1, 2), np.float32)
+            opt.step()
+    with use_precision("bf16-mixed"):
+        if how == "primed":
+            fm.prime_copies([w], F("bf16"))
+        assert (x @ w.T).data.tolist() == [[0.66796875]]
+        w.data[...] = 1.0  # a load by hand, torch's `with no_grad(): w.copy_(ones)`
+        assert (x @ w.T).data.tolist() == [[2.0]]
+    w.data *= 2.0
+    with use_precision("bf16-mixed"):
+        assert (x @ w.T).data.tolist() == [[4.0]]
+        w.data[...] = -0.0  # signs count: -0 is not +0's copy
+        _ = x @ w.T
+        assert np.signbit(w._copy[2]).all()
+        w.data[...] = np.float32(1 / 3)
+        _ = x @ w.T
+        for clone in (copy.deepcopy(w), pickle.loads(pickle.dumps(w))):  # the copy's own data
+            clone.data[...] = 1.0
+            assert (x @ clone.T).data.tolist() == [[2.0]]
+        assert (x @ w.T).data.tolist() == [[0.66796875]]
+
+
 def test_repr_and_basics():
     t = Tensor([[1.0, 2.0]], "bf16", requires_grad=True, name="w")
     assert "bfloat16" in repr(t) and "requires_grad=True" in repr(t) and "'w'" in repr(t)
@@ -403,3 +437,97 @@ def test_the_tensor_module_keeps_its_import_path_after_the_split():
     for name, home in homes.items():
         assert getattr(tensor, name) is getattr(home, name), name
     assert all(hasattr(tensor, name) for name in tensor.__all__)
+
+
+def test_backward_through_a_freed_intermediate_raises():
+    # y's graph was freed by the first backward; reusing y in a new expression must not let
+    # the gradient stop at y (it piled up in y.grad and w.grad stayed at the first call's
+    # value, silently): torch raises "Trying to backward through the graph a second time"
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    y.sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0]
+    with pytest.raises(RuntimeError, match="second time"):
+        (y * 2.0).sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0] and y.grad.tolist() == [1.0, 1.0]  # nothing touched
+    # retained, the same reuse reaches w: 2w + 2 * 2w
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = w * w
+    y.sum().backward(retain_graph=True)
+    (y * 2.0).sum().backward()
+    assert w.grad.tolist() == [6.0, 12.0]
+
+
+def test_deepcopy_refuses_graph_results_and_copies_leaves():
+    import copy
+
+    # a result's closures still delivered to the original graph: backward() of the copy left
+    # w.grad None, silently; torch refuses the deepcopy of a non-leaf
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    y = (w * w).sum()
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(y)
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy({"loss": y})
+    d = copy.deepcopy(y.detach())
+    assert d.data.tolist() == y.data.tolist() and not d.requires_grad
+    w.grad = np.array([5.0, 6.0], np.float32)
+    c = copy.deepcopy(w)  # a leaf: values, gradient, format and flag, none shared
+    assert c.data.tolist() == [1.0, 2.0] and c.grad.tolist() == [5.0, 6.0] and c.requires_grad
+    assert c.data is not w.data and c.grad is not w.grad and c.fmt == w.fmt
+    (c * c).sum().backward()
+    assert c.grad.tolist() == [7.0, 10.0] and w.grad.tolist() == [5.0, 6.0]
+    pair = copy.deepcopy([w, w])  # shared references stay shared
+    assert pair[0] is pair[1]
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_leaf_gradients_are_their_own_writeable_arrays(precision):
+    # torch-style in-place edits of .grad (clip_grad_norm_'s p.grad.mul_(c)): the gradient of
+    # a sum was a read-only broadcast view (`w.grad *= 0.5` raised deep in NumPy), and a grad=
+    # seed flowing unchanged (to a leaf, through .T or an add) was the caller's own array
+    with use_precision(precision):
+        w = parameter(np.ones(3, np.float32))
+        w.sum().backward()
+        w.grad *= 0.5
+        assert w.grad.tolist() == [0.5, 0.5, 0.5]
+        seed = np.full(3, 2.0, np.float32)
+        keep = seed.copy()
+        for make in (lambda p: p, lambda p: p + 0.0):
+            w = parameter(np.ones(3, np.float32))
+            make(w).backward(grad=seed)
+            w.grad *= 0.5
+            assert np.array_equal(seed, keep) and w.grad.tolist() == [1.0, 1.0, 1.0]
+        m = parameter(np.ones((2, 3), np.float32))
+        g = Tensor(np.full((3, 2), 2.0, np.float32))
+        m.T.backward(grad=g)
+        m.grad[...] = 0.0
+        assert g.data.tolist() == [[2.0, 2.0]] * 3
+
+
+def test_backward_outside_the_scope_rounds_as_inside():
+    # torch's advice: call backward() outside the autocast region. The gradients' formats
+    # followed the forward, but their rounding mode did not: a stochastic-rounding policy's
+    # gradients were rounded to nearest outside the block, silently
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 8)
+
+    def grads(inside, nest=False):
+        m = fm.MLP((4, 5, 3), seed=0)
+        with use_precision("bf16-true", rounding="stochastic", rng=3):
+            loss = fm.cross_entropy(m(x), y)
+            if inside:
+                loss.backward()
+        if not inside:
+            if nest:  # another policy's block around backward changes nothing either
+                with use_precision("16-mixed"):
+                    loss.backward()
+            else:
+                loss.backward()
+        return [p.grad for p in m.parameters()]
+
+    inside = grads(True)
+    for got in (grads(False), grads(False, nest=True)):
+        for a, b in zip(inside, got, strict=True):
+            assert a.tobytes() == b.tobytes()

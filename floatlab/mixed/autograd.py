@@ -15,7 +15,9 @@ rounded together (:func:`_flush`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -50,7 +52,7 @@ class Tensor:
     """
 
     __slots__ = ("data", "fmt", "grad", "requires_grad", "name", "_op", "_parents",
-                 "_backward", "_copy")
+                 "_backward", "_copy", "_made")
     __array_priority__ = 1000  # ndarray (op) Tensor defers to Tensor's reflected operators
 
     def __init__(
@@ -74,7 +76,9 @@ class Tensor:
         self._op = "leaf"
         self._parents: tuple[Tensor, ...] = ()
         self._backward: Backward | None = None
-        self._copy: tuple[np.ndarray, Format, np.ndarray] | None = None
+        # a parameter's matmul-input copy: (data it was made from, format, copy, data's bits)
+        self._copy: tuple[np.ndarray, Format, np.ndarray, np.ndarray] | None = None
+        self._made: _Made | None = None  # a result's (policy, rng): its backward's rounding
 
     # ------------------------------------------------------------------ basics
     @property
@@ -122,6 +126,20 @@ class Tensor:
                              f"words); shape {self.shape}: use .item() on one value, or "
                              "reduce first, e.g. bool((t.numpy() > 0).all())")
         return bool(self.data.reshape(-1)[0])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        # A result's backward closures are not copied (functions copy by reference): they kept
+        # delivering to the original graph, so a copy's backward() left the parameters' .grad
+        # untouched, silently. torch refuses the same: only leaves deep-copy.
+        if self._parents:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment (torch's words); "
+                               "deep-copy t.detach(), or the parameters it came from")
+        new = Tensor.__new__(Tensor)
+        memo[id(self)] = new
+        for slot in Tensor.__slots__:
+            setattr(new, slot, copy.deepcopy(getattr(self, slot), memo))
+        return new
 
     def __len__(self) -> int:
         if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do
@@ -218,10 +236,21 @@ class Tensor:
             seed = np.ones(self.shape, storage_dtype(self.fmt))
         else:
             seed = as_float_array(grad.data if isinstance(grad, Tensor) else grad, name="grad")
+            # as_float_array may hand back the caller's own array: the gradients that flow
+            # unchanged (a leaf's own, through a transpose or an add) would alias it, so an
+            # in-place edit of .grad changed the caller's array (or a Tensor's data) and back
+            seed = seed.copy()
             if seed.shape != self.shape:
                 raise ValueError(f"backward(grad=...): grad has shape {seed.shape}, the tensor "
                                  f"has shape {self.shape}; they must match")
         order = _topological(self)
+        # A freed node further up (an intermediate of an earlier backward reused in a new
+        # expression) would otherwise pass for a leaf: the gradient stopped there, silently
+        # piled up in its .grad, and never reached the parameters. torch raises here too.
+        if any(node._op == "freed" for node in order):
+            raise RuntimeError("backward() through a graph a second time: an intermediate "
+                               "result of this expression had its graph freed by an earlier "
+                               "backward(); pass retain_graph=True to that call, or recompute it")
         for node in order:  # only leaves accumulate across backward calls (as in torch)
             if node._parents:
                 node.grad = None
@@ -229,15 +258,32 @@ class Tensor:
         pending: list[_Pending] = []
         with np.errstate(all="ignore"):
             with _pushed(pending=pending):
-                _send(self, seed, self.fmt)
+                with _under(self._made):
+                    _send(self, seed, self.fmt)
                 for node in reversed(order):
                     if node._backward is not None and node.grad is not None:
-                        node._backward(node.grad)
+                        with _under(node._made):
+                            node._backward(node.grad)
             _flush(pending)
         if not retain_graph:
             for node in order:
                 if node._parents:
                     node._parents, node._backward, node._op = (), None, "freed"
+
+
+#: The policy and stochastic-rounding generator of the scope an op ran in.
+_Made = tuple[Any, "np.random.Generator | None"]
+
+
+def _under(made: _Made | None) -> Any:
+    """The scope in which to round an op's gradients: the policy (rounding mode, saturation)
+    and generator its forward ran under, as its formats are. torch's advice is to call
+    backward() outside the autocast region; done so here, a stochastic-rounding policy's
+    gradients were rounded to nearest, silently. A no-op when the scope is already that one."""
+    here = _scope()
+    if made is None or (made[0] is here.policy and made[1] is here.rng):
+        return nullcontext()
+    return _pushed(policy=made[0], rng=made[1])
 
 
 def _topological(root: Tensor) -> list[Tensor]:
@@ -262,19 +308,22 @@ def _result(
     data: np.ndarray, fmt: Format, parents: tuple[Tensor, ...], backward: Backward | None, op: str
 ) -> Tensor:
     t = Tensor.__new__(Tensor)
-    t.data, t.fmt, t.grad, t.name, t._copy = data, fmt, None, None, None
-    if backward is not None and _scope().grad_enabled and any(
+    t.data, t.fmt, t.grad, t.name, t._copy, t._made = data, fmt, None, None, None, None
+    scope = _scope()
+    if backward is not None and scope.grad_enabled and any(
         p.requires_grad for p in parents
     ):
         t.requires_grad, t._parents, t._backward, t._op = True, parents, backward, op
+        t._made = (scope.policy, scope.rng)
     else:
         t.requires_grad, t._parents, t._backward, t._op = False, (), None, op
     return t
 
 
 #: A parameter's gradient waiting for the end of backward: (tensor, gradient, op format,
-#: exact, support: where exact arithmetic makes the gradient non-zero; None: everywhere).
-_Pending = tuple[Tensor, np.ndarray, Format, bool, "np.ndarray | None"]
+#: exact, support: where exact arithmetic makes the gradient non-zero; None: everywhere,
+#: the (policy, rng) of the op that sent it).
+_Pending = tuple[Tensor, np.ndarray, Format, bool, "np.ndarray | None", _Made]
 
 
 def _send(
@@ -292,9 +341,10 @@ def _send(
     """
     if not t.requires_grad:
         return
-    pending = _scope().pending
+    scope = _scope()
+    pending = scope.pending
     if pending is not None and t._op == "leaf":
-        pending.append((t, g, op_fmt, exact, support))
+        pending.append((t, g, op_fmt, exact, support, (scope.policy, scope.rng)))
         return
     _deliver(t, quantize(g, op_fmt, what="grads", exact=exact), op_fmt)
 
@@ -305,7 +355,13 @@ def _deliver(t: Tensor, g: np.ndarray, op_fmt: Format) -> None:
         g = quantize(g, t.fmt, what="grads")
     g = g if t.grad is None else quantize(t.grad + g, t.fmt, what="grads")
     # numpy arithmetic on 0-d arrays gives scalars: .grad is an array whatever the shape
-    t.grad = g if isinstance(g, np.ndarray) else np.asarray(g)
+    g = g if isinstance(g, np.ndarray) else np.asarray(g)
+    if not g.flags.writeable and t._op == "leaf":
+        # a leaf's .grad is the user's to edit in place (torch's clip_grad_norm_ does
+        # p.grad.mul_(c)): a read-only broadcast view (the gradient of a sum) made
+        # `w.grad *= 0.5` a ValueError deep in NumPy
+        g = g.copy()
+    t.grad = g
 
 
 def _flush(pending: list[_Pending]) -> None:
@@ -316,22 +372,24 @@ def _flush(pending: list[_Pending]) -> None:
     telemetry on, the parameters' finished gradients are then counted for underflow.
     """
     rounded: list[np.ndarray | None] = [None] * len(pending)
-    batches: dict[tuple[int, bool], list[int]] = {}
-    for i, (_, _, fmt, exact, _) in enumerate(pending):
-        batches.setdefault((id(fmt), exact), []).append(i)
-    for (_, exact), idx in batches.items():
-        fmt = pending[idx[0]][2]
-        if len(idx) == 1 or exact:
-            for i in idx:
-                rounded[i] = quantize(pending[i][1], fmt, what="grads", exact=exact)
-            continue
-        grads = [pending[i][1] for i in idx]
-        flat = quantize(np.concatenate([g.reshape(-1) for g in grads]), fmt, what="grads")
+    batches: dict[tuple[int, bool, int, int], list[int]] = {}
+    for i, (_, _, fmt, exact, _, made) in enumerate(pending):  # rounded under their op's scope
+        batches.setdefault((id(fmt), exact, id(made[0]), id(made[1])), []).append(i)
+    for (_, exact, _, _), idx in batches.items():
+        fmt, made = pending[idx[0]][2], pending[idx[0]][5]
+        with _under(made):
+            if len(idx) == 1 or exact:
+                for i in idx:
+                    rounded[i] = quantize(pending[i][1], fmt, what="grads", exact=exact)
+                continue
+            grads = [pending[i][1] for i in idx]
+            flat = quantize(np.concatenate([g.reshape(-1) for g in grads]), fmt, what="grads")
         parts = np.split(flat, np.cumsum([g.size for g in grads])[:-1])
         for i, g, part in zip(idx, grads, parts, strict=True):
             rounded[i] = part.reshape(g.shape)
-    for (t, _, fmt, _, _), g in zip(pending, rounded, strict=True):  # in arrival order
-        _deliver(t, g, fmt)
+    for (t, _, fmt, _, _, made), g in zip(pending, rounded, strict=True):  # in arrival order
+        with _under(made):
+            _deliver(t, g, fmt)
     stats = _scope().stats
     if stats is not None:
         _count_parameter_underflow(pending, stats)
@@ -342,7 +400,7 @@ def _count_parameter_underflow(pending: list[_Pending], stats: Any) -> None:
     of its contributions' supports) and the zero ones among them: underflows, here or upstream.
     """
     supports: dict[int, tuple[Tensor, np.ndarray | None]] = {}
-    for t, _, _, _, support in pending:
+    for t, _, _, _, support, _ in pending:
         if id(t) in supports:
             seen = supports[id(t)][1]
             support = None if seen is None or support is None else seen | support

@@ -47,13 +47,29 @@ def _matmul_input(t: Tensor, fmt: Format) -> np.ndarray:
         return _matmul_input(t._parents[0], fmt).T  # w.T reads the parameter's cached copy
     if _is_parameter(t):
         cached = t._copy
-        if cached is not None and cached[0] is t.data and (cached[1] is fmt or cached[1] == fmt):
+        if (cached is not None and cached[0] is t.data and (cached[1] is fmt or cached[1] == fmt)
+                and _same_bits(cached[3], t.data)):
             return cached[2]
         values = quantize(t.data, fmt, what="weights")
-        t._copy = (t.data, fmt, values)
+        t._copy = (t.data, fmt, values, t.data.copy())
         return values
     held = fmt == active_policy().compute  # an autocast copy, kept for backward
     return quantize(t.data, fmt, what="activations" if held else "inputs")
+
+
+def _same_bits(snapshot: np.ndarray, data: np.ndarray) -> bool:
+    """Whether ``data`` still holds the bits ``snapshot`` recorded when its copy was made.
+
+    The array's identity alone is not enough: ``w.data[...] = new`` or ``w.data *= 0.5`` (a
+    load by hand, torch's ``with no_grad(): w.copy_(...)``) keeps the array object, and its
+    stale copy was read by every later matmul, in any later precision scope (torch's cache
+    lives only until the autocast region exits). Compared as unsigned integers: NaN equals
+    itself and -0 differs from +0, as their roundings do (about 6 us per 4096 float32 values).
+    """
+    if snapshot.shape != data.shape or snapshot.dtype != data.dtype:
+        return False
+    bits = np.dtype(f"u{data.dtype.itemsize}")
+    return bool(np.array_equal(snapshot.view(bits), data.view(bits)))
 
 
 def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = None) -> None:
@@ -86,12 +102,15 @@ def _prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = N
     if not todo:
         return
     if flat is None or len(todo) != len(params):
-        flat = np.concatenate([p.data.reshape(-1) for p in todo])
+        flat = np.concatenate([p.data.reshape(-1) for p in todo])  # a new array: the snapshot
+    else:
+        flat = flat.copy()  # the caller's weights, which the parameters' data may view
     low = quantize(flat, fmt, what="weights")
     start = 0
     for p in todo:
-        p._copy = (p.data, fmt, low[start : start + p.size].reshape(p.shape))
-        start += p.size
+        stop = start + p.size
+        p._copy = (p.data, fmt, low[start:stop].reshape(p.shape), flat[start:stop].reshape(p.shape))
+        start = stop
 
 
 def _product(a: np.ndarray, b: np.ndarray, policy: Policy,

@@ -77,7 +77,11 @@ class _Group:
         """(active parameter indices, their positions, their flat gradient, all flat weights)."""
         active = [i for i, p in enumerate(self.params) if p.grad is not None]
         weights = np.concatenate([p.data.reshape(-1) for p in self.params])
-        grad = np.concatenate([self.params[i].grad.reshape(-1) for i in active]) if active \
+        # in the weights' dtype: a float64 .grad assigned by hand to a float32 parameter made
+        # the whole group's update arithmetic float64, silently off torch's float32 (Adam's
+        # last bits); its values are cast as a gradient flowing into the parameter is
+        grad = np.concatenate([self.params[i].grad.reshape(-1) for i in active],
+                              dtype=weights.dtype, casting="same_kind") if active \
             else np.zeros(0, weights.dtype)
         if len(active) == len(self.params):
             return active, slice(None), grad, weights
