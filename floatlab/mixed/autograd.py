@@ -258,12 +258,18 @@ class Tensor:
         pending: list[_Pending] = []
         with np.errstate(all="ignore"):
             with _pushed(pending=pending):
-                with _under(self._made):
+                scope = _scope()
+                here = (scope.policy, scope.rng)  # (one lookup: most nodes were made here)
+                with _under(self._made, here):
                     _send(self, seed, self.fmt)
                 for node in reversed(order):
                     if node._backward is not None and node.grad is not None:
-                        with _under(node._made):
+                        made = node._made
+                        if made is None or (made[0] is here[0] and made[1] is here[1]):
                             node._backward(node.grad)
+                        else:
+                            with _under(made, here):
+                                node._backward(node.grad)
             _flush(pending)
         if not retain_graph:
             for node in order:
@@ -275,13 +281,16 @@ class Tensor:
 _Made = tuple[Any, "np.random.Generator | None"]
 
 
-def _under(made: _Made | None) -> Any:
+def _under(made: _Made | None, here: _Made | None = None) -> Any:
     """The scope in which to round an op's gradients: the policy (rounding mode, saturation)
     and generator its forward ran under, as its formats are. torch's advice is to call
     backward() outside the autocast region; done so here, a stochastic-rounding policy's
-    gradients were rounded to nearest, silently. A no-op when the scope is already that one."""
-    here = _scope()
-    if made is None or (made[0] is here.policy and made[1] is here.rng):
+    gradients were rounded to nearest, silently. A no-op when the scope is already that one
+    (``here``: the current (policy, rng), when the caller has it)."""
+    if here is None:
+        scope = _scope()
+        here = (scope.policy, scope.rng)
+    if made is None or (made[0] is here[0] and made[1] is here[1]):
         return nullcontext()
     return _pushed(policy=made[0], rng=made[1])
 
@@ -372,12 +381,14 @@ def _flush(pending: list[_Pending]) -> None:
     telemetry on, the parameters' finished gradients are then counted for underflow.
     """
     rounded: list[np.ndarray | None] = [None] * len(pending)
+    scope = _scope()
+    here = (scope.policy, scope.rng)  # (one lookup for every _under below)
     batches: dict[tuple[int, bool, int, int], list[int]] = {}
     for i, (_, _, fmt, exact, _, made) in enumerate(pending):  # rounded under their op's scope
         batches.setdefault((id(fmt), exact, id(made[0]), id(made[1])), []).append(i)
     for (_, exact, _, _), idx in batches.items():
         fmt, made = pending[idx[0]][2], pending[idx[0]][5]
-        with _under(made):
+        with _under(made, here):
             if len(idx) == 1 or exact:
                 for i in idx:
                     rounded[i] = quantize(pending[i][1], fmt, what="grads", exact=exact)
@@ -388,9 +399,9 @@ def _flush(pending: list[_Pending]) -> None:
         for i, g, part in zip(idx, grads, parts, strict=True):
             rounded[i] = part.reshape(g.shape)
     for (t, _, fmt, _, _, made), g in zip(pending, rounded, strict=True):  # in arrival order
-        with _under(made):
+        with _under(made, here):
             _deliver(t, g, fmt)
-    stats = _scope().stats
+    stats = scope.stats
     if stats is not None:
         _count_parameter_underflow(pending, stats)
 

@@ -69,7 +69,9 @@ def _same_bits(snapshot: np.ndarray, data: np.ndarray) -> bool:
     if snapshot.shape != data.shape or snapshot.dtype != data.dtype:
         return False
     bits = np.dtype(f"u{data.dtype.itemsize}")
-    return bool(np.array_equal(snapshot.view(bits), data.view(bits)))
+    # (one comparison and one all(): np.array_equal's checks and conversions cost as much on
+    # these small arrays)
+    return bool(np.equal(snapshot.view(bits), data.view(bits)).all())
 
 
 def prime_copies(params: list[Tensor], fmt: Format, flat: np.ndarray | None = None) -> None:
