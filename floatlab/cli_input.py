@@ -94,17 +94,29 @@ def _parse_power(text: str, cleaned: str) -> float:
     float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002)."""
     base_text, _, exponent_text = cleaned.partition("**")
     sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
+    # The base is one optional sign and a decimal number, as a value without a power:
+    # Fraction also read '+-2' as 2 (+-2**2 gave 4, Python's -4) and '2/3' as a fraction
+    # (2/3**2 gave 4/9, Python's 2/9), and turned '1e-99999999' into a 10**99999999 (a hang).
+    unsigned = base_text[1:] if base_text[:1] in "+-" else base_text
     try:
-        base, exponent = Fraction(base_text.lstrip("+-")), int(exponent_text)
-    except ValueError:
+        if unsigned[:1] in "+-":
+            raise ValueError
+        decimal, exponent = Decimal(unsigned), int(exponent_text)
+        if not decimal.is_finite():
+            raise ValueError
+    except (ValueError, InvalidOperation):
         raise ValueError(
             f"{text!r} is not a number: powers need a number and an integer exponent, "
             "e.g. 2**-16 or 10**3"
         ) from None
-    if base == 0 and exponent < 0:
+    if decimal == 0 and exponent < 0:
         raise ValueError(f"{text!r} divides by zero")
-    if base not in (0, 1) and abs(exponent) > 10_000:  # an exact power would be huge
-        big = (base > 1) == (exponent > 0)
+    # beyond 10**±400 every nonzero power is out of float64's range: say so before the exact
+    # arithmetic builds the number
+    huge = decimal != 0 and exponent != 0 and abs(decimal.adjusted()) > 400
+    base = Fraction(1) if exponent == 0 else None if huge else Fraction(decimal)  # x**0 = 1
+    if huge or (base not in (0, 1) and abs(exponent) > 10_000):  # an exact power: huge
+        big = (decimal.adjusted() > 0 if huge else abs(base) > 1) == (exponent > 0)
         raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
     exact = sign * base**exponent
     try:

@@ -387,6 +387,36 @@ def test_numbers_float64_cannot_hold_are_refused(capsys, text, message):
     assert code == EXIT_ERROR and message in err
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("+-2**2", "not a number"), ("--2**2", "not a number"), ("2/3**2", "not a number"),
+     ("inf**2", "not a number"), ("1e-401**1", "below float64's smallest"),
+     ("1e401**-1", "below float64's smallest"), ("1e-401**-3", "beyond float64's range")],
+)
+def test_a_powers_base_is_one_signed_decimal_number(capsys, text, message):
+    """The base of a power reads as a value without one does: '+-2**2' gave 4.0 (Python's
+    +-2**2 is -4; '+-2' alone is refused), '--2**2' -4.0 (Python: 4) and '2/3**2' 4/9
+    (Python: 2/9), silently; a base beyond 10**±400 is out of range for any exponent but 0."""
+    code, _, err = run(capsys, "round", "-f", "fp16", "--", text)
+    assert code == EXIT_ERROR and message in err
+    _, out, _ = run(capsys, "round", "-f", "float64", "-1e999**0", "-2**2")
+    assert out.splitlines() == ["-1.0 -> -1.0", "-4.0 -> -4.0"]
+
+
+def test_a_powers_huge_decimal_exponent_is_refused_at_once():
+    """'1e-99999999**1' built 10**99999999 exactly before looking at its size (minutes of
+    CPU and gigabytes: a hang); it is refused from the base's decimal exponent, and any
+    base to the power 0 is 1 (a subprocess: without the fix these hang)."""
+    def run_cli(*values):
+        return subprocess.run([sys.executable, "-m", "floatlab", "round", "-f", "fp16",
+                               *values], capture_output=True, text=True, timeout=60)
+
+    done = run_cli("1e-99999999**1", "1e99999999**1")
+    assert done.returncode == EXIT_ERROR and "below float64's smallest" in done.stderr
+    done = run_cli("1e-99999999**0")
+    assert done.returncode == EXIT_OK and done.stdout == "1.0 -> 1.0\n"
+
+
 def test_powers_and_hex_floats_are_exact(capsys):
     _, out, _ = run(capsys, "round", "2**-24", "0x1.8p1", "-2**-25", "-f", "fp16")
     assert out.splitlines() == [f"{2.0**-24!r} -> {2.0**-24!r}", "3.0 -> 3.0",

@@ -9,6 +9,7 @@ import pytest
 
 from floatlab import get_format
 from floatlab.mixed import (
+    StateAdam,
     Tensor,
     Trainer,
     linear,
@@ -53,6 +54,21 @@ def test_operand_bytes_count_codes_and_every_scale(spec, shape, expected):
     # and it is what the quantiser actually stores for that shape
     probe = spec.replace(rounding="nearest_even")
     assert n == quantize(np.random.default_rng(0).standard_normal(shape), probe).nbytes
+
+
+def test_operand_bytes_of_stochastic_schemes_with_random_bits():
+    """A stochastic Scheme with random_bits (NVFP4's SR gradients take 8) was measured through
+    a nearest-even twin that kept random_bits, which a Scheme refuses: operand_nbytes, and so
+    StateAdam.state_bytes() after a step, raised "random_bits ... needs rounding='stochastic'"
+    about a scheme the user never built; it counts the same bytes as without random_bits."""
+    sr = get_scheme("nvfp4").replace(rounding="stochastic", random_bits=8)
+    plain = get_scheme("nvfp4").replace(rounding="stochastic")
+    assert operand_nbytes(sr, (64, 32))[1] == operand_nbytes(plain, (64, 32))[1] == 1156
+    w = parameter(np.ones(40, np.float32))
+    opt = StateAdam([w], state={"exp_avg": sr, "exp_avg_sq": None})
+    w.grad = np.full(40, 0.1, np.float32)
+    opt.step()
+    assert opt.state_bytes() == {sr.describe(): 20 + 3 * 1 + 4, "float32": 160}
 
 
 def test_operand_bytes_of_plain_specs_and_bad_input():

@@ -63,3 +63,35 @@ def test_state_adam_refuses_low_masters_other_than_fp16():
         w = parameter(np.zeros(3))
         with pytest.raises(ValueError, match="float32 \\(or MS-AMP O3's float16\\) master"):
             StateAdam([w], state={"exp_avg": "e4m3fn"})
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim8bit.Adam8bit(ps, min_8bit_size=0),
+    lambda ps: optim8bit.Adam8bit(ps, min_8bit_size=0, block=None, map="linear"),
+    lambda ps: StateAdam(ps, state={"exp_avg": msamp_scheme(), "exp_avg_sq": msamp_scheme()}),
+    lambda ps: StateAdam(ps, state={"exp_avg": "mxfp8_e4m3", "exp_avg_sq": "fp8_tensorwise"},
+                         expand=True),
+])
+def test_empty_parameters_have_no_moments_to_quantise(make):
+    """A parameter with no values (torch allows them) beside others: its moments were handed
+    to fake_quantize, which refuses an empty array (ValueError "x is empty"), or folded into
+    the one-pass storage's reduceat (IndexError deep in NumPy); the other parameters train
+    exactly as without it, and it adds no state bytes."""
+    def train(with_empty):
+        rng = np.random.default_rng(0)
+        w = parameter(rng.standard_normal(300).astype(np.float32))
+        b = parameter(rng.standard_normal(3).astype(np.float32))
+        ps = [parameter(np.zeros(0, np.float32)), w, parameter(np.zeros((2, 0), np.float32)),
+              b] if with_empty else [w, b]
+        opt = make(ps)
+        for _ in range(3):
+            for p in ps:
+                p.grad = rng.standard_normal(p.shape).astype(np.float32) if p.size else \
+                    np.zeros(p.shape, np.float32)
+            opt.step()
+        return w.data, b.data, opt.state_bytes(), [p.shape for p in ps]
+
+    w, b, nbytes, shapes = train(True)
+    w0, b0, nbytes0, _ = train(False)
+    assert np.array_equal(w, w0) and np.array_equal(b, b0)
+    assert nbytes == nbytes0 and shapes == [(0,), (300,), (2, 0), (3,)]

@@ -703,6 +703,27 @@ def test_te_float32_scale_edges():
         CurrentScaling("e4m3fn", margin=200, float32=True).scale_for(1.0)
     with pytest.raises(TypeError, match="float32"):
         CurrentScaling("e4m3fn", float32="yes")
+
+
+@pytest.mark.parametrize("power_of_two", [False, True])
+def test_te_float32_scale_of_an_amax_below_float32s_subnormals(power_of_two):
+    """TE's amax is a float32: a float64 amax that rounds to 0 there (1e-300, 1e-50, an
+    amax_epsilon of 1e-50) is TE's amax 0, scale 1.0 -- it was a ZeroDivisionError in the
+    float32 division; the values, float32(x) = 0, quantise to 0."""
+    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+
+    cs = CurrentScaling("e4m3fn", power_of_two=power_of_two, float32=True)
+    assert cs.scale_for(1e-300) == cs.scale_for(2.0**-151) == 1.0
+    q = cs.quantize([1e-300, -5e-301])
+    assert q.scale == 1.0 and q.values.tolist() == [0.0, -0.0]
+    eps = CurrentScaling("e4m3fn", amax_epsilon=1e-50, float32=True)
+    assert eps.quantize([0.0]).scale == 1.0
+    ds = DelayedScaling("e4m3fn", history_len=1, power_of_two=power_of_two, float32=True)
+    ds.quantize([1e-300])
+    assert ds.scale == 1.0 and ds.quantize([0.5]).values.tolist() == [0.5]
+    # the smallest float32 subnormal stays an amax: float32's max, as test_te_float32_scale_edges
+    assert cs.scale_for(2.0**-149) == (2.0**127 if power_of_two else
+                                       float(np.finfo(np.float32).max))
     assert "float32" in repr(DelayedScaling("e5m2", float32=True))
     assert repr(q).endswith("0 saturated, float32)")
 

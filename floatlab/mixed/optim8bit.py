@@ -135,7 +135,8 @@ class StateAdam(Adam):
         return group.state[key]
 
     def _quantized(self, param: Tensor) -> bool:
-        return param.size >= self.min_8bit_size
+        # an empty parameter has no moments to quantise (and a Scheme refuses an empty array)
+        return param.size >= self.min_8bit_size and param.size > 0
 
     def _store_moments(self, group, where, active, m, v) -> None:
         sizes = group.sizes[active]
@@ -194,6 +195,8 @@ class StateAdam(Adam):
             if "exp_avg" not in group.state:
                 continue
             for p in group.params:
+                if p.size == 0:  # no moments: no bytes, no label
+                    continue
                 for key in MOMENTS:
                     spec = self.specs[key]
                     if spec is None or not self._quantized(p):

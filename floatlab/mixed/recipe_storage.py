@@ -51,8 +51,10 @@ def spec_label(spec: Operand, compute: Format) -> str:
 @lru_cache(maxsize=512)
 def _scheme_nbytes(spec: Scheme, shape: tuple[int, ...]) -> int:
     # The storage does not depend on the values: quantise zeros of the shape once. Stochastic
-    # rounding needs a generator but changes no size, so measure the nearest-even twin.
-    probe = spec if spec.rounding != "stochastic" else spec.replace(rounding="nearest_even")
+    # rounding needs a generator but changes no size, so measure the nearest-even twin (with
+    # no random_bits, which only stochastic rounding takes: NVFP4's SR gradients have 8).
+    probe = spec if spec.rounding != "stochastic" else spec.replace(rounding="nearest_even",
+                                                                   random_bits=None)
     return int(quantize(np.zeros(shape, np.float32), probe).nbytes)
 
 

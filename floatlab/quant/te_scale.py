@@ -33,10 +33,11 @@ def _scale_from_amax32(amax: float, fmt: Format, margin: int, power_of_two: bool
     clears the quotient's mantissa bits, as TE's ``force_pow_2_scales`` does (so a quotient
     that rounded up to a power of two keeps it).
     """
-    if amax == 0:
+    amax32 = _to_float32(amax)
+    if amax32 == 0:  # TE's amax is a float32: 0 there (even below its subnormals) gives 1.0
         return 1.0
     top = _float32_top(fmt, margin)
-    scale = _to_float32(top / _to_float32(amax))
+    scale = _to_float32(top / amax32)
     if scale == math.inf:
         scale = _FLOAT32_MAX  # TE: an amax too small for a float32 scale
     if power_of_two:
