@@ -7,7 +7,7 @@ overflow (:mod:`floatlab.fp16_bound`) it runs :func:`_float16_magic`: float64 pa
 round each running sum with a magic constant built from its exponent bits, scaled by 2**-1009
 where float64's subnormal range then provides fp16's (:func:`_float16_scale_applies`); the
 products come from one broadcast multiply per inner index where output rows are long
-(:func:`_outer_steps`), from BLAS a few inner indices at a time where they are short
+(``fp16_plan._outer_blocks``), from BLAS a few inner indices at a time where they are short
 (:func:`_product_blocks`), or, where a cost model says it pays (:func:`_float16_plan`), each
 row's zero products (ReLU's) are left out and the others gathered (:func:`_compact_blocks`, in
 the order ``fp16_plan._nonzeros_in_order`` finds).
@@ -21,6 +21,7 @@ from the format, not from passes over the values (``tests/test_fp16_known_format
 from __future__ import annotations
 
 import builtins
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,13 +29,16 @@ import numpy as np
 from floatlab.fp16_bound import _float16_magic_applies
 from floatlab.fp16_plan import (
     _CALL_US,
+    _OUTER_BUFSIZE,
     _PASS_NS,
     _compact_blocks,
     _count_nonzero,
     _float16_plan,
+    _outer_blocks,
     _outer_takes,
     _product_blocks,
     _scratch,
+    _ufunc_buffer,
 )
 from floatlab.sequential import _bits, _lowest_bit
 
@@ -125,7 +129,7 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     zeros reads it), so it only shows in a zero total: those outputs are redone on the cast
     path (:func:`_float16_cast_dots`). Outputs are computed in tiles of rows that stay in
     cache, transposed where that is cheaper (each output's sum has the same terms in the same
-    order); the products come from :func:`_outer_steps` (long rows) or
+    order); the products come from :func:`_outer_blocks` (long rows) or
     :func:`_product_blocks`, or from :func:`_compact_blocks` where the zero products of a's
     rows are worth leaving out (:func:`_float16_plan`).
     """
@@ -158,7 +162,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     a_run, b_run = a, b
     if scaled:  # exact (see there; the compact loop scales the values it gathers from a)
         b_run = np.multiply(b, _SCALE_B, out=_scratch("b_run", b.shape))
-        if not compact and not outer:  # (_outer_steps scales the columns it copies)
+        if not compact and not outer:  # (_outer_blocks scales the columns it copies)
             a_run = np.multiply(a, _SCALE_A, out=_scratch("a_run", a.shape))
     if compact:  # rows by falling count of nonzeros: each step's active rows are a prefix
         # (a stable sort of 16-bit keys is a radix sort: 2-3x faster than of -counts)
@@ -181,40 +185,41 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
     floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
     add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
-    for start in range(0, n, rows):
-        stop = builtins.min(n, start + rows)
-        size = stop - start
-        if compact:
-            blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
-                                     _SCALE_A if scaled else None, starts[start:stop],
-                                     nonzero, flat)
-        elif outer:  # each step's products made straight into the magic buffer
-            _outer_steps(out[start:stop], magic[:size], a[start:stop], b_run,
-                         _SCALE_A if scaled else None, None if scaled else floor[:size])
-            continue
-        else:
-            blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
-        active = -1
-        for r, block in blocks:  # the first r rows of the tile take part in these steps
-            if r != active:
-                active = r
-                t, mg, mb = out[start : start + r], magic[:r], magic_bits[:r]
-                tb, low = t.view(np.uint64), floor[:r]
-            if scaled:
-                for product in block:  # (local names, positional out: a few % on narrow outputs)
-                    add(t, product, t)  # v * 2**-1009
+    # (a small ufunc buffer for _outer_blocks' multiplies; the passes are unaffected)
+    with _ufunc_buffer(_OUTER_BUFSIZE) if outer else nullcontext():
+        for start in range(0, n, rows):
+            stop = builtins.min(n, start + rows)
+            size = stop - start
+            if compact:
+                blocks = _compact_blocks(a_run, b_run, counts[start:stop], perm[start:stop],
+                                         _SCALE_A if scaled else None, starts[start:stop],
+                                         nonzero, flat)
+            elif outer:  # each step's products made straight into the magic buffer
+                blocks = _outer_blocks(a[start:stop], b_run, magic[:size],
+                                       _SCALE_A if scaled else None)
+            else:
+                blocks = ((size, block) for block in _product_blocks(a_run[start:stop], b_run))
+            active = -1
+            for r, block in blocks:  # the first r rows of the tile take part in these steps
+                if r != active:
+                    active = r
+                    t, mg, mb = out[start : start + r], magic[:r], magic_bits[:r]
+                    tb, low = t.view(np.uint64), floor[:r]
+                if scaled:
+                    for product in block:  # (local names, positional out: a few %, narrow outputs)
+                        add(t, product, t)  # v * 2**-1009
+                        bitwise_and(tb, exponent, mb)
+                        add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
+                        add(t, mg, t)
+                        subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
+                    continue
+                for product in block:
+                    add(t, product, t)  # v
                     bitwise_and(tb, exponent, mb)
-                    add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
+                    add(mb, offset, mb)
+                    maximum(mg, low, out=mg)  # (positional out is deprecated here)
                     add(t, mg, t)
-                    subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
-                continue
-            for product in block:
-                add(t, product, t)  # v
-                bitwise_and(tb, exponent, mb)
-                add(mb, offset, mb)
-                maximum(mg, low, out=mg)  # (positional out is deprecated here)
-                add(t, mg, t)
-                subtract(t, mg, t)  # fp16's rounding of v
+                    subtract(t, mg, t)  # fp16's rounding of v
     if compact:  # back to a's order: a gather by the inverse permutation (one pass)
         inverse = np.empty_like(perm)
         inverse[perm] = np.arange(n)
@@ -327,65 +332,6 @@ def _float16_cast_dots(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
                 np.add(total, product, out=total, casting="unsafe")
         out[live] = total
     return out
-
-
-_OUTER_BUFSIZE = 64  # NumPy's ufunc buffer (elements) while it runs (measured below)
-
-
-def _outer_steps(t: np.ndarray, magic: np.ndarray, a: np.ndarray, b: np.ndarray,
-                 scale: float | None, floor: np.ndarray | None) -> None:
-    """The dense loop of :func:`_float16_magic_rows` on one tile, its products made one inner
-    index at a time by NumPy's broadcast multiply ``a[:, k, None] * b[k]`` straight into the
-    magic buffer (which the step's next pass overwrites with M), not by BLAS in blocks
-    (:func:`_product_blocks`). The values are the same: each is NumPy's float64 product
-    ``a[i, k] * b[k, j]`` (the BLAS block's one nonzero term). ``t``: the tile's running sums
-    (rows of a times b's columns), updated in place; ``magic``: a work buffer of t's shape;
-    ``scale``: a power of two for a's values (the scaled loop's 2**-505, applied to the
-    column copy: exact, see :func:`_float16_scale_applies`); ``floor``: the clamp of M (the
-    unscaled loop), or None (the scaled loop).
-
-    Why it is faster: NumPy buffers a broadcast operand through its ufunc buffer unless the
-    output rows are longer than the buffer, and the copy makes a column-times-row product cost
-    0.65-0.9 ns a value at the default 8192 elements. With a 64-element buffer, NumPy 2.x
-    multiplies row by row unbuffered: 0.17-0.25 ns a value for rows of 256-2048 (0.38 at 128;
-    no gain below), against 0.3-0.4 for the BLAS blocks in isolation and 0.7-1.35 measured in
-    the lab's step (a K = 4 product into a block four times the tile). The buffer size
-    only changes speed; it is set for this loop alone and restored (NumPy 2 scopes it to the
-    context, like ``np.errstate``).
-    """
-    n, k = a.shape
-    columns = _scratch("outer_columns", (k, n))
-    if scale is None:
-        columns[...] = a.T
-    else:
-        np.multiply(a.T, scale, out=columns)
-    columns = columns.reshape(k, n, 1)
-    if not b.flags.c_contiguous:  # (a strided row makes each multiply 3x slower, measured)
-        b = np.ascontiguousarray(b)
-    t_bits, magic_bits = t.view(np.uint64), magic.view(np.uint64)
-    exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
-    add, subtract, multiply, bitwise_and = np.add, np.subtract, np.multiply, np.bitwise_and
-    old = np.setbufsize(_OUTER_BUFSIZE)
-    try:
-        if floor is None:
-            for column, row in zip(columns, b, strict=True):
-                multiply(column, row, magic)  # x
-                add(t, magic, t)  # v * 2**-1009
-                bitwise_and(t_bits, exponent, magic_bits)
-                add(magic_bits, offset, magic_bits)  # M * 2**-1009
-                add(t, magic, t)
-                subtract(t, magic, t)  # fp16's rounding of v, times 2**-1009
-            return
-        for column, row in zip(columns, b, strict=True):
-            multiply(column, row, magic)
-            add(t, magic, t)  # v
-            bitwise_and(t_bits, exponent, magic_bits)
-            add(magic_bits, offset, magic_bits)
-            np.maximum(magic, floor, out=magic)
-            add(t, magic, t)
-            subtract(t, magic, t)  # fp16's rounding of v
-    finally:
-        np.setbufsize(old)
 
 
 def _float16_cast_adds(acc: Accumulator, terms: _Terms, bits: int | None = None) -> bool:

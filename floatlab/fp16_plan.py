@@ -3,7 +3,7 @@
 :mod:`floatlab.fp16_matmul` adds one rank-1 term ``a[:, k, None] * b[k]`` per inner index to
 all outputs. This module makes those terms and chooses how: BLAS a few inner indices at a time
 (:func:`_product_blocks`, short output rows), one broadcast multiply per inner index
-(:func:`_outer_takes`: long rows, made inside the loop by ``fp16_matmul._outer_steps``), or
+(:func:`_outer_blocks`: long rows, made into the loop's own work buffer), or
 each row's zero products (ReLU's) left out and the others gathered (:func:`_compact_blocks`,
 in the order :func:`_nonzeros_in_order` finds), by a cost model (:func:`_float16_plan`,
 counts of nonzeros by :func:`_count_nonzero`). Every choice gives the same bits (each term is
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def _product_blocks(a: np.ndarray, b: np.ndarray):
     indices (valid until the next block is asked for).
 
     NumPy's broadcast multiply of a column by a row copies the column through its ufunc
-    buffer (about 0.8 ns a product on the lab's shapes; ``fp16_matmul._outer_steps`` avoids the
+    buffer (about 0.8 ns a product on the lab's shapes; :func:`_outer_blocks` avoids the
     copy where rows are long, :func:`_outer_takes`); a matrix product makes g of them at once
     in about 0.4 ns: ``D @ b[k:k+g]`` with D the (g * n, g) block diagonal matrix whose block r
     is the column ``a[:, k + r]``. Each entry of D @ B is a sum of g terms D[i, r] * B[r, j],
@@ -95,13 +96,58 @@ def _product_blocks(a: np.ndarray, b: np.ndarray):
         yield work.reshape(g, n, m)[: builtins.min(g, k - block * g)]
 
 
-_FAST_OUTER = True  # switch for the tests (dense products by _outer_steps where rows are long)
-_OUTER_MIN_COLUMNS = 128  # the shortest output rows _outer_steps takes (measured: see there)
+_FAST_OUTER = True  # switch for the tests (dense products by _outer_blocks where rows are long)
+_OUTER_MIN_COLUMNS = 128  # the shortest output rows _outer_blocks takes (measured: see there)
 _OUTER_MIN_ROWS = 16  # and the fewest rows (fwd 3's 4 x 512 outputs: 512 against 485 us)
 def _outer_takes(n: int, m: int) -> bool:
     """Whether the dense loop on (n, m) outputs (a tile's) makes its products by
-    ``fp16_matmul._outer_steps`` rather than by BLAS blocks (:func:`_product_blocks`)."""
+    :func:`_outer_blocks` rather than by BLAS blocks (:func:`_product_blocks`)."""
     return _FAST_OUTER and m >= _OUTER_MIN_COLUMNS and n >= _OUTER_MIN_ROWS
+
+
+def _outer_blocks(a: np.ndarray, b: np.ndarray, magic: np.ndarray, scale: float | None):
+    """The rank-1 terms of :func:`_product_blocks`, one inner index at a time, each made by
+    NumPy's broadcast multiply ``a[:, k, None] * b[k]`` straight into ``magic``, the loop's
+    work buffer (its next pass overwrites it with M, after adding the products). Yields
+    (rows, block) as :func:`_compact_blocks` does, the block being ``magic`` as one step.
+    The values are :func:`_product_blocks`': each is NumPy's float64 product
+    ``a[i, k] * b[k, j]``. ``scale``: a power of two for a's values (the scaled loop's
+    2**-505, applied to the column copy: exact, see ``fp16_matmul._float16_scale_applies``).
+
+    Why it is faster, under the caller's :func:`_ufunc_buffer` of _OUTER_BUFSIZE elements:
+    NumPy buffers a broadcast operand through its ufunc buffer unless the output rows are
+    longer than the buffer, and the copy makes a column-times-row product cost 0.65-0.9 ns a
+    value at the default 8192 elements. With a 64-element buffer, NumPy 2.x multiplies row by
+    row unbuffered: 0.17-0.25 ns a value for rows of 256-2048 (0.38 at 128; no gain below),
+    against 0.3-0.4 for the BLAS blocks in isolation and 0.7-1.35 measured in the lab's step
+    (a K = 4 product into a block four times the tile). The buffer size only changes speed.
+    """
+    n, k = a.shape
+    columns = _scratch("outer_columns", (k, n))
+    if scale is None:
+        columns[...] = a.T
+    else:
+        np.multiply(a.T, scale, out=columns)
+    if not b.flags.c_contiguous:  # (a strided row makes each multiply 3x slower, measured)
+        b = np.ascontiguousarray(b)
+    block, multiply = magic[None], np.multiply
+    for column, row in zip(columns.reshape(k, n, 1), b, strict=True):
+        multiply(column, row, magic)
+        yield n, block
+
+
+_OUTER_BUFSIZE = 64  # NumPy's ufunc buffer (elements) while _outer_blocks runs
+
+
+@contextmanager
+def _ufunc_buffer(size: int):
+    """NumPy's ufunc buffer at ``size`` elements inside, the caller's restored after (NumPy 2
+    also scopes it to the context, like ``np.errstate``; NumPy 1 does not)."""
+    old = np.setbufsize(size)
+    try:
+        yield
+    finally:
+        np.setbufsize(old)
 
 
 _FAST_COMPACT = True  # switch for the tests (zero products left out, else all added)
@@ -111,7 +157,7 @@ _FAST_COMPACT = True  # switch for the tests (zero products left out, else all a
 # per output).
 _CALL_US, _PASS_NS = 0.28, 0.96
 _BLAS_US, _BLAS_NS = 0.15, 0.54
-_OUTER_NS = 0.25  # (_outer_steps' products, measured in the step)
+_OUTER_NS = 0.25  # (_outer_blocks' products, measured in the step)
 _GATHER_US, _GATHER_ROW_NS, _GATHER_NS = 3.0, 1.45, 0.59
 _ORDER_NS = 3.2  # per element of a: listing each row's nonzeros in order (_nonzeros_in_order)
 _GATHER_OUTPUTS = 32768  # products gathered per call, in at most _GATHER_STEPS steps: several
@@ -156,7 +202,7 @@ def _float16_plan(a: np.ndarray, b: np.ndarray, tile: int,
     def dense(rows_n: int, cols: int) -> float:
         rows = builtins.min(rows_n, builtins.max(1, tile // cols))
         tiles = -(-rows_n // rows)
-        if _outer_takes(rows, cols):  # products by _outer_steps: one call per addition
+        if _outer_takes(rows, cols):  # products by _outer_blocks: one call per addition
             return k * (tiles * 6 * _CALL_US + rows_n * cols * (_PASS_NS + _OUTER_NS) * 1e-3)
         return k * (tiles * (5 * _CALL_US + _BLAS_US)
                     + rows_n * cols * (_PASS_NS + _BLAS_NS) * 1e-3)

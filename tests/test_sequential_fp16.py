@@ -80,14 +80,14 @@ PRODUCTS = ["blas-products", "broadcast-products", "outer-products"]
 
 def _make_products(products, monkeypatch):
     """The dense loop's products by BLAS blocks, by one broadcast multiply per block, or by
-    _outer_steps (one multiply per inner index into the magic buffer, on every shape)."""
+    _outer_blocks (one multiply per inner index into the magic buffer, on every shape)."""
     monkeypatch.setattr(fp16_plan, "_FAST_BLAS_PRODUCTS", products == "blas-products")
     monkeypatch.setattr(fp16_plan, "_FAST_OUTER", products == "outer-products")
     monkeypatch.setattr(fp16_plan, "_OUTER_MIN_COLUMNS", 1)
     monkeypatch.setattr(fp16_plan, "_OUTER_MIN_ROWS", 1)
     calls = []
-    real = fp16_matmul._outer_steps
-    monkeypatch.setattr(fp16_matmul, "_outer_steps",
+    real = fp16_matmul._outer_blocks
+    monkeypatch.setattr(fp16_matmul, "_outer_blocks",
                         lambda *args: calls.append(args[0].shape) or real(*args))
     return calls
 
@@ -136,7 +136,7 @@ def test_every_loop_order_equals_the_emulated_path(case, plan, fast_order, produ
     # zero products left out of a's rows or b's columns (sorted by their count of nonzeros),
     # with whole tiles of all-zero rows (no addition at all), and several tiles, the last short;
     # the nonzeros' order by flatnonzero or by argsort (_FAST_ORDER); the dense loops'
-    # products by BLAS blocks or by _outer_steps
+    # products by BLAS blocks or by _outer_blocks
     monkeypatch.setattr(fp16_plan, "_FAST_ORDER", fast_order)
     outer_calls = _make_products(products, monkeypatch)
     rng = np.random.default_rng(11)
@@ -299,24 +299,31 @@ def test_scaled_engine_rounds_every_fp16_sum(products, monkeypatch):
 
 
 @pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
-def test_outer_steps_restore_the_ufunc_buffer_size(scale, monkeypatch):
-    # _outer_steps runs under np.setbufsize(64): the caller's buffer size (the default or
-    # their own) comes back after the product, and after an exception inside the loop
+def test_outer_products_restore_the_ufunc_buffer_size(scale, monkeypatch):
+    # _outer_blocks' loop runs under np.setbufsize(64): the caller's buffer size (the default
+    # or their own) comes back after the product, and after an exception inside the loop
     monkeypatch.setattr(fp16_matmul, "_FAST_SCALE", scale)
     monkeypatch.setattr(fp16_matmul, "_float16_scale_pays", lambda *args: True)
     calls = []
-    real = fp16_matmul._outer_steps
-    monkeypatch.setattr(fp16_matmul, "_outer_steps",
-                        lambda *args: calls.append(args[5] is None) or real(*args))
+    real = fp16_matmul._outer_blocks
+    monkeypatch.setattr(fp16_matmul, "_outer_blocks",
+                        lambda *args: calls.append(args[3] is not None) or real(*args))
     rng = np.random.default_rng(6)
     a, b = _fp16(rng.standard_normal((32, 8))), _fp16(rng.standard_normal((8, 256)) * 0.1)
     old = np.setbufsize(1024)
     try:
         _same_bits(floatlab.matmul(a, b, ACC), _emulated(a, b))
         assert calls == [scale] and np.getbufsize() == 1024  # (default thresholds: outer)
-        t, magic, floor = np.zeros((4, 8)), np.empty((4, 8)), np.full((4, 8), 1.0)
-        with pytest.raises(ValueError, match="zip"):  # (b has one row more than a's columns)
-            real(t, magic, np.ones((4, 3)), np.ones((4, 8)), None, None if scale else floor)
+
+        def failing(*args):  # one step's products, then an error inside the loop
+            steps = real(*args)
+            yield next(steps)
+            assert np.getbufsize() == fp16_plan._OUTER_BUFSIZE  # (the loop's own size)
+            raise RuntimeError("inside the loop")
+
+        monkeypatch.setattr(fp16_matmul, "_outer_blocks", failing)
+        with pytest.raises(RuntimeError, match="inside the loop"):
+            floatlab.matmul(a, b, ACC)
         assert np.getbufsize() == 1024
     finally:
         np.setbufsize(old)
