@@ -264,12 +264,8 @@ class Tensor:
                     _send(self, seed, self.fmt)
                 for node in reversed(order):
                     if node._backward is not None and node.grad is not None:
-                        made = node._made
-                        if made is None or (made[0] is here[0] and made[1] is here[1]):
+                        with _under(node._made, here):
                             node._backward(node.grad)
-                        else:
-                            with _under(made, here):
-                                node._backward(node.grad)
             _flush(pending)
         if not retain_graph:
             for node in order:
