@@ -51,7 +51,7 @@ from floatlab.quant.axiswise import fake_quantize_rowwise
 from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.elements import _format_fits_float32
 from floatlab.quant.nvfp4_fast import fake_quantize_nvfp4
-from floatlab.quant.quantize import fake_quantize
+from floatlab.quant.quantize import fake_quantize, qsnr_db
 from floatlab.quant.scheme import Scheme
 from floatlab.rounding import round as round_to_format
 
@@ -155,12 +155,6 @@ def current_run(recipe: Recipe) -> RecipeRun:
 
 
 # --------------------------------------------------------------------------- operands
-
-def _qsnr(x: np.ndarray, q: np.ndarray) -> float:
-    err = float(np.sum((x - q) ** 2))
-    sig = float(np.sum(x * x))
-    return math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
-
 
 def _flushed(x: np.ndarray, q: np.ndarray) -> float:
     nonzero = x != 0
@@ -275,7 +269,7 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
         raise TypeError(f"unknown operand spec {spec!r}")
     if run.telemetry:
         limit = float(spec.fmt.max / scale) if isinstance(spec, TensorScaling) else math.nan
-        run.record(key, OperandStats(amax, float(scale), clipped, _flushed(x, q), _qsnr(x, q),
+        run.record(key, OperandStats(amax, float(scale), clipped, _flushed(x, q), qsnr_db(x, q),
                                      bool(lag), x.size, limit))
     return q
 

@@ -194,8 +194,7 @@ class QuantizedTensor:
         x = np.asarray(self._source, dtype=np.float64)
         deq = self._dequantized if self._dequantized is not None else self.dequantize()
         deq = deq.astype(np.float64, copy=False)
-        err, sig = _squared_sums(x, deq)
-        qsnr = math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
+        qsnr = qsnr_db(x, deq)
         nonzero = x != 0
         n_nonzero = int(np.count_nonzero(nonzero))
         flushed = int(np.count_nonzero(nonzero & (deq == 0)))
@@ -216,6 +215,13 @@ class QuantizedTensor:
         return (f"QuantizedTensor({label}, shape {self.shape}, {self.scales.size} scale"
                 f"{'s' * (self.scales.size != 1)}, {self.bits_per_value:.6g} bits/value, "
                 f"QSNR {self.stats.qsnr_db:.1f} dB)")
+
+
+def qsnr_db(x: np.ndarray, deq: np.ndarray) -> float:
+    """``10 log10(sum x**2 / sum (x - deq)**2)`` in float64, at any magnitude of ``x`` (see
+    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not."""
+    err, sig = _squared_sums(np.asarray(x, dtype=np.float64), np.asarray(deq, dtype=np.float64))
+    return math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
 
 
 def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float]:
