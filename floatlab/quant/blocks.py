@@ -46,10 +46,11 @@ def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
     rounding), so quantising the real values alone gives the same scales and elements without
     rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
     """
-    tile = _tile_of_block(shape, scheme)
+    # (an empty axis gets a tile of at least 1 and so 0 blocks; a tile of 0 divided by zero)
+    tile = tuple(t or 1 for t in _tile_of_block(shape, scheme))
     if not _CLAMP_TILES:
         return tile
-    return tuple(min(t, n) for t, n in zip(tile, shape, strict=True))
+    return tuple(min(t, n) or 1 for t, n in zip(tile, shape, strict=True))
 
 
 _CLAMP_TILES = True  # switch for the tests, which check clamped tiles equal to padded ones
@@ -173,7 +174,7 @@ def _amax_and_max(view: np.ndarray) -> tuple[np.ndarray, float]:
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
-    largest = float(amax.max())
+    largest = float(amax.max()) if amax.size else 0.0  # an empty tensor: no blocks
     if not largest < np.inf:  # NaN (max propagates it) or inf
         raise_nonfinite(view)
     return amax, largest
