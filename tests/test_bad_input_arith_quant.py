@@ -629,3 +629,32 @@ def test_quantize_of_an_empty_tensor_keeps_its_block_structure_errors():
     assert floatlab.fake_quantize(np.zeros((0, 256)), "fp8_128x128").shape == (0, 256)
     with pytest.raises(ValueError, match="0-d"):
         floatlab.quantize(np.float64(1.0), "mxfp8")
+
+
+@pytest.mark.parametrize("shape", [(3, 100), (300, 100), (7, 5, 33), (64,), (1000,)])
+def test_dq8_blocks_run_over_the_flattened_tensor_as_bitsandbytes(shape):
+    """bitsandbytes' quantize_4bit / quantize_blockwise (QLoRA's nested absmax, floatlab's
+    scale="dq8") block A as one flat vector in C order: ceil(A.numel() / blocksize) blocks, the
+    last one partial. floatlab blocked each row on its own, so a (3, 100) tensor had 6 padded
+    blocks of up to 64 instead of 5 (and the nested absmax blocks of 256 took the grid in a
+    shape-dependent order): the codes and scales depended on the shape. Now a tensor gives
+    the codes and scales of its flattened values, whatever its shape or memory layout."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    flat = floatlab.quantize(x.reshape(-1), "nf4_dq")
+    for arr in (x, np.asfortranarray(x), x.T.copy().T):
+        q = floatlab.quantize(arr, "nf4_dq")
+        assert q.scales.shape == (-(-x.size // 64),) and q.shape == shape
+        assert np.array_equal(q.unpack().reshape(-1), flat.unpack())
+        assert np.array_equal(q.scales, flat.scales)
+        assert np.array_equal(q.dequantize().reshape(-1), flat.dequantize())
+        assert np.array_equal(floatlab.fake_quantize(arr, "nf4_dq"), q.dequantize())
+        back = floatlab.dequantize(q.codes, q.scales, "nf4_dq", shape=q.shape,
+                                   dtype=np.float32)
+        assert np.array_equal(back, q.dequantize())
+    # the elements are the flat vector's blocks with their exact absmax (nf4, float32 scales)
+    assert np.array_equal(flat.unpack(), floatlab.quantize(x.reshape(-1), "nf4").unpack())
+
+
+def test_dq8_int_blocks_take_no_axis():
+    with pytest.raises(ValueError, match="axis=0 does not apply to dq8.*flattened tensor"):
+        floatlab.Scheme("nf4", 64, "dq8", "even", axis=0)
