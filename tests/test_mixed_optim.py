@@ -211,6 +211,15 @@ def test_frozen_parameters_are_kept_and_skipped_as_torch_does(make):
     assert np.array_equal(train(True), train(False))
 
 
+def test_a_set_of_parameters_is_refused_as_torch_does():
+    """A set was taken in its iteration order, which changes between runs (ids hash), and
+    with it which random numbers each value's stochastic update drew; torch refuses sets."""
+    for make in (lambda ps: SGD(ps, lr=0.1), lambda ps: Adam(ps)):
+        with pytest.raises(TypeError, match="ordered collections.*use a list"):
+            make({parameter([1.0]), parameter([2.0])})
+    assert len(SGD((p for p in [parameter([1.0]), parameter([2.0])]), lr=0.1).params) == 2
+
+
 def test_duplicate_parameters_are_refused():
     w = parameter([1.0])
     with pytest.raises(ValueError, match="appears twice"):

@@ -132,6 +132,12 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
                             f"as model.parameters(), got {type(params).__name__}; wrap a single "
                             "tensor in a list: [w]")
+        if isinstance(params, (set, frozenset)):  # torch's refusal, in its words
+            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized "
+                            "in ordered collections, but the ordering of tensors in sets will "
+                            "change between runs. Please use a list instead (torch's words; "
+                            "the order places each value in the stochastic updates' random "
+                            "stream)")
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
