@@ -123,3 +123,18 @@ def test_expand_needs_a_float_element_at_construction():
     with pytest.raises(ValueError, match=r"expand=True \(COAT\) needs a float element.*dynamic8"):
         StateAdam([parameter(np.ones(300, np.float32))], state={"exp_avg": "dynamic8"},
                   expand=True)
+
+
+def test_a_stochastic_moment_scheme_follows_the_seed():
+    """A stochastic-rounding Scheme for a moment drew fresh entropy at every step (the
+    optimizer's seed was not passed to the quantiser), so two runs with seed=0 differed."""
+    def run(seed):
+        w = parameter(np.linspace(-1, 1, 64).astype(np.float32))
+        s = floatlab.Scheme("e2m1", 16, "e4m3fn", rounding="stochastic")
+        opt = StateAdam([w], state={"exp_avg": s, "exp_avg_sq": s}, seed=seed)
+        for i in range(3):
+            w.grad = np.linspace(-1, 1, 64).astype(np.float32) * (i + 1)
+            opt.step()
+        return w.data.copy()
+    assert np.array_equal(run(0), run(0))
+    assert not np.array_equal(run(0), run(1))

@@ -181,17 +181,20 @@ class StateAdam(Adam):
             out = self._store(np.where(bad, np.float32(0), values), spec)
             out[bad] = values[bad]
             return out
+        # a stochastic scheme draws from the optimizer's seeded generator (None: fresh entropy,
+        # so runs with the same seed differed); deterministic ones take none
+        rng = self._rng if spec.rounding == "stochastic" else None
         if self.expand:
             elem = spec.element if isinstance(spec.element, Format) else None
             if elem is None:
                 raise ValueError("expand=True (COAT) needs a float element format such as "
                                  "'e4m3fn'")
             y, k = expand_range(values, elem)
-            yq = fake_quantize(y, spec).astype(np.float64)
+            yq = fake_quantize(y, spec, rng).astype(np.float64)
             pad = (-values.size) % 128
             kk = np.repeat(k, 128)[: values.size + pad][: values.size]
             return (np.sign(yq) * np.abs(yq) ** (1 / kk)).astype(np.float32)
-        return fake_quantize(values.astype(np.float32), spec).astype(np.float32)
+        return fake_quantize(values.astype(np.float32), spec, rng).astype(np.float32)
 
     def state_bytes(self) -> dict[str, int]:
         """Real storage: per moment and parameter, the codes plus the block scales (a Scheme),
