@@ -176,6 +176,7 @@ def test_low_copies_are_made_after_each_step():
 @pytest.mark.parametrize("make, match", [
     (lambda: SGD([], lr=0.1), "no parameters"),
     (lambda: SGD([np.ones(2)], lr=0.1), "can only optimize Tensors.*ndarray"),
+    (lambda: SGD([{"params": [parameter([1.0])]}], lr=0.1), "parameter groups.*one optimizer"),
     (lambda: SGD([parameter([1.0]) * 2.0], lr=0.1), "can't optimize a non-leaf Tensor"),
     (lambda: SGD([parameter([1.0])], lr=-0.1), "lr >= 0"),
     (lambda: SGD([parameter([1.0])], lr=0.1, nesterov=True), "Nesterov"),

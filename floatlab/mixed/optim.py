@@ -144,6 +144,10 @@ class Optimizer:
         # torch.optim's rule (Optimizer.add_param_group): Tensors, and leaves; requires_grad is
         # not asked, a frozen parameter is kept and skipped while its .grad is None
         for i, p in enumerate(self.params):
+            if isinstance(p, dict):  # torch's parameter groups: not offered here
+                raise TypeError(f"{type(self).__name__}: parameter groups (dicts such as "
+                                "{'params': [...], 'lr': ...}) are not supported; pass one list "
+                                "of tensors, and make one optimizer per group of settings")
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: optimizer can only optimize Tensors "
                                 f"(torch's words), but parameter {i} is a "
