@@ -222,6 +222,8 @@ def test_a_set_of_parameters_is_refused_as_torch_does():
 
 
 def test_duplicate_parameters_are_refused():
+    # deliberate, stricter than torch (a UserWarning, then two updates per step): the
+    # Optimizer docstring says why
     w = parameter([1.0])
     with pytest.raises(ValueError, match="appears twice"):
         Adam([w, w])

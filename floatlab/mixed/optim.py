@@ -115,6 +115,10 @@ class Optimizer:
         active policy's matmul input format, None leaves the copies to the matmuls' lazy cache.
 
     Parameters without a gradient are left alone (their state does not advance), as in torch.
+    A parameter listed twice is refused (ValueError): torch only warns ("a parameter group with
+    duplicate parameters; in future, this will cause an error") and then updates it twice per
+    step, which is never what was meant. A set is refused as in torch (its order changes
+    between runs); any other iterable, a generator too, is read once.
     """
 
     def __init__(
