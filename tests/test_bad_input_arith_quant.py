@@ -598,3 +598,63 @@ def test_dequantize_refuses_scale_codes_for_scale_values(scheme):
         floatlab.dequantize(q.codes, q.scale_codes, scheme, **kwargs)
     np.testing.assert_array_equal(floatlab.dequantize(q.codes, q.scales, scheme, **kwargs),
                                   q.dequantize())
+
+
+@pytest.mark.parametrize("scheme", [n for n in floatlab.scheme_names()
+                                    if n not in ("fp8_1x128", "fp8_128x128")])
+@pytest.mark.parametrize("shape", [(0,), (0, 64), (3, 0), (2, 0, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quantize_of_an_empty_tensor_is_empty(scheme, shape, dtype):
+    """quantize / fake_quantize / dequantize refused an empty array ("x is empty") where
+    mx_quantize (and NumPy, torch) take one: now an empty result of x's shape in the working
+    precision, with no scales (the round trip through stored codes too)."""
+    x = np.zeros(shape, dtype)
+    q = floatlab.quantize(x, scheme)
+    assert q.dequantize().shape == shape and q.dequantize().dtype == dtype
+    assert q.scales.size == 0 and q.stats.n == 0 and q.stats.clipped_fraction == 0.0
+    out, stats = floatlab.fake_quantize(x, scheme, stats=True)
+    assert out.shape == shape and out.dtype == dtype and stats.n == 0
+    back = floatlab.dequantize(q.codes, q.scales, scheme, global_scale=q.global_scale,
+                               shape=q.shape, dtype=dtype)
+    assert back.shape == shape and back.dtype == dtype
+    rows = quant.axiswise.quantize_rowwise(x, "e4m3fn")
+    assert rows.dequantize().shape == shape and rows.scales.shape == shape[:-1] + (1,)
+
+
+def test_quantize_of_an_empty_tensor_keeps_its_block_structure_errors():
+    """A block structure that does not fit the shape is refused as for values (a 2-D tile on
+    a vector); a 2-D empty tensor with tiles is empty."""
+    with pytest.raises(ValueError, match=r"tile \(1, 128\) needs at least 2 dimensions"):
+        floatlab.quantize(np.zeros(0), "fp8_1x128")
+    assert floatlab.fake_quantize(np.zeros((0, 256)), "fp8_128x128").shape == (0, 256)
+    with pytest.raises(ValueError, match="0-d"):
+        floatlab.quantize(np.float64(1.0), "mxfp8")
+
+
+@pytest.mark.parametrize("shape", [(3, 100), (300, 100), (7, 5, 33), (64,), (1000,)])
+def test_dq8_blocks_run_over_the_flattened_tensor_as_bitsandbytes(shape):
+    """bitsandbytes' quantize_4bit / quantize_blockwise (QLoRA's nested absmax, floatlab's
+    scale="dq8") block A as one flat vector in C order: ceil(A.numel() / blocksize) blocks, the
+    last one partial. floatlab blocked each row on its own, so a (3, 100) tensor had 6 padded
+    blocks of up to 64 instead of 5 (and the nested absmax blocks of 256 took the grid in a
+    shape-dependent order): the codes and scales depended on the shape. Now a tensor gives
+    the codes and scales of its flattened values, whatever its shape or memory layout."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    flat = floatlab.quantize(x.reshape(-1), "nf4_dq")
+    for arr in (x, np.asfortranarray(x), x.T.copy().T):
+        q = floatlab.quantize(arr, "nf4_dq")
+        assert q.scales.shape == (-(-x.size // 64),) and q.shape == shape
+        assert np.array_equal(q.unpack().reshape(-1), flat.unpack())
+        assert np.array_equal(q.scales, flat.scales)
+        assert np.array_equal(q.dequantize().reshape(-1), flat.dequantize())
+        assert np.array_equal(floatlab.fake_quantize(arr, "nf4_dq"), q.dequantize())
+        back = floatlab.dequantize(q.codes, q.scales, "nf4_dq", shape=q.shape,
+                                   dtype=np.float32)
+        assert np.array_equal(back, q.dequantize())
+    # the elements are the flat vector's blocks with their exact absmax (nf4, float32 scales)
+    assert np.array_equal(flat.unpack(), floatlab.quantize(x.reshape(-1), "nf4").unpack())
+
+
+def test_dq8_int_blocks_take_no_axis():
+    with pytest.raises(ValueError, match="axis=0 does not apply to dq8.*flattened tensor"):
+        floatlab.Scheme("nf4", 64, "dq8", "even", axis=0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import floatlab
 from floatlab.mixed import optim8bit, parameter, use_precision
 from floatlab.mixed.optim8bit import StateAdam, _fake_quantize_each
 from floatlab.mixed.recipe import msamp_scheme
@@ -95,3 +96,45 @@ def test_empty_parameters_have_no_moments_to_quantise(make):
     w0, b0, nbytes0, _ = train(False)
     assert np.array_equal(w, w0) and np.array_equal(b, b0)
     assert nbytes == nbytes0 and shapes == [(0,), (300,), (2, 0), (3,)]
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("fp8_1x128", r"1x128 tiles, which need a 2-D tensor.*'dynamic8'"),
+    ("fp8_128x128", "128x128 tiles"),
+    (floatlab.Scheme("e4m3fn", "column", "float32"), "per-column scales"),
+    (floatlab.Scheme("e4m3fn", 32, axis=1), "runs along axis 1.*axis=-1"),
+    (floatlab.Scheme("e2m1", 16, "e4m3fn", hadamard=16), "Hadamard.*300 values"),
+])
+def test_schemes_that_cannot_hold_a_flat_moment_are_refused_at_construction(spec, match):
+    """These schemes failed only at the first step, deep inside the quantiser ("the 2-D tile
+    (1, 128) needs at least 2 dimensions, got shape (300,)"): a moment is one flat vector per
+    parameter. Now the constructor names the scheme and what works instead."""
+    for make in (lambda ps: StateAdam(ps, state={"exp_avg_sq": spec}),
+                 lambda ps: StateAdam(ps, state={"exp_avg": spec}, min_8bit_size=0)):
+        with pytest.raises(ValueError, match=match):
+            make([parameter(np.ones(300, np.float32))])
+    # a Hadamard transform is fine where every quantised tensor has whole blocks
+    if isinstance(spec, floatlab.Scheme) and spec.hadamard:
+        StateAdam([parameter(np.ones(320, np.float32)), parameter(np.ones(3, np.float32))],
+                  state={"exp_avg": spec}, min_8bit_size=16)
+
+
+def test_expand_needs_a_float_element_at_construction():
+    with pytest.raises(ValueError, match=r"expand=True \(COAT\) needs a float element.*dynamic8"):
+        StateAdam([parameter(np.ones(300, np.float32))], state={"exp_avg": "dynamic8"},
+                  expand=True)
+
+
+def test_a_stochastic_moment_scheme_follows_the_seed():
+    """A stochastic-rounding Scheme for a moment drew fresh entropy at every step (the
+    optimizer's seed was not passed to the quantiser), so two runs with seed=0 differed."""
+    def run(seed):
+        w = parameter(np.linspace(-1, 1, 64).astype(np.float32))
+        s = floatlab.Scheme("e2m1", 16, "e4m3fn", rounding="stochastic")
+        opt = StateAdam([w], state={"exp_avg": s, "exp_avg_sq": s}, seed=seed)
+        for i in range(3):
+            w.grad = np.linspace(-1, 1, 64).astype(np.float32) * (i + 1)
+            opt.step()
+        return w.data.copy()
+    assert np.array_equal(run(0), run(0))
+    assert not np.array_equal(run(0), run(1))

@@ -531,3 +531,29 @@ def test_backward_outside_the_scope_rounds_as_inside():
     for got in (grads(False), grads(False, nest=True)):
         for a, b in zip(inside, got, strict=True):
             assert a.tobytes() == b.tobytes()
+
+
+def test_a_graph_result_pickles_as_a_leaf_as_torch_does():
+    """pickle.dumps of a result that requires grad failed inside pickle ("Can't pickle local
+    object '_binary.<locals>.backward_scalar'"). torch pickles a non-leaf tensor as its values
+    and requires_grad (torch/_tensor.py: _reduce_ex_internal, _rebuild_tensor_v2): it loads as
+    a leaf with no graph. (deepcopy still refuses it, in torch's words, as torch does.)"""
+    import copy
+    import pickle
+
+    with use_precision("bf16-mixed"):
+        w = parameter([1.0, 2.0])
+        y = w * 3.0
+        clone = pickle.loads(pickle.dumps(y))
+    assert clone.data.tolist() == y.data.tolist() and clone.fmt == y.fmt
+    assert clone.requires_grad and not clone._parents and clone._op == "leaf"
+    assert clone.grad is None and y._parents  # the original keeps its graph
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(y)
+    clone.sum().backward()                     # the clone is a leaf of its own graph
+    assert clone.grad.tolist() == [1.0, 1.0] and w.grad is None
+    y.sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0]
+    with no_grad():
+        plain = w * 2.0                         # no graph: pickled as it is
+    assert pickle.loads(pickle.dumps(plain)).data.tolist() == [2.0, 4.0]

@@ -306,8 +306,10 @@ def test_nf4_double_quantisation_dequantises_with_the_compressed_absmax():
     x = np.random.default_rng(3).standard_normal((8, 4096)).astype(np.float32)
     dq, plain = quantize(x, "nf4_dq"), quantize(x, "nf4")
     np.testing.assert_array_equal(dq.unpack(), plain.unpack())  # same elements (exact absmax)
-    assert not np.array_equal(dq.scales, plain.scales)          # stored absmax approximated
-    assert np.max(np.abs(dq.scales - plain.scales) / plain.scales) < 0.02
+    plain_scales = plain.scales.reshape(-1)  # dq8's blocks run over the flattened tensor
+    assert dq.scales.shape == (8 * 4096 // 64,)
+    assert not np.array_equal(dq.scales, plain_scales)          # stored absmax approximated
+    assert np.max(np.abs(dq.scales - plain_scales) / plain_scales) < 0.02
     assert abs(dq.stats.qsnr_db - plain.stats.qsnr_db) < 0.2
     assert plain.bits_per_value == 4.5
     assert dq.bits_per_value == pytest.approx(4 + 8 / 64 + 32 / 64 / 256, abs=2e-3)
@@ -428,8 +430,6 @@ def test_bad_input_gets_clear_errors():
         quantize(np.ones(8), Scheme("e4m3fn", 4, "e8m0", axis=1))
     with pytest.raises(ValueError, match="powers of two"):
         floatlab.dequantize(np.zeros(32, np.uint8), [0.3], "mxfp8")
-    with pytest.raises(ValueError, match="empty"):
-        quantize(np.zeros((0, 32)), "mxfp8")
     with pytest.raises(ValueError, match="0-d"):
         quantize(1.0, "mxfp8")
     with pytest.raises(ValueError, match="float64 cannot hold exactly"):

@@ -141,6 +141,17 @@ class Tensor:
             setattr(new, slot, copy.deepcopy(getattr(self, slot), memo))
         return new
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # pickle (and copy.copy): a result's graph holds backward closures, which do not
+        # pickle ("Can't pickle local object '_binary.<locals>.backward_scalar'"). torch
+        # pickles a non-leaf tensor as its values and requires_grad (_rebuild_tensor_v2):
+        # it loads as a leaf, no graph and no .grad; so does this.
+        state = {slot: getattr(self, slot) for slot in Tensor.__slots__}
+        if self._parents:
+            state.update(grad=None, _op="leaf", _parents=(), _backward=None, _copy=None,
+                         _made=None)
+        return None, state
+
     def __len__(self) -> int:
         if self.data.ndim == 0:  # numpy's "len() of unsized object" does not say what to do
             raise TypeError("len() of a 0-d tensor; use .item() for its value, .shape or .size")

@@ -102,7 +102,8 @@ class Optimizer:
 
     Parameters
     ----------
-    params : leaf tensors with ``requires_grad=True`` (e.g. ``model.parameters()``).
+    params : leaf tensors (e.g. ``model.parameters()``); a frozen one (``requires_grad=False``)
+        is accepted and left alone while its ``.grad`` is None, as in torch.optim.
     state_format : format of the optimizer state; default: the active policy's optimizer-state
         format if it names one, else each parameter's own format.
     update_rounding : "nearest_even" or "stochastic" rounding of ``w + update``.
@@ -114,6 +115,10 @@ class Optimizer:
         active policy's matmul input format, None leaves the copies to the matmuls' lazy cache.
 
     Parameters without a gradient are left alone (their state does not advance), as in torch.
+    A parameter listed twice is refused (ValueError): torch only warns ("a parameter group with
+    duplicate parameters; in future, this will cause an error") and then updates it twice per
+    step, which is never what was meant. A set is refused as in torch (its order changes
+    between runs); any other iterable, a generator too, is read once.
     """
 
     def __init__(
@@ -131,13 +136,31 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
                             f"as model.parameters(), got {type(params).__name__}; wrap a single "
                             "tensor in a list: [w]")
+        if isinstance(params, (set, frozenset)):  # torch's refusal, in its words
+            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized "
+                            "in ordered collections, but the ordering of tensors in sets will "
+                            "change between runs. Please use a list instead (torch's words; "
+                            "the order places each value in the stochastic updates' random "
+                            "stream)")
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters; pass model.parameters()")
+        # torch.optim's rule (Optimizer.add_param_group): Tensors, and leaves; requires_grad is
+        # not asked, a frozen parameter is kept and skipped while its .grad is None
         for i, p in enumerate(self.params):
-            if not isinstance(p, Tensor) or not p.requires_grad or p._parents:
-                raise TypeError(f"{type(self).__name__}: parameter {i} is not a leaf tensor with "
-                                "requires_grad=True; build it with floatlab.mixed.parameter()")
+            if isinstance(p, dict):  # torch's parameter groups: not offered here
+                raise TypeError(f"{type(self).__name__}: parameter groups (dicts such as "
+                                "{'params': [...], 'lr': ...}) are not supported; pass one list "
+                                "of tensors, and make one optimizer per group of settings")
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: optimizer can only optimize Tensors "
+                                f"(torch's words), but parameter {i} is a "
+                                f"{type(p).__name__}; build it with floatlab.mixed.parameter()")
+            if p._parents:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
+                                 f"(torch's words): parameter {i} is the result of an op "
+                                 f"({p._op}), not a leaf tensor; pass the parameters it came "
+                                 "from, or t.detach() wrapped by floatlab.mixed.parameter()")
         if len({id(p) for p in self.params}) != len(self.params):
             raise ValueError(f"{type(self).__name__}: a parameter appears twice in params")
         if update_rounding not in _UPDATE_ROUNDINGS:

@@ -92,7 +92,9 @@ class StateAdam(Adam):
     Parameters (besides Adam's lr, betas, eps)
     ------------------------------------------
     state : ``{"exp_avg": spec, "exp_avg_sq": spec}``; a spec is a Format (name or object),
-        a :class:`floatlab.Scheme` (name or object) or None (float32).
+        a :class:`floatlab.Scheme` (name or object) or None (float32). Each parameter's moment
+        is quantised as one flat vector, so a Scheme needs int blocks along axis -1, 'row' or
+        'tensor' scales (2-D tiles and per-column scales are refused at construction).
     min_8bit_size : parameter tensors with fewer values keep float32 moments.
     expand : COAT's dynamic range expansion before a Scheme's quantisation (group 128).
 
@@ -126,6 +128,10 @@ class StateAdam(Adam):
                                  f"float16) master weights and chooses its moment storage "
                                  f"itself; got weights in {group.fmt.name} (use a mixed "
                                  "precision such as 'bf16-mixed')")
+        for key, spec in self.specs.items():
+            if isinstance(spec, Scheme):
+                _check_flat_scheme(type(self).__name__, key, spec, self.expand,
+                                   [p.size for p in self.params if self._quantized(p)])
 
     def _state(self, group, key: str) -> np.ndarray:
         # The moments hold the dequantised values of their codes (an FP8 code times a float32
@@ -175,17 +181,20 @@ class StateAdam(Adam):
             out = self._store(np.where(bad, np.float32(0), values), spec)
             out[bad] = values[bad]
             return out
+        # a stochastic scheme draws from the optimizer's seeded generator (None: fresh entropy,
+        # so runs with the same seed differed); deterministic ones take none
+        rng = self._rng if spec.rounding == "stochastic" else None
         if self.expand:
             elem = spec.element if isinstance(spec.element, Format) else None
             if elem is None:
                 raise ValueError("expand=True (COAT) needs a float element format such as "
                                  "'e4m3fn'")
             y, k = expand_range(values, elem)
-            yq = fake_quantize(y, spec).astype(np.float64)
+            yq = fake_quantize(y, spec, rng).astype(np.float64)
             pad = (-values.size) % 128
             kk = np.repeat(k, 128)[: values.size + pad][: values.size]
             return (np.sign(yq) * np.abs(yq) ** (1 / kk)).astype(np.float32)
-        return fake_quantize(values.astype(np.float32), spec).astype(np.float32)
+        return fake_quantize(values.astype(np.float32), spec, rng).astype(np.float32)
 
     def state_bytes(self) -> dict[str, int]:
         """Real storage: per moment and parameter, the codes plus the block scales (a Scheme),
@@ -240,6 +249,35 @@ class Adam8bit(StateAdam):
                  for k, signed in (("exp_avg", True), ("exp_avg_sq", False))}
         super().__init__(params, lr=lr, betas=betas, eps=eps, state=state,
                          min_8bit_size=min_8bit_size, seed=seed)
+
+
+def _check_flat_scheme(who: str, key: str, spec: Scheme, expand: bool, sizes: list[int]
+                       ) -> None:
+    """Refuse, at construction, a Scheme that cannot store a moment: each parameter's moment
+    is quantised as one flat vector (as bitsandbytes does), so 2-D tiles, per-column scales and
+    blocks along another axis have no meaning there, and a Hadamard transform needs whole
+    blocks; they failed only at the first step, deep inside the quantiser."""
+    label = f"{who}: state[{key!r}] = {_scheme_label(spec)}"
+    fix = ("use a scheme with int blocks, 'row' or 'tensor' scales, e.g. 'dynamic8', "
+           "'mxfp8_e4m3' or 'fp8_tensorwise'")
+    if isinstance(spec.block, tuple) or spec.block == "column":
+        what = f"{spec.block[0]}x{spec.block[1]} tiles" if isinstance(spec.block, tuple) \
+            else "per-column scales"
+        raise ValueError(f"{label} has {what}, which need a 2-D tensor, but each parameter's "
+                         f"moment is stored as one flat vector; {fix}")
+    if (isinstance(spec.block, int) or spec.hadamard) and spec.axis not in (0, -1):
+        raise ValueError(f"{label} runs along axis {spec.axis}, but each parameter's moment is "
+                         "stored as one flat vector (axis -1); use axis=-1")
+    if spec.hadamard:
+        bad = [n for n in sizes if n % spec.hadamard]
+        if bad:
+            raise ValueError(f"{label} has a Hadamard transform over blocks of "
+                             f"{spec.hadamard}, but a parameter has {bad[0]} values (not a "
+                             "multiple); drop hadamard for the moments, or raise "
+                             "min_8bit_size to keep such tensors in float32")
+    if expand and not isinstance(spec.element, Format):
+        raise ValueError(f"{label}: expand=True (COAT) needs a float element format such as "
+                         f"'e4m3fn', not {spec.element.name}; pass expand=False for it")
 
 
 def _whole_group_path(spec: Format | Scheme) -> bool:

@@ -119,12 +119,15 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
         raise ValueError(f"{fmt.name} cannot take rowwise float8 scaling: it needs a signed "
                          "format with zero that float32 holds, such as 'e4m3fn' or 'e5m2'")
     arr = np.asarray(x)
-    if arr.ndim == 0 or arr.size == 0:
-        raise ValueError(f"x must be a non-empty array with at least one axis, got shape "
-                         f"{arr.shape}")
+    if arr.ndim == 0:
+        raise ValueError(f"x must be an array with at least one axis (its rows), got shape "
+                         f"{arr.shape}; pass np.atleast_1d(x)")
     if arr.dtype != np.float32:
         with np.errstate(over="ignore"):
             arr = arr.astype(np.float32)
+    if arr.size == 0:  # no values (as quantize): each row's amax is 0, the zero-amax scale
+        scales = _row_scales(np.zeros(arr.shape[:-1] + (1,), np.float32), fmt, power_of_two)
+        return np.zeros(arr.shape, np.float32), scales, 0
     if dequantized and power_of_two and _FAST_ROWS and not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row

@@ -9,6 +9,7 @@ shape is memoised on the scheme (a training step quantises the same shapes every
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,10 +47,11 @@ def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
     rounding), so quantising the real values alone gives the same scales and elements without
     rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
     """
-    tile = _tile_of_block(shape, scheme)
+    # (an empty axis gets a tile of at least 1 and so 0 blocks; a tile of 0 divided by zero)
+    tile = tuple(t or 1 for t in _tile_of_block(shape, scheme))
     if not _CLAMP_TILES:
         return tile
-    return tuple(min(t, n) for t, n in zip(tile, shape, strict=True))
+    return tuple(min(t, n) or 1 for t, n in zip(tile, shape, strict=True))
 
 
 _CLAMP_TILES = True  # switch for the tests, which check clamped tiles equal to padded ones
@@ -111,6 +113,12 @@ def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
     hit = plans.get(key)
     if hit is not None:
         return hit
+    if _over_flat(scheme):
+        layout = _flat_layout(shape, scheme.block)
+        if len(plans) >= 64:
+            plans.clear()
+        plans[key] = layout
+        return layout
     tile = _tile(shape, scheme)
     grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
     padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
@@ -123,9 +131,30 @@ def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
     return layout
 
 
+def _over_flat(scheme: Scheme) -> bool:
+    """Whether the scheme's blocks run over the flattened tensor: QLoRA's double quantisation
+    (``scale="dq8"``) with int blocks is bitsandbytes' ``quantize_4bit`` / ``quantize_blockwise``,
+    which block ``A`` as one flat vector in C order (``n = A.numel()``, ``ceil(n / blocksize)``
+    blocks, the last one partial), whatever A's shape. Blocks along an axis instead made the
+    element blocks (rows padded on their own) and the order of the nested absmax blocks depend
+    on the shape and the axis."""
+    return scheme.scale == "dq8" and isinstance(scheme.block, int)
+
+
+def _flat_layout(shape: tuple[int, ...], block: int) -> _Layout:
+    n = math.prod(shape)
+    tile = (min(block, n) if _CLAMP_TILES else block) or 1  # (as _tile: the same blocks)
+    grid = -(-n // tile)
+    padded = grid * tile
+    return _Layout((grid,), (padded,), [(0, padded - n)] if padded != n else None, tile,
+                   (grid, tile))
+
+
 def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
     shape = arr.shape
     lay = _layout(shape, scheme)
+    if len(lay.padded) != len(shape):  # blocks over the flattened tensor (C order)
+        arr = arr.reshape(-1)
     if lay.pad is not None:  # ragged edge: zeros never change an amax
         arr = np.pad(arr, lay.pad)
     if lay.rows is not None:  # blocks run along the (contiguous) last axis
@@ -173,7 +202,7 @@ def _amax_and_max(view: np.ndarray) -> tuple[np.ndarray, float]:
     else:
         axes = tuple(range(1, view.ndim, 2)) if view.ndim > 2 else (1,)
         amax = np.abs(view).max(axis=axes, keepdims=True)
-    largest = float(amax.max())
+    largest = float(amax.max()) if amax.size else 0.0  # an empty tensor: no blocks
     if not largest < np.inf:  # NaN (max propagates it) or inf
         raise_nonfinite(view)
     return amax, largest
@@ -228,6 +257,8 @@ def _scale_view_shape(b: _Blocked) -> tuple[int, ...]:
 def _unblock(blocked: np.ndarray, padded: tuple[int, ...], shape: tuple[int, ...]
              ) -> np.ndarray:
     out = blocked.reshape(padded)
+    if len(padded) != len(shape):  # blocks over the flattened tensor: its first values
+        return np.ascontiguousarray(out[: math.prod(shape)]).reshape(shape)
     if padded != shape:
         out = np.ascontiguousarray(out[tuple(slice(0, n) for n in shape)])
     return out

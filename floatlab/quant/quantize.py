@@ -22,8 +22,11 @@ Arithmetic (the choices a reader should know):
 * NaN / inf anywhere: ValueError (the amax of a block is undefined). The OCP reference code
   instead gives such a block the NaN scale (all its elements NaN); floatlab refuses so that a
   NaN never hides inside a quantised tensor.
-* Empty tensors and 0-d arrays: ValueError (no blocks to scale); integer inputs beyond 2**53:
-  ValueError. Inputs are never modified.
+* An empty tensor has no blocks: its result is empty, x's shape, in the working precision, with
+  0 scales (as mx_quantize, NumPy and torch take empty arrays; a two-level scheme's global
+  scale is an all-zero tensor's). Block structures that do not fit the shape still raise (a
+  2-D tile on a vector). 0-d arrays: ValueError (no blocks to scale); integer inputs beyond
+  2**53: ValueError. Inputs are never modified.
 
 >>> import numpy as np, floatlab
 >>> q = floatlab.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "mxfp8")
@@ -79,9 +82,6 @@ def _as_input(x: Any) -> np.ndarray:
     if arr.ndim == 0:
         raise ValueError("x is 0-d, but quantisation works on blocks of a tensor; pass "
                          "np.atleast_1d(x)")
-    if arr.size == 0:
-        raise ValueError(f"x is empty (shape {arr.shape}): there is no block amax to compute a "
-                         "scale from; pass a non-empty array")
     return arr
 
 
@@ -186,7 +186,7 @@ class QuantizedTensor:
 
     @property
     def bits_per_value(self) -> float:
-        return 8.0 * self.nbytes / self.size
+        return 8.0 * self.nbytes / self.size if self.size else math.nan  # (no values)
 
     @cached_property
     def stats(self) -> QuantStats:
@@ -204,7 +204,7 @@ class QuantizedTensor:
         keys, counts = np.unique(exps, return_counts=True)
         return QuantStats(
             qsnr_db=qsnr,
-            clipped_fraction=self._clipped / self.size,
+            clipped_fraction=self._clipped / self.size if self.size else 0.0,
             flushed_fraction=flushed / n_nonzero if n_nonzero else 0.0,
             scale_histogram={int(k): int(c) for k, c in zip(keys, counts, strict=True)},
             n=self.size,
@@ -267,15 +267,25 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
         b = _blocked(arr, scheme)
         amax, largest = _amax_and_max(b.view)  # finite (NaN / inf raise)
     tensor_amax = largest if scheme.global_scale else None
-    scales, scale_codes, g, effective = block_scales(amax, scheme, tensor_amax, want_codes)
+    if arr.size:
+        scales, scale_codes, g, effective = block_scales(amax, scheme, tensor_amax, want_codes)
+    else:  # no blocks: the scales' dtypes (and a global scale) as an all-zero tensor gets
+        one = block_scales(np.zeros((1,) * amax.ndim, amax.dtype), scheme, tensor_amax,
+                           want_codes)
+        scales, scale_codes, effective = (None if a is None else np.zeros(amax.shape, a.dtype)
+                                          for a in (one[0], one[1], one[3]))
+        g = one[2]
     eff = effective.astype(work)
     rng = resolve_rng(rng, scheme.rounding == "stochastic", scheme.rounding)
-    elements, codes, clipped, _ = _round_scaled(b.view, eff, amax, scheme.element,
-                                                scheme.rounding, rng, count=want_codes,
-                                                random_bits=scheme.random_bits)
+    if not arr.size:  # an empty tensor: no blocks, no elements (as numpy and torch, no error)
+        elements, codes, clipped = b.view.copy(), None, 0
+    else:
+        elements, codes, clipped, _ = _round_scaled(b.view, eff, amax, scheme.element,
+                                                    scheme.rounding, rng, count=want_codes,
+                                                    random_bits=scheme.random_bits)
     elements = elements.astype(work, copy=False)
     extra = 0
-    if scheme.scale == "dq8":
+    if scheme.scale == "dq8" and scales.size:
         scales, scale_codes, eff, extra = _double_quantize(scales, work)
     return source, transformed, b, elements, codes, scales, scale_codes, g, eff, clipped, extra
 
@@ -447,8 +457,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         raise ValueError(f"codes of {element.name} run from 0 to {(1 << element.bits) - 1}, "
                          f"got {low if low < 0 else high}; pass the "
                          "codes quantize() stored (QuantizedTensor.codes)")
-    if arr.ndim == 0 or arr.size == 0:
-        raise ValueError("codes must be a non-empty array with at least one dimension")
+    if arr.ndim == 0:  # (empty codes are an empty tensor's: they give an empty array)
+        raise ValueError("codes must be an array with at least one dimension (0-d codes have "
+                         "no blocks); pass QuantizedTensor.codes")
     if isinstance(element, Codebook) and np.any(element._index_of_code[arr] < 0):
         # (a code no entry has, fp4_bnb's 8: its table slot is NaN)
         raise ValueError(f"codes hold a code that codebook {element.name} does not use; pass "

@@ -108,7 +108,9 @@ class Scheme:
         padded logically with zeros (a shorter last block, scaled by its own amax).
     scale : "float32", "pow2" (float32 powers of two), "e8m0", "e4m3fn", "bf16", or "dq8"
         (QLoRA's double quantisation: float32 absmax values, stored as 8-bit dynamic-map codes
-        in blocks of 256 after subtracting their mean).
+        in blocks of 256 after subtracting their mean). As in bitsandbytes, dq8 with int
+        blocks blocks the flattened tensor (C order, the last block partial; one scale per
+        block, ``scales`` 1-D), whatever its shape, so ``axis`` does not apply to it.
     scale_rounding : "floor", "ceil", "even", "rceil", "rfloor" -- see
         :mod:`floatlab.quant.scales`.
     rounding : element rounding, any :func:`floatlab.round` mode ("nearest_even",
@@ -174,6 +176,11 @@ class Scheme:
             raise ValueError("global_scale is NVFP4's second level for non-power-of-two block "
                              "scales (e4m3fn, bf16, float32); it makes no sense with "
                              f"{self.scale!r} scales")
+        if self.scale == "dq8" and isinstance(self.block, int) and self.axis != -1 and \
+                not self.hadamard:
+            raise ValueError(f"axis={self.axis} does not apply to dq8 scales with int blocks: "
+                             "they are bitsandbytes' (QLoRA's double quantisation), whose "
+                             "blocks run over the flattened tensor in C order; drop axis")
         if self.scale_rounding == "even" and self.scale in ("pow2", "e8m0") and \
                 not isinstance(self.element, Format):
             raise ValueError("scale_rounding='even' rounds amax to the element's mantissa "
