@@ -120,16 +120,19 @@ def error_profile(
         raise ValueError("formats is empty: pass a format name or a list of them")
     if not callable(f):
         raise TypeError(f"f must be a function of one array, got {type(f).__name__}")
+    # numpy / ml_dtypes scalar types are callable (np.float32(x) converts), but as a reference
+    # they name a format, as they do in formats=: not a function giving the exact result
+    by_function = callable(reference) and not _one_format(reference)
     out = ErrorProfile(xs, fmts, {}, {}, {}, {}, {})
     for fmt in fmts:
         inputs = array(xs, fmt, rounding="nearest_even")
         run = array(inputs.values, fmt, rounding=rounding)
         result = _shaped(_values(f(run), "f"), xs.shape, "f")
-        if callable(reference):
+        if by_function:
             exact = _values(reference(inputs.values.copy()), "reference")
         else:
             exact = _values(f(array(inputs.values, reference)), "f")
-        exact = _shaped(exact, xs.shape, "reference" if callable(reference) else "f")
+        exact = _shaped(exact, xs.shape, "reference" if by_function else "f")
         out.inputs[fmt.name], out.results[fmt.name] = inputs.values, result
         out.reference[fmt.name] = exact
         out.ulps[fmt.name], out.bits[fmt.name] = _errors(result, exact, fmt)

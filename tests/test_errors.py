@@ -81,3 +81,16 @@ def test_plot_and_bad_input():
         floatlab.significant_digits(naive, [1.0], "fp16", n=1)
     with pytest.raises(TypeError, match="must hold real numbers"):
         floatlab.error_profile(naive, ["a"], "fp16")
+
+
+def test_reference_given_as_a_numpy_or_ml_dtypes_type_is_a_format():
+    # np.float32 and ml_dtypes.bfloat16 are callable (they convert), but name a format here as
+    # in formats=; they were called as the exact-result function (the reference was x itself)
+    import ml_dtypes
+
+    for kind, name in ((np.float32, "fp32"), (np.float64, "float64"),
+                       (ml_dtypes.bfloat16, "bf16")):
+        by_type = floatlab.error_profile(naive, [1000.0], "fp16", reference=kind)
+        by_name = floatlab.error_profile(naive, [1000.0], "fp16", reference=name)
+        assert by_type.reference["float16"].tolist() == by_name.reference["float16"].tolist()
+        assert by_type.bits["float16"].tolist() == by_name.bits["float16"].tolist()
