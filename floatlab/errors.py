@@ -229,4 +229,4 @@ def significant_digits(
         digits = -np.log10(spread / np.abs(mean))
     digits = np.where(spread == 0, top, digits)
     digits = np.where(np.isnan(digits), 0.0, digits)
-    return np.clip(digits, 0.0, top)
+    return np.asarray(np.clip(digits, 0.0, top))  # (np.clip gives a 0-d input a scalar)

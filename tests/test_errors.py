@@ -94,3 +94,10 @@ def test_reference_given_as_a_numpy_or_ml_dtypes_type_is_a_format():
         by_name = floatlab.error_profile(naive, [1000.0], "fp16", reference=name)
         assert by_type.reference["float16"].tolist() == by_name.reference["float16"].tolist()
         assert by_type.bits["float16"].tolist() == by_name.bits["float16"].tolist()
+
+
+def test_significant_digits_of_one_value_is_a_0d_array():
+    # array functions give scalars back as 0-d arrays; np.clip made it a numpy scalar
+    for x, f in ((3000.0, naive), (np.array(1.5), lambda t: t * 2), ([1.5], lambda t: t.sum())):
+        d = floatlab.significant_digits(f, x, "fp16", n=4, rng=0)
+        assert isinstance(d, np.ndarray) and d.shape == ()
