@@ -233,6 +233,16 @@ def test_rounding_error_several_formats_ulp_and_bad_kind():
         P.rounding_error("fp16", kind="absolute")
 
 
+def test_rounding_error_window_beyond_a_formats_range():
+    # a zoom above fp16's max has no fp16 samples to draw: it
+    # failed in numpy's uniform ('high - low < 0') instead of drawing the other formats
+    ax = P.rounding_error(["fp16", "bf16"], lo=1e10, hi=1e20)
+    assert len(ax.lines) == 2 and len(ax.collections) == 2
+    assert len(ax.collections[0].get_offsets()) == 0  # fp16: no dots beyond its max
+    assert len(ax.collections[1].get_offsets()) > 100
+    assert ax.get_xlim() == pytest.approx((math.log2(1e10), math.log2(1e20)))
+
+
 # ----------------------------------------------------------------------------- zone fractions
 
 def _one_of_each(fmt: Format) -> tuple[list[float], dict[str, int]]:
