@@ -146,6 +146,23 @@ def test_number_line_negative_half_and_labels():
     assert "beyond max: NaN" in _texts(P.number_line("e4m3fn"))
 
 
+def test_number_line_negative_half_of_formats_without_zero():
+    # a format with no zero got a log axis, which cannot show negatives: the negative half
+    # asked for was missing, and matplotlib warned 'Attempt to set non-positive xlim ...'
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = P.number_line("e2m1_nozero", negative=True)
+        lo, hi = ax.get_xlim()
+        drawn = sorted(x for c in ax.collections for x in _segments_x(c))
+        assert drawn == [-3, -2, -1.5, -1, -0.75, -0.5, 0.5, 0.75, 1, 1.5, 2, 3]
+        assert ax.get_xscale() == "symlog" and lo < min(drawn) < 0 < max(drawn) < hi
+        assert lo == -hi
+        ax = P.number_line("e8m0", negative=True)  # unsigned: nothing negative to draw
+        assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 0
+
+
 @pytest.mark.parametrize("name", [n for n in PRESETS if get_format(n).bits > 8])
 def test_number_line_wide_formats_show_values_per_binade(name):
     fmt = get_format(name)
