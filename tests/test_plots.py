@@ -452,8 +452,12 @@ def test_gradient_histogram_auto_scale_and_no_scale():
     assert P.zone_fractions(g, "fp16", scale=2.0**k)["overflow"] == 0
     ax = P.gradient_histogram(g, "fp16", scale=1.0)
     assert len(_step_patches(ax)) == 1 and "→" not in "".join(_texts(ax))
-    with pytest.raises(ValueError, match="no nonzero"):
-        P.gradient_histogram(np.zeros(5), "fp16")
+    # gradients that all underflowed (or all went NaN): the error says how to draw them anyway
+    for g in (np.zeros(5), [np.nan, 0.0, np.inf]):
+        with pytest.raises(ValueError, match="no nonzero finite value.*pass scale=1.0 to draw"):
+            P.gradient_histogram(g, "fp16")
+        ax = P.gradient_histogram(g, "fp16", scale=1.0)
+        assert len(_step_patches(ax)) == 1
 
 
 # ----------------------------------------------------------------------------- training runs
