@@ -115,6 +115,8 @@ def error_profile(
     elif isinstance(formats, Iterable):
         fmts = [get_format(fmt) for fmt in formats]
     else:
+        if formats is not None:
+            get_format(formats)  # (its error says what a format is: a FixedPoint is not one)
         raise TypeError(f"formats must be a format or a list of them, got {formats!r}; e.g. "
                         "formats=['fp16', 'bf16']")
     if not fmts:
