@@ -259,21 +259,20 @@ def _check_plot_path(path: str) -> None:
 
 
 def _save_training_plot(result, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure of its own, not pyplot: main() may run inside a notebook or a test, whose
+    # backend matplotlib.use("Agg") would switch for the rest of the session.
+    from matplotlib.figure import Figure
 
     from floatlab import plots
 
     histories = dict(result.histories)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig = Figure(figsize=(15, 4))
+    axes = fig.subplots(1, 3)
     plots.training_curves(histories, metric="loss", ax=axes[0])
     plots.training_curves(histories, metric="accuracy", ax=axes[1])
     plots.underflow_over_time(histories, ax=axes[2])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- the parser

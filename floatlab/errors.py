@@ -33,6 +33,7 @@ correct decimal digits from the spread, s = -log10(sigma / |mu|).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -114,22 +115,27 @@ def error_profile(
     elif isinstance(formats, Iterable):
         fmts = [get_format(fmt) for fmt in formats]
     else:
+        if formats is not None:
+            get_format(formats)  # (its error says what a format is: a FixedPoint is not one)
         raise TypeError(f"formats must be a format or a list of them, got {formats!r}; e.g. "
                         "formats=['fp16', 'bf16']")
     if not fmts:
         raise ValueError("formats is empty: pass a format name or a list of them")
     if not callable(f):
         raise TypeError(f"f must be a function of one array, got {type(f).__name__}")
+    # numpy / ml_dtypes scalar types are callable (np.float32(x) converts), but as a reference
+    # they name a format, as they do in formats=: not a function giving the exact result
+    by_function = callable(reference) and not _one_format(reference)
     out = ErrorProfile(xs, fmts, {}, {}, {}, {}, {})
     for fmt in fmts:
         inputs = array(xs, fmt, rounding="nearest_even")
         run = array(inputs.values, fmt, rounding=rounding)
-        result = _shaped(_values(f(run), "f"), xs.shape, "f")
-        if callable(reference):
+        result = _shaped(_computed(f(run), fmt), xs.shape, "f")
+        if by_function:
             exact = _values(reference(inputs.values.copy()), "reference")
         else:
-            exact = _values(f(array(inputs.values, reference)), "f")
-        exact = _shaped(exact, xs.shape, "reference" if callable(reference) else "f")
+            exact = _computed(f(array(inputs.values, reference)), get_format(reference))
+        exact = _shaped(exact, xs.shape, "reference" if by_function else "f")
         out.inputs[fmt.name], out.results[fmt.name] = inputs.values, result
         out.reference[fmt.name] = exact
         out.ulps[fmt.name], out.bits[fmt.name] = _errors(result, exact, fmt)
@@ -143,6 +149,34 @@ def _values(result: Any, what: str) -> np.ndarray:
         return np.asarray(as_float_array(result, name=what), dtype=np.float64)
     except TypeError as err:
         raise TypeError(f"{what} must return numbers or a FloatArray: {err}") from None
+
+
+def _computed(result: Any, fmt: Format) -> np.ndarray:
+    """f's result as float64 values, refused if it left ``fmt`` without saying so.
+
+    A FloatArray (of any format) is what f computed. A plain array or number is what f's
+    operations gave outside FloatArray: a NumPy function FloatArray does not emulate
+    (np.median, np.interp, np.fft.fft ...) or np.asarray(x) computes on the exact float64
+    values. Where that gives values ``fmt`` cannot hold, measuring them would report the
+    error of a float64 computation rounded once (0 bits of error) as the format's.
+    """
+    values = _values(result, "f")
+    if isinstance(result, FloatArray):
+        return values
+    finite = values[np.isfinite(values)]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (E8M0 warns of zeros: they are not its values)
+        kept = _round(finite, fmt, saturate=True) == finite
+    if not kept.all():
+        example = float(finite[~kept][0])
+        raise ValueError(
+            f"f returned a plain {type(result).__name__} holding {example!r}, which is not a "
+            f"value of {fmt.name}: part of f ran outside the format (NumPy functions "
+            "FloatArray does not emulate, such as np.median, np.interp or np.fft.fft, and "
+            "np.asarray(x) compute on the exact float64 values), so its error would not be "
+            f"{fmt.name}'s. Write f with FloatArray operations, or round such a step back "
+            "with floatlab.array(value, x.fmt)")
+    return values
 
 
 def _shaped(result: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
@@ -214,7 +248,7 @@ def significant_digits(
     inputs = array(x, fmt).values
     runs = []
     for _ in range(int(n)):
-        run = _values(f(array(inputs, fmt, rounding="stochastic", rng=generator)), "f")
+        run = _computed(f(array(inputs, fmt, rounding="stochastic", rng=generator)), fmt)
         if runs and run.shape != runs[0].shape:
             raise ValueError(f"f returned shape {run.shape} on run {len(runs) + 1} and "
                              f"{runs[0].shape} on run 1; the spread needs one shape every run")
@@ -226,4 +260,4 @@ def significant_digits(
         digits = -np.log10(spread / np.abs(mean))
     digits = np.where(spread == 0, top, digits)
     digits = np.where(np.isnan(digits), 0.0, digits)
-    return np.clip(digits, 0.0, top)
+    return np.asarray(np.clip(digits, 0.0, top))  # (np.clip gives a 0-d input a scalar)

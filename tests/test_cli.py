@@ -168,6 +168,24 @@ def test_compare_prints_the_table_and_saves_the_plot(capsys, tmp_path):
     assert png.stat().st_size > 10_000 and f"curves saved to {png}" in out
 
 
+def test_compare_plot_leaves_the_callers_matplotlib_backend(capsys, tmp_path):
+    # main() called in-process (a notebook, a test) switched the session's backend to Agg
+    # with matplotlib.use and opened a pyplot figure; the picture is now a Figure of its own
+    code = subprocess.run([sys.executable, "-c", (
+        "import matplotlib, sys\n"
+        "matplotlib.use('svg')\n"
+        "import matplotlib.pyplot as plt\n"
+        "from floatlab.cli import main\n"
+        f"code = main(['compare', '32-true', '--steps', '2', '--rows', '1024', '--quiet', "
+        f"'--plot', {str(tmp_path / 'c.png')!r}])\n"
+        "assert code == 0, code\n"
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()\n"
+        "assert plt.get_fignums() == [], plt.get_fignums()\n")],
+        capture_output=True, text=True, timeout=120)
+    assert code.returncode == 0, code.stderr[-500:]
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+
+
 def test_compare_lambda_and_bad_precision(capsys):
     code, out, _ = run(capsys, "compare", "16-mixed", "--steps", "2", "--rows", "1024",
                        "--quiet", "--lambda", "2**-16")

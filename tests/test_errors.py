@@ -81,3 +81,46 @@ def test_plot_and_bad_input():
         floatlab.significant_digits(naive, [1.0], "fp16", n=1)
     with pytest.raises(TypeError, match="must hold real numbers"):
         floatlab.error_profile(naive, ["a"], "fp16")
+
+
+def test_reference_given_as_a_numpy_or_ml_dtypes_type_is_a_format():
+    # np.float32 and ml_dtypes.bfloat16 are callable (they convert), but name a format here as
+    # in formats=; they were called as the exact-result function (the reference was x itself)
+    import ml_dtypes
+
+    for kind, name in ((np.float32, "fp32"), (np.float64, "float64"),
+                       (ml_dtypes.bfloat16, "bf16")):
+        by_type = floatlab.error_profile(naive, [1000.0], "fp16", reference=kind)
+        by_name = floatlab.error_profile(naive, [1000.0], "fp16", reference=name)
+        assert by_type.reference["float16"].tolist() == by_name.reference["float16"].tolist()
+        assert by_type.bits["float16"].tolist() == by_name.bits["float16"].tolist()
+
+
+def test_significant_digits_of_one_value_is_a_0d_array():
+    # array functions give scalars back as 0-d arrays; np.clip made it a numpy scalar
+    for x, f in ((3000.0, naive), (np.array(1.5), lambda t: t * 2), ([1.5], lambda t: t.sum())):
+        d = floatlab.significant_digits(f, x, "fp16", n=4, rng=0)
+        assert isinstance(d, np.ndarray) and d.shape == ()
+
+
+def test_a_result_computed_outside_the_format_is_refused():
+    # np.interp / np.i0 are not emulated by FloatArray: they ran on the exact float64 values
+    # and their plain result was measured as fp16's (0 bits of error, all digits correct)
+    steps = (lambda x: np.interp(x, [0.0, 3.0], [0.0, 1.0]), lambda x: np.asarray(x) / 3)
+    for f in steps:
+        with pytest.raises(ValueError, match="not a value of float16: part of f ran outside"):
+            floatlab.error_profile(f, [0.5, 2.0], "fp16")
+        with pytest.raises(ValueError, match="not a value of float16: part of f ran outside"):
+            floatlab.significant_digits(f, [0.5, 2.0], "fp16", n=3, rng=0)
+    with pytest.raises(ValueError, match="not a value of bfloat16"):  # reference in bf16
+        floatlab.error_profile(steps[1], [0.5, 2.0], "fp64", reference="bf16")
+    # plain results that hold values of the format are what f computed: accepted
+    kept = (lambda x: np.where(x > 1, x, -x), lambda x: x * 0 + 1.0, lambda x: np.asarray(x))
+    for f in kept:
+        p = floatlab.error_profile(f, [0.5, 2.0], ["fp16", "bf16"])
+        assert p.bits["float16"].tolist() == [0.0, 0.0]
+    assert floatlab.significant_digits(lambda x: np.asarray(x) * 0, [0.5], "fp16", n=3,
+                                       rng=0).tolist() == [11 * math.log10(2)]
+    # the error formula itself, evaluated in float64 outside FloatArray, is still a reference
+    p = floatlab.error_profile(naive, [1000.0], "fp16", reference=lambda x: naive(x))
+    assert p.bits["float16"][0] == pytest.approx(3.70, abs=0.01)

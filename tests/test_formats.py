@@ -580,3 +580,19 @@ def test_numpy_dtype_strings_resolve(name, expected):
 def test_numpy_non_float_dtype_strings_are_refused_by_name():
     with pytest.raises(FormatNameError, match="'i4' is the numpy dtype int32"):
         get_format("i4")
+
+
+def test_fixed_point_and_codebooks_where_a_float_format_is_needed():
+    # the README said they work 'wherever a format does'; finfo, ulp, FloatArray, the plots and
+    # error_profile said 'expected a format name ..., got FixedPoint' (error_profile: 'formats
+    # must be a format or a list of them'): now the error says what they are and where they work
+    import floatlab
+
+    for element in (floatlab.FixedPoint(8, 4), floatlab.get_codebook("nf4")):
+        for call in (lambda e: floatlab.finfo(e), lambda e: floatlab.ulp(0.3, e),
+                     lambda e: floatlab.array([0.3], e),
+                     lambda e: floatlab.error_profile(lambda x: x, [0.3], e)):
+            with pytest.raises(TypeError, match=r"is not a floating-point Format: fixed point "
+                               r"and codebooks work in floatlab.round, encode"):
+                call(element)
+        assert floatlab.round(0.3, element).shape == ()  # where they do work

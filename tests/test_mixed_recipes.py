@@ -340,6 +340,12 @@ def test_recipe_plots():
     assert len(ax.get_lines()) == 4  # two layers x two forward operands
     with pytest.raises(KeyError, match="no operand 'linear9"):
         plot_amax_history(h, "linear9.forward.a")
+    # a filter that matches no operand: an empty picture and matplotlib's legend warning
+    # before; None failed in 'in <string>'
+    with pytest.raises(KeyError, match="no operand name contains 'forwards'; recorded: linear0"):
+        plot_operand_qsnr(h, contains="forwards")
+    with pytest.raises(TypeError, match="contains must be a string"):
+        plot_operand_qsnr(h, contains=None)
     with pytest.raises(TypeError, match="History of a recipe run"):
         plot_amax_history(Trainer("bf16-mixed", progress=False).fit(teacher_gaussians(n=256),
                                                                     1), "linear0.forward.a")

@@ -326,6 +326,21 @@ def test_compare_keeps_runs_whose_names_coincide():
     assert list(result.histories) == ["16-mixed", "16-mixed #2"]
 
 
+def test_comparison_built_by_hand_keeps_runs_of_one_precision():
+    # two seeds of one precision, put side by side: the dict keyed by precision kept only the
+    # last (len 1, one row in the table); compare() renamed its own runs, Comparison did not
+    from floatlab.mixed.history import Comparison, History
+
+    first, second = History("16-mixed"), History("16-mixed")
+    first.final_train_accuracy, second.final_train_accuracy = 0.5, 0.75
+    both = Comparison([first, second])
+    assert len(both) == 2 and list(both.histories) == ["16-mixed", "16-mixed #2"]
+    assert both["16-mixed #2"] is second and second.precision == "16-mixed"  # not renamed
+    assert [r["precision"] for r in both.rows()] == ["16-mixed", "16-mixed #2"]
+    table = str(both)
+    assert "| 16-mixed    |" in table and "| 16-mixed #2 |" in table and "75.0%" in table
+
+
 # ------------------------------------------------------------------- bad input, answered
 
 @pytest.mark.parametrize("kwargs, error, match", [

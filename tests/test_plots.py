@@ -146,6 +146,23 @@ def test_number_line_negative_half_and_labels():
     assert "beyond max: NaN" in _texts(P.number_line("e4m3fn"))
 
 
+def test_number_line_negative_half_of_formats_without_zero():
+    # a format with no zero got a log axis, which cannot show negatives: the negative half
+    # asked for was missing, and matplotlib warned 'Attempt to set non-positive xlim ...'
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = P.number_line("e2m1_nozero", negative=True)
+        lo, hi = ax.get_xlim()
+        drawn = sorted(x for c in ax.collections for x in _segments_x(c))
+        assert drawn == [-3, -2, -1.5, -1, -0.75, -0.5, 0.5, 0.75, 1, 1.5, 2, 3]
+        assert ax.get_xscale() == "symlog" and lo < min(drawn) < 0 < max(drawn) < hi
+        assert lo == -hi
+        ax = P.number_line("e8m0", negative=True)  # unsigned: nothing negative to draw
+        assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 0
+
+
 @pytest.mark.parametrize("name", [n for n in PRESETS if get_format(n).bits > 8])
 def test_number_line_wide_formats_show_values_per_binade(name):
     fmt = get_format(name)
@@ -231,6 +248,16 @@ def test_rounding_error_several_formats_ulp_and_bad_kind():
     assert ys.min() == -24 and ys.max() == 15 - 10  # smallest subnormal .. ulp at max
     with pytest.raises(ValueError, match="kind"):
         P.rounding_error("fp16", kind="absolute")
+
+
+def test_rounding_error_window_beyond_a_formats_range():
+    # a zoom above fp16's max has no fp16 samples to draw: it
+    # failed in numpy's uniform ('high - low < 0') instead of drawing the other formats
+    ax = P.rounding_error(["fp16", "bf16"], lo=1e10, hi=1e20)
+    assert len(ax.lines) == 2 and len(ax.collections) == 2
+    assert len(ax.collections[0].get_offsets()) == 0  # fp16: no dots beyond its max
+    assert len(ax.collections[1].get_offsets()) > 100
+    assert ax.get_xlim() == pytest.approx((math.log2(1e10), math.log2(1e20)))
 
 
 # ----------------------------------------------------------------------------- zone fractions
@@ -425,8 +452,12 @@ def test_gradient_histogram_auto_scale_and_no_scale():
     assert P.zone_fractions(g, "fp16", scale=2.0**k)["overflow"] == 0
     ax = P.gradient_histogram(g, "fp16", scale=1.0)
     assert len(_step_patches(ax)) == 1 and "→" not in "".join(_texts(ax))
-    with pytest.raises(ValueError, match="no nonzero"):
-        P.gradient_histogram(np.zeros(5), "fp16")
+    # gradients that all underflowed (or all went NaN): the error says how to draw them anyway
+    for g in (np.zeros(5), [np.nan, 0.0, np.inf]):
+        with pytest.raises(ValueError, match="no nonzero finite value.*pass scale=1.0 to draw"):
+            P.gradient_histogram(g, "fp16")
+        ax = P.gradient_histogram(g, "fp16", scale=1.0)
+        assert len(_step_patches(ax)) == 1
 
 
 # ----------------------------------------------------------------------------- training runs

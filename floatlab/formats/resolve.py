@@ -121,6 +121,15 @@ def get_format(fmt: str | Format | Any) -> Format:
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {type(fmt).__name__} {fmt!r}{hint}"
         )
+    from floatlab.quant.codebook import Codebook  # (quant builds on formats: import on use)
+    from floatlab.quant.fixed import FixedPoint
+
+    if isinstance(fmt, (FixedPoint, Codebook)):
+        raise TypeError(
+            f"{type(fmt).__name__} {fmt.name!r} is not a floating-point Format: fixed point and "
+            "codebooks work in floatlab.round, encode, decode, values, explain and as a "
+            "Scheme's elements; this needs a floating-point format such as 'fp16' or 'e4m3fn'"
+        )
     try:
         dtype = np.dtype(fmt)
     except (TypeError, ValueError, SyntaxError):

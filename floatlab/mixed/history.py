@@ -211,7 +211,14 @@ class Comparison:
         if bad:  # an AttributeError on .precision before
             raise TypeError(f"Comparison: histories must be a list of History objects (as "
                             f"Trainer.fit returns them), got {type(bad[0]).__name__}")
-        self.histories = {h.precision: h for h in histories}
+        # Two runs of one precision (two seeds, say) keep both rows: the second is named
+        # "<precision> #2", as compare() names them (the Histories themselves are not renamed).
+        self.histories: dict[str, History] = {}
+        for h in histories:
+            name, n = h.precision, 2
+            while name in self.histories:
+                name, n = f"{h.precision} #{n}", n + 1
+            self.histories[name] = h
         self.header = header
 
     def __getitem__(self, precision: str) -> History:
@@ -228,19 +235,19 @@ class Comparison:
         return len(self.histories)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [h.summary() for h in self.histories.values()]
+        return [{**h.summary(), "precision": name} for name, h in self.histories.items()]
 
     def __str__(self) -> str:
         recipes = any(np.isfinite(h.mean("clipped")) for h in self.histories.values())
         head = ("precision", "train acc", "test acc", "time", "bytes held", "skipped",
                 "underflow", "lost upd", "NaN") + (("clipped", "flushed") if recipes else ())
         body = [
-            (h.precision, _pct(h.final_train_accuracy), _pct(h.final_test_accuracy),
+            (name, _pct(h.final_train_accuracy), _pct(h.final_test_accuracy),
              f"{h.wall_time:.2f} s", format_bytes(h.total_bytes), str(h.skipped_steps),
              _pct(h.mean("underflow")), _pct(h.mean("lost_updates")),
              f"yes (step {h.first_nonfinite_step})" if h.went_nan else "no")
             + ((_pct(h.mean("clipped"), 3), _pct(h.mean("flushed"), 2)) if recipes else ())
-            for h in self.histories.values()
+            for name, h in self.histories.items()
         ]
         if any(not math.isnan(h.final_val_loss) for h in self.histories.values()):
             # language models: validation loss and perplexity beside the accuracies

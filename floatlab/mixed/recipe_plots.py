@@ -68,10 +68,15 @@ def plot_amax_history(source: Any, operand: str, ax: Any = None) -> Any:
 def plot_operand_qsnr(source: Any, ax: Any = None, contains: str = "") -> Any:
     """QSNR (dB) of every recorded operand (whose key contains ``contains``) over the steps."""
     records = _records(source)
+    if not isinstance(contains, str):
+        raise TypeError(f"contains must be a string such as 'forward' ('' for every operand), "
+                        f"got {contains!r} ({type(contains).__name__})")
+    chosen = {key: stats for key, stats in records.items() if contains in key}
+    if not chosen:  # an empty picture, and matplotlib's 'No artists with labels' warning
+        raise KeyError(f"no operand name contains {contains!r}; recorded: {', '.join(records)}")
     ax = _axes(ax)
-    for key, stats in records.items():
-        if contains in key:
-            ax.plot([s.qsnr_db for s in stats], label=key, lw=1)
+    for key, stats in chosen.items():
+        ax.plot([s.qsnr_db for s in stats], label=key, lw=1)
     ax.set_xlabel("step")
     ax.set_ylabel("QSNR (dB)")
     ax.legend(fontsize=6, ncol=2)

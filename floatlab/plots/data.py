@@ -157,7 +157,9 @@ def _auto_loss_scale(mag: np.ndarray, fmt: Format) -> float:
     (at most 2^1023, the largest power of two float64 holds: a float64 target needs none)."""
     finite = mag[np.isfinite(mag) & (mag > 0)]
     if finite.size == 0:
-        raise ValueError("the gradients hold no nonzero finite value: nothing to scale")
+        raise ValueError("the gradients hold no nonzero finite value, so scale=None has no "
+                         "largest gradient to choose a loss scale from; pass scale=1.0 to "
+                         "draw them unscaled (zeros, inf and NaN are counted in the legend)")
     top = int(_log2_binade(np.array([finite.max()]))[0])
     return math.ldexp(1.0, min(fmt.emax - 1 - top, 1023))
 

@@ -66,7 +66,10 @@ def _error_curve(fmt: Format, kind: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _error_samples(fmt: Format, lo: float, hi: float, n: int = 3000) -> tuple[np.ndarray, ...]:
-    """Actual relative errors of the rounding core at log-uniform magnitudes (deterministic)."""
+    """Actual relative errors of the rounding core at log-uniform magnitudes (deterministic);
+    none when the window [2^lo, 2^hi] misses the format's range (a zoom beyond its max)."""
+    if not lo < hi:
+        return np.empty(0), np.empty(0)
     x = np.exp2(np.random.default_rng(0).uniform(lo, hi, n))
     x = x[(x >= fmt.smallest_positive) & (x <= fmt.max)]
     with np.errstate(invalid="ignore"):

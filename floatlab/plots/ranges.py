@@ -154,6 +154,7 @@ def number_line(fmt: FormatLike, ax: Axes | None = None, negative: bool = False)
 
 
 def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
+    negative = negative and fmt.signed  # an unsigned format has no negative half to draw
     values = _finite_values(fmt)
     if not negative:
         values = values[values >= 0]
@@ -173,6 +174,8 @@ def _number_line_values(fmt: Format, ax: Axes, negative: bool) -> Axes:
         if sub.any():
             ax.axvspan(-floor if negative else 0, floor,
                        color=ZONE_COLORS["subnormal"], alpha=0.12, linewidth=0)
+    elif negative:  # no zero, but both signs: a log axis has no negative half
+        ax.set_xscale("symlog", base=2, linthresh=floor, linscale=1)
     else:
         ax.set_xscale("log", base=2)
     _value_ticks(ax, fmt, negative)
