@@ -74,6 +74,7 @@ from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.grid import nextafter
 from floatlab.promotion import widest
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
@@ -234,6 +235,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
             exact = odd_sum(args[0], b)
+        elif ufunc in (np.nextafter, np.spacing):
+            exact = _grid_step(ufunc, args, fmt)
         elif ufunc in _MAKE_SPECIALS:
             # x / 0 is inf or NaN by IEEE 754, which the rounding then maps into the format
             # (as torch returns inf without a warning): nothing to warn the user about.
@@ -353,6 +356,18 @@ def _same(value: Any, neutral: Any) -> bool:
         return value is neutral or (isinstance(neutral, bool) and isinstance(value, np.bool_)
                                     and bool(value) is neutral)
     return isinstance(value, str) and value == neutral
+
+
+def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarray:
+    """np.nextafter / np.spacing in the format's grid (float64's steps round back to x: the
+    neighbour of 1.0 in fp16 came out as 1.0 and its spacing as 0). spacing keeps NumPy's
+    conventions: the sign of x, +smallest positive at +-0, inf past max, NaN at inf."""
+    if ufunc is np.nextafter:
+        return nextafter(args[0], args[1], fmt)
+    x = args[0]
+    outward = np.where(np.signbit(x) & (x != 0), -np.inf, np.inf)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, as np.spacing(inf)
+        return nextafter(x, outward, fmt) - x
 
 
 def _plain(obj: Any) -> Any:

@@ -293,3 +293,30 @@ def test_division_by_zero_in_a_format_without_nan_keeps_the_error():
     a, b = floatlab.array([1.0, 2.0], "e3m2"), floatlab.array([0.0, 1.0], "e3m2")
     with np.errstate(divide="ignore"), pytest.raises(ValueError, match="has no inf and no NaN"):
         a / b
+
+
+@pytest.mark.parametrize("fmt, dtype", [("fp16", np.float16), ("fp32", np.float32)])
+def test_nextafter_and_spacing_step_in_the_format_grid(fmt, dtype):
+    """np.nextafter / np.spacing on a FloatArray step in its format, as NumPy's do on the
+    dtype itself (oracle): float64's step rounded back gave x itself and a spacing of 0."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(2000).astype(dtype) * dtype(2.0) ** rng.integers(-24, 12, 2000)
+    x = np.concatenate([x, np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], dtype),
+                        [np.finfo(dtype).max, np.finfo(dtype).smallest_subnormal]]).astype(dtype)
+    toward = np.concatenate([rng.standard_normal(x.size - 4) * 1e3, [np.inf, -np.inf, 0, 2]])
+    fa = floatlab.array(x.astype(np.float64), fmt)
+    expected = np.nextafter(x, toward.astype(dtype)).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spacing = np.spacing(x.astype(np.float32)).astype(np.float64)  # (float16's: unsigned)
+        if dtype is np.float16:
+            step = np.nextafter(x, np.where(np.signbit(x) & (x != 0), -np.inf, np.inf).astype(
+                dtype)).astype(np.float64)
+            spacing = np.where(x == 0, 2.0**-24, step - x.astype(np.float64))
+    got = np.nextafter(fa, floatlab.array(toward, fmt))
+    assert isinstance(got, floatlab.FloatArray) and got.fmt.name == floatlab.get_format(fmt).name
+    assert np.array_equal(got.values, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(got.values), np.signbit(expected))
+    assert np.array_equal(np.spacing(fa).values, spacing, equal_nan=True)
+    assert float(np.nextafter(floatlab.array(1.0, "e4m3fn"), 2)) == 1.125
+    assert np.spacing(floatlab.array([448.0, -1.0, -0.0], "e4m3fn")).values[1:].tolist() == [
+        -0.125, 2.0**-9]
