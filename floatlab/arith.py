@@ -224,6 +224,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
                             "it on np.asarray(x) to compute on the exact float64 values")
         if ufunc is np.matmul:
             return _matmul(*inputs)
+        if ufunc is np.ldexp:
+            return _ldexp(*inputs)
         arrays = [x for x in inputs if isinstance(x, FloatArray)]
         lead = arrays[0]
         fmt = result_format(*arrays)
@@ -368,6 +370,22 @@ def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarr
     outward = np.where(np.signbit(x) & (x != 0), -np.inf, np.inf)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, as np.spacing(inf)
         return nextafter(x, outward, fmt) - x
+
+
+def _ldexp(x: Any, n: Any) -> FloatArray:
+    """``x * 2**n`` rounded once: n stays the integer array NumPy's ldexp needs (converted to
+    x's format like other operands, it made NumPy refuse the float exponents)."""
+    n = np.asarray(n)
+    if not isinstance(x, FloatArray) or n.dtype.kind not in "iu":
+        raise TypeError("np.ldexp(x, n) takes a FloatArray x and integer exponents n (e.g. "
+                        f"np.ldexp(x, 3)), got {type(x).__name__} and {n.dtype} exponents")
+    if not correctly_rounded(x.fmt):
+        return x._new(np.ldexp(x.values, n), x.fmt)
+    # The exponent clipped so that float64 neither overflows nor underflows: beyond 2**+-1000
+    # the value is far outside the format either way, so every mode rounds it the same.
+    mant, exp = np.frexp(x.values)
+    total = np.clip(exp + np.clip(n, -5000, 5000).astype(np.int64), -1020, 1000)
+    return x._new(np.ldexp(mant, total), x.fmt)
 
 
 def _plain(obj: Any) -> Any:

@@ -320,3 +320,26 @@ def test_nextafter_and_spacing_step_in_the_format_grid(fmt, dtype):
     assert float(np.nextafter(floatlab.array(1.0, "e4m3fn"), 2)) == 1.125
     assert np.spacing(floatlab.array([448.0, -1.0, -0.0], "e4m3fn")).values[1:].tolist() == [
         -0.125, 2.0**-9]
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "up", "down", "toward_zero"])
+def test_ldexp_scales_by_integer_powers_of_two_and_rounds_once(mode):
+    """np.ldexp(fa, n) is x * 2**n rounded once (Fraction reference), also past float64's range;
+    the integer exponents were converted to the format like an operand and NumPy refused them."""
+    x = floatlab.array([1.5, -1.5, 0.0, -0.0, 3.0, -3.0, 2.0**-24, 1.0], "fp16", rounding=mode)
+    n = np.array([20, -30, 5, 5, -1200, 1200, 0, -24])
+    got = np.ldexp(x, n)
+    assert isinstance(got, floatlab.FloatArray) and got.fmt.name == "float16"
+    table = Table(floatlab.get_format("fp16"))
+    for value, k, out in zip(x.values.tolist(), n.tolist(), got.values.tolist(), strict=True):
+        exact = Fraction(value) * Fraction(2) ** k
+        if abs(exact) > 2**17:  # beyond max: floatlab.round of a finite value beyond it
+            expected = float(floatlab.round(np.sign(value) * 2.0**17, "fp16", mode))
+        else:
+            expected = round_exact(table, *rational(exact), mode) if exact else value
+        assert out == expected and np.signbit(out) == np.signbit(expected), (value, k, out)
+    assert np.ldexp(x, 2).values.tolist() == floatlab.round(x.values * 4, "fp16", mode).tolist()
+    with pytest.raises(TypeError, match=r"integer exponents n \(e.g. np.ldexp\(x, 3\)\)"):
+        np.ldexp(x, 1.5)
+    with pytest.raises(TypeError, match="integer exponents"):
+        np.ldexp(2.0, floatlab.array([1.0], "fp16"))
