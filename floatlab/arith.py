@@ -211,7 +211,13 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     # ------------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
-        if kwargs.get("out") is not None:
+        out = kwargs.get("out")
+        if out is not None:
+            if isinstance(out, tuple) and len(out) == 1 and out[0] is inputs[0]:
+                # x += y reaches here as np.add(x, y, out=(x,)): say so, not "out="
+                raise TypeError(f"in-place np.{ufunc.__name__} (x += y, x *= y ...) with a "
+                                "FloatArray is not emulated: write x = x + y (a new "
+                                "FloatArray, rounded once), or assign with x[...] = value")
             raise TypeError("FloatArray operations do not write into out=: assign the result")
         if method == "__call__" or ufunc is np.add:
             _refuse_ufunc_options(ufunc, method, kwargs)

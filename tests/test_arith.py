@@ -343,3 +343,18 @@ def test_ldexp_scales_by_integer_powers_of_two_and_rounds_once(mode):
         np.ldexp(x, 1.5)
     with pytest.raises(TypeError, match="integer exponents"):
         np.ldexp(2.0, floatlab.array([1.0], "fp16"))
+
+
+def test_in_place_operators_are_refused_by_name_and_leave_the_operands_alone():
+    """x += y reaches __array_ufunc__ as np.add(x, y, out=(x,)): the refusal names the
+    in-place operator and its fix, not an out= the user never wrote."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    alias, plain = x, np.array([1.0, 2.0])
+    for step in (lambda: x.__iadd__(1), lambda: x.__imul__(floatlab.array([3.0, 1.0], "bf16")),
+                 lambda: x.__itruediv__(0), lambda: x.__imatmul__(x),
+                 lambda: plain.__iadd__(x)):
+        with pytest.raises(TypeError, match=r"in-place np\.\w+ \(x \+= y.*write x = x \+ y"):
+            step()
+    assert alias is x and x.values.tolist() == [1.0, 2.0] and plain.tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match="do not write into out="):
+        np.add(x, 1, out=np.empty(2))
