@@ -314,8 +314,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         return _cumsum(self, axis=axis)
 
     def dot(self, other: Any) -> FloatArray:
-        """Inner / matrix product through the array's accumulator."""
-        return _dot(self, other)
+        """Inner / matrix product through the array's accumulator (a scalar: the product)."""
+        return _np_dot(self, other)
 
     def reshape(self, *shape: Any) -> FloatArray:
         return self._new(self._values.reshape(*shape), self.fmt, exact=True)
@@ -456,6 +456,8 @@ def _np_cumsum(a, axis=None, **kwargs):
 def _np_dot(a, b, out=None):
     if out is not None:
         raise TypeError("FloatArray operations do not write into out=: assign the result")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:  # NumPy: dot with a scalar is multiply (no sum)
+        return np.multiply(a, b)
     return _dot(a, b)
 
 

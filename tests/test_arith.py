@@ -358,3 +358,15 @@ def test_in_place_operators_are_refused_by_name_and_leave_the_operands_alone():
     assert alias is x and x.values.tolist() == [1.0, 2.0] and plain.tolist() == [1.0, 2.0]
     with pytest.raises(TypeError, match="do not write into out="):
         np.add(x, 1, out=np.empty(2))
+
+
+def test_dot_with_a_scalar_is_the_rounded_product_as_in_numpy():
+    """NumPy's dot with a 0-d operand is multiply; it was refused as a matmul of shape ()."""
+    x = floatlab.array([0.1, 1.0, 3.0], "fp16", rounding="up")
+    expected = floatlab.round(x.values * floatlab.round(0.1, "fp16"), "fp16", "up")
+    for got in (np.dot(x, 0.1), np.dot(0.1, x), x.dot(0.1), np.dot(np.array(0.1), x)):
+        assert isinstance(got, floatlab.FloatArray) and got.fmt.name == "float16"
+        assert got.values.tolist() == expected.tolist()
+    zero_d = np.dot(floatlab.array(2.0, "bf16"), floatlab.array([1.0, 3.0], "fp16"))
+    assert zero_d.fmt.name == "float32" and zero_d.values.tolist() == [2.0, 6.0]
+    assert np.dot(floatlab.array(2.0, "fp16"), 3.0).shape == ()
