@@ -468,6 +468,14 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's na
     fa = x if isinstance(x, FloatArray) else None
     if fa is None:
         return np.linalg.norm(np.asarray(x), ord=ord, axis=axis)
+    vector = axis is not None or fa.ndim == 1
+    if (ord == 2 and not vector) or (ord == "fro" and (vector or fa.ndim != 2)):
+        # (NumPy: ord=2 of a matrix is its largest singular value, and ord=2 of N-D or 'fro'
+        # of a vector an error; the sum of squares gave the Frobenius norm for each)
+        raise TypeError(f"np.linalg.norm(x, ord={ord!r}) of a {fa.ndim}-D FloatArray with "
+                        f"axis={axis!r} is not emulated (NumPy's ord=2 of a matrix is its "
+                        "largest singular value): use ord=None for the square root of the sum "
+                        "of squares, or ord=2 with an int axis for vector norms")
     return np.sqrt(_sum(fa * fa, axis=axis))
 
 

@@ -370,3 +370,18 @@ def test_dot_with_a_scalar_is_the_rounded_product_as_in_numpy():
     zero_d = np.dot(floatlab.array(2.0, "bf16"), floatlab.array([1.0, 3.0], "fp16"))
     assert zero_d.fmt.name == "float32" and zero_d.values.tolist() == [2.0, 6.0]
     assert np.dot(floatlab.array(2.0, "fp16"), 3.0).shape == ()
+
+
+def test_norm_orders_numpy_defines_otherwise_are_refused():
+    """np.linalg.norm(m, 2) of a matrix is its largest singular value (1 for the identity);
+    the FloatArray path returned the Frobenius norm (sqrt 2) for it, and computed ord=2 of
+    N-D and 'fro' of vectors, which NumPy refuses."""
+    eye, cube = floatlab.array(np.eye(2), "fp16"), floatlab.array(np.ones((2, 2, 2)), "fp16")
+    vec = floatlab.array([3.0, 4.0], "fp16")
+    for x, order, axis in ((eye, 2, None), (cube, 2, None), (vec, "fro", None), (eye, "fro", 1)):
+        with pytest.raises(TypeError, match=r"largest singular value\): use ord=None"):
+            np.linalg.norm(x, order, axis)
+    assert float(np.linalg.norm(vec, 2)) == 5.0 and float(np.linalg.norm(eye, "fro")) == float(
+        floatlab.round(np.sqrt(2), "fp16"))
+    assert np.linalg.norm(eye, 2, axis=1).values.tolist() == [1.0, 1.0]
+    assert float(np.linalg.norm(cube)) == float(floatlab.round(np.sqrt(8), "fp16"))
