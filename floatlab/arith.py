@@ -416,6 +416,8 @@ def _shape_function(func, args, kwargs) -> FloatArray:
     """Functions that only move or join values: the result keeps the (promoted) format."""
     arrays = _leaves(args)
     lead, fmt = arrays[0], result_format(*arrays)
+    if kwargs.get("out") is not None:  # (the caller's array became the result, read-only)
+        raise TypeError("FloatArray operations do not write into out=: assign the result")
 
     def convert(obj):  # the data argument: every number in it becomes a value of fmt
         if isinstance(obj, FloatArray):

@@ -385,3 +385,16 @@ def test_norm_orders_numpy_defines_otherwise_are_refused():
         floatlab.round(np.sqrt(2), "fp16"))
     assert np.linalg.norm(eye, 2, axis=1).values.tolist() == [1.0, 1.0]
     assert float(np.linalg.norm(cube)) == float(floatlab.round(np.sqrt(8), "fp16"))
+
+
+def test_shape_functions_refuse_out_and_leave_the_callers_array_writeable():
+    """np.concatenate / np.take (out=o) on FloatArrays returned a FloatArray holding the
+    caller's o and set o read-only (a leaked state); out= is refused as for ufuncs."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    for size, call in ((4, lambda o: np.concatenate([x, x], out=o)),
+                       (2, lambda o: np.take(x, [0, 1], out=o)),
+                       (4, lambda o: np.concatenate([np.ones(2), x], out=o))):
+        o = np.zeros(size)
+        with pytest.raises(TypeError, match="do not write into out="):
+            call(o)
+        assert o.flags.writeable and not o.any()
