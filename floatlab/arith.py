@@ -418,6 +418,10 @@ def _shape_function(func, args, kwargs) -> FloatArray:
     lead, fmt = arrays[0], result_format(*arrays)
     if kwargs.get("out") is not None:  # (the caller's array became the result, read-only)
         raise TypeError("FloatArray operations do not write into out=: assign the result")
+    if kwargs.get("dtype") is not None:  # (NumPy cast the format's values into it)
+        raise TypeError(f"np.{func.__name__} on FloatArrays takes no dtype: the result's "
+                        "format is the operands' (promoted); convert with .astype(fmt) "
+                        "afterwards, or call it on np.asarray(x) for a plain array")
 
     def convert(obj):  # the data argument: every number in it becomes a value of fmt
         if isinstance(obj, FloatArray):

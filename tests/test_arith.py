@@ -398,3 +398,13 @@ def test_shape_functions_refuse_out_and_leave_the_callers_array_writeable():
         with pytest.raises(TypeError, match="do not write into out="):
             call(o)
         assert o.flags.writeable and not o.any()
+
+
+def test_shape_functions_refuse_dtype():
+    """np.concatenate / np.stack (dtype=np.float16) of bf16 FloatArrays cast the values to
+    float16 and labelled them bfloat16 (99840 became inf); dtype= is refused as for ufuncs."""
+    x = floatlab.array([1e5, 1.0], "bf16")
+    for call in (np.concatenate, np.stack, np.hstack, np.vstack):
+        with pytest.raises(TypeError, match=r"takes no dtype: .*\.astype\(fmt\)"):
+            call([x, x], dtype=np.float16)
+    assert np.concatenate([x, x], dtype=None).values.tolist() == [99840.0, 1.0] * 2
