@@ -24,6 +24,9 @@ Semantics
 * Other NumPy functions (``np.prod``, ``np.allclose`` ...) see the exact float64 values and
   return plain arrays; shape functions (reshape, transpose, concatenate, stack ...) and
   slicing keep the format.
+* Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
+  original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
+  chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
 
 Why float64 intermediates give correctly rounded ``+ - * / sqrt`` for formats of p <= 25 bits
 (and at most 8-or-so exponent bits, so that products and quotients never leave float64's normal
