@@ -228,7 +228,12 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             return _sum(inputs[0], axis=kwargs.get("axis", 0))
         if method == "accumulate" and ufunc is np.add:
             return _cumsum(inputs[0], axis=kwargs.get("axis", 0))
-        if method != "__call__" or kwargs.get("where", True) is not True:
+        if method == "__call__" and not _same(kwargs.get("where", True), True):
+            raise TypeError(f"np.{ufunc.__name__}(..., where=mask) is not emulated for "
+                            "FloatArray: compute it everywhere and assign the part you want "
+                            "(r = x.copy(); r[mask] = (x + y)[mask]), or call it on "
+                            "np.asarray(x) to compute on the exact float64 values")
+        if method != "__call__":
             raise TypeError(f"np.{ufunc.__name__}.{method} is not emulated for FloatArray; call "
                             "it on np.asarray(x) to compute on the exact float64 values")
         if ufunc is np.matmul:

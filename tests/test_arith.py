@@ -408,3 +408,15 @@ def test_shape_functions_refuse_dtype():
         with pytest.raises(TypeError, match=r"takes no dtype: .*\.astype\(fmt\)"):
             call([x, x], dtype=np.float16)
     assert np.concatenate([x, x], dtype=None).values.tolist() == [99840.0, 1.0] * 2
+
+
+def test_where_of_a_ufunc_call_is_refused_by_name():
+    """np.add(x, 1, where=mask) was refused as 'np.add.__call__ is not emulated', naming a
+    method the user never wrote and not the option; where=np.True_ changes nothing."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    with pytest.raises(TypeError, match=r"np\.add\(\.\.\., where=mask\) is not emulated.*"
+                                         r"r\[mask\] = \(x \+ y\)\[mask\]"):
+        np.add(x, 1, where=np.array([True, False]))
+    assert np.add(x, 1, where=np.True_).values.tolist() == [2.0, 3.0]
+    with pytest.raises(TypeError, match=r"np\.add\.outer is not emulated"):
+        np.add.outer(x, x)
