@@ -158,6 +158,13 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __len__(self) -> int:
         return len(self._values)
 
+    def __bool__(self) -> bool:
+        # (without it Python took len(): A([0.0]) was True, A([1.0, 2.0]) True, 0-d a TypeError)
+        if self.size != 1:
+            raise ValueError(f"the truth value of a FloatArray of {self.size} elements is "
+                             "ambiguous: use np.any(x) or np.all(x) (or x.size > 0)")
+        return bool(self._values.reshape(()))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if copy:
             return np.array(self._values, dtype=dtype)

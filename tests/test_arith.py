@@ -420,3 +420,15 @@ def test_where_of_a_ufunc_call_is_refused_by_name():
     assert np.add(x, 1, where=np.True_).values.tolist() == [2.0, 3.0]
     with pytest.raises(TypeError, match=r"np\.add\.outer is not emulated"):
         np.add.outer(x, x)
+
+
+def test_truth_value_follows_numpy():
+    """bool(x) fell back to len(x): [0.0] was True, [1.0, 2.0] True, a 0-d sum a TypeError
+    ('len() of unsized object'); it is NumPy's now (one element: its value, else an error)."""
+    for values, truth in ((0.0, False), (2.0, True), ([0.0], False), ([[3.0]], True),
+                          (np.nan, True), (-0.0, False)):
+        assert bool(floatlab.array(values, "fp16")) is truth is bool(np.array(values))
+    assert bool(floatlab.array([1.0, -1.0], "fp16").sum()) is False
+    for values in ([1.0, 2.0], []):
+        with pytest.raises(ValueError, match=r"ambiguous: use np.any\(x\) or np.all\(x\)"):
+            bool(floatlab.array(values, "fp16"))
