@@ -247,6 +247,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             return _matmul(*inputs)
         if ufunc is np.ldexp:
             return _ldexp(*inputs)
+        if ufunc.signature is not None:  # np.vecdot, np.matvec, np.vecmat (NumPy 2)
+            return _product_ufunc(ufunc, inputs)
         arrays = [x for x in inputs if isinstance(x, FloatArray)]
         lead = arrays[0]
         fmt = result_format(*arrays)
@@ -391,6 +393,23 @@ def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarr
     outward = np.where(np.signbit(x) & (x != 0), -np.inf, np.inf)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, as np.spacing(inf)
         return nextafter(x, outward, fmt) - x
+
+
+# The products as matmul computes them, for the operands' dimensions it takes (1-D, 2-D).
+_PRODUCT_UFUNCS = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}
+
+
+def _product_ufunc(ufunc: np.ufunc, inputs: tuple) -> FloatArray:
+    """np.vecdot / matvec / vecmat through the accumulator, as ``@`` (they summed in float64
+    and rounded once, bypassing it); batched shapes are refused (matmul is 1-D / 2-D)."""
+    ndims = tuple(np.ndim(x) for x in inputs)
+    if _PRODUCT_UFUNCS.get(ufunc.__name__) != ndims:
+        raise TypeError(f"np.{ufunc.__name__} of {ndims[0]}-D and {ndims[1]}-D operands is not "
+                        "emulated for FloatArray (its sums would bypass the accumulator): use "
+                        "x @ y on 1-D / 2-D operands, or floatlab.matmul")
+    if ufunc.__name__ == "vecdot":
+        return _dot(*inputs)
+    return _matmul(*inputs)
 
 
 def _ldexp(x: Any, n: Any) -> FloatArray:

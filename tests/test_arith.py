@@ -432,3 +432,17 @@ def test_truth_value_follows_numpy():
     for values in ([1.0, 2.0], []):
         with pytest.raises(ValueError, match=r"ambiguous: use np.any\(x\) or np.all\(x\)"):
             bool(floatlab.array(values, "fp16"))
+
+
+def test_vecdot_matvec_vecmat_sum_through_the_accumulator():
+    """NumPy 2's product ufuncs summed in float64 and rounded once: np.vecdot of 4096 ones in
+    fp16 gave 4096 where x @ x (the fp16 accumulator) gives 2048. They now run as @ does."""
+    x = floatlab.array(np.ones(4096), "fp16")
+    m = floatlab.array(np.ones((2, 4096)), "fp16")
+    assert float(np.vecdot(x, x)) == float(x @ x) == 2048.0
+    assert np.vecdot(np.ones(4096), x).values.tolist() == (x @ x).values.tolist()
+    assert np.matvec(m, x).values.tolist() == (m @ x).values.tolist() == [2048.0, 2048.0]
+    assert np.vecmat(x, m.T).values.tolist() == (x @ m.T).values.tolist()
+    for call in (lambda: np.vecdot(m, m), lambda: np.matvec(m, m)):
+        with pytest.raises(TypeError, match="not emulated for FloatArray .*bypass the accumu"):
+            call()
