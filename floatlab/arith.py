@@ -168,6 +168,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if copy:
             return np.array(self._values, dtype=dtype)
+        if copy is False and dtype is not None:  # (NumPy 2's protocol: never a silent copy)
+            if np.dtype(dtype) == np.float64:
+                return self._values
+            raise ValueError(f"np.asarray(x, dtype={np.dtype(dtype)}, copy=False) of a "
+                             "FloatArray needs a copy (its values are float64): drop copy=False")
         return self._values if dtype is None else self._values.astype(dtype)
 
     def __float__(self) -> float:

@@ -446,3 +446,15 @@ def test_vecdot_matvec_vecmat_sum_through_the_accumulator():
     for call in (lambda: np.vecdot(m, m), lambda: np.matvec(m, m)):
         with pytest.raises(TypeError, match="not emulated for FloatArray .*bypass the accumu"):
             call()
+
+
+def test_asarray_copy_false_never_copies_silently():
+    """NumPy 2's copy=False promises no copy; a FloatArray returned a new float32 / float64
+    array for np.asarray(x, dtype=..., copy=False) where NumPy raises."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    assert np.asarray(x, dtype=np.float64, copy=False) is x.values
+    assert np.asarray(x, copy=False) is x.values
+    with pytest.raises(ValueError, match="needs a copy .*drop copy=False"):
+        np.asarray(x, dtype=np.float32, copy=False)
+    assert np.asarray(x, dtype=np.float32).dtype == np.float32
+    assert np.array(x).flags.writeable and np.array(x, dtype=np.float16).tolist() == [1.0, 2.0]
