@@ -24,6 +24,9 @@ Semantics
 * Other NumPy functions (``np.prod``, ``np.allclose`` ...) see the exact float64 values and
   return plain arrays; shape functions (reshape, transpose, concatenate, stack ...) and
   slicing keep the format.
+* Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
+  original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
+  chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
 
 Why float64 intermediates give correctly rounded ``+ - * / sqrt`` for formats of p <= 25 bits
 (and at most 8-or-so exponent bits, so that products and quotients never leave float64's normal
@@ -74,6 +77,7 @@ from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
 from floatlab.eft import odd_sum
 from floatlab.formats import Format, get_format
+from floatlab.grid import nextafter
 from floatlab.promotion import widest
 from floatlab.rounding import _resolve_mode, as_float_array
 from floatlab.rounding import round as _round
@@ -154,9 +158,21 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __len__(self) -> int:
         return len(self._values)
 
+    def __bool__(self) -> bool:
+        # (without it Python took len(): A([0.0]) was True, A([1.0, 2.0]) True, 0-d a TypeError)
+        if self.size != 1:
+            raise ValueError(f"the truth value of a FloatArray of {self.size} elements is "
+                             "ambiguous: use np.any(x) or np.all(x) (or x.size > 0)")
+        return bool(self._values.reshape(()))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if copy:
             return np.array(self._values, dtype=dtype)
+        if copy is False and dtype is not None:  # (NumPy 2's protocol: never a silent copy)
+            if np.dtype(dtype) == np.float64:
+                return self._values
+            raise ValueError(f"np.asarray(x, dtype={np.dtype(dtype)}, copy=False) of a "
+                             "FloatArray needs a copy (its values are float64): drop copy=False")
         return self._values if dtype is None else self._values.astype(dtype)
 
     def __float__(self) -> float:
@@ -210,7 +226,13 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     # ------------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
-        if kwargs.get("out") is not None:
+        out = kwargs.get("out")
+        if out is not None:
+            if isinstance(out, tuple) and len(out) == 1 and out[0] is inputs[0]:
+                # x += y reaches here as np.add(x, y, out=(x,)): say so, not "out="
+                raise TypeError(f"in-place np.{ufunc.__name__} (x += y, x *= y ...) with a "
+                                "FloatArray is not emulated: write x = x + y (a new "
+                                "FloatArray, rounded once), or assign with x[...] = value")
             raise TypeError("FloatArray operations do not write into out=: assign the result")
         if method == "__call__" or ufunc is np.add:
             _refuse_ufunc_options(ufunc, method, kwargs)
@@ -218,11 +240,20 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             return _sum(inputs[0], axis=kwargs.get("axis", 0))
         if method == "accumulate" and ufunc is np.add:
             return _cumsum(inputs[0], axis=kwargs.get("axis", 0))
-        if method != "__call__" or kwargs.get("where", True) is not True:
+        if method == "__call__" and not _same(kwargs.get("where", True), True):
+            raise TypeError(f"np.{ufunc.__name__}(..., where=mask) is not emulated for "
+                            "FloatArray: compute it everywhere and assign the part you want "
+                            "(r = x.copy(); r[mask] = (x + y)[mask]), or call it on "
+                            "np.asarray(x) to compute on the exact float64 values")
+        if method != "__call__":
             raise TypeError(f"np.{ufunc.__name__}.{method} is not emulated for FloatArray; call "
                             "it on np.asarray(x) to compute on the exact float64 values")
         if ufunc is np.matmul:
             return _matmul(*inputs)
+        if ufunc is np.ldexp:
+            return _ldexp(*inputs)
+        if ufunc.signature is not None:  # np.vecdot, np.matvec, np.vecmat (NumPy 2)
+            return _product_ufunc(ufunc, inputs)
         arrays = [x for x in inputs if isinstance(x, FloatArray)]
         lead = arrays[0]
         fmt = result_format(*arrays)
@@ -234,6 +265,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
             b = args[1] if ufunc is np.add else -args[1]
             exact = odd_sum(args[0], b)
+        elif ufunc in (np.nextafter, np.spacing):
+            exact = _grid_step(ufunc, args, fmt)
         elif ufunc in _MAKE_SPECIALS:
             # x / 0 is inf or NaN by IEEE 754, which the rounding then maps into the format
             # (as torch returns inf without a warning): nothing to warn the user about.
@@ -303,8 +336,8 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         return _cumsum(self, axis=axis)
 
     def dot(self, other: Any) -> FloatArray:
-        """Inner / matrix product through the array's accumulator."""
-        return _dot(self, other)
+        """Inner / matrix product through the array's accumulator (a scalar: the product)."""
+        return _np_dot(self, other)
 
     def reshape(self, *shape: Any) -> FloatArray:
         return self._new(self._values.reshape(*shape), self.fmt, exact=True)
@@ -355,6 +388,51 @@ def _same(value: Any, neutral: Any) -> bool:
     return isinstance(value, str) and value == neutral
 
 
+def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarray:
+    """np.nextafter / np.spacing in the format's grid (float64's steps round back to x: the
+    neighbour of 1.0 in fp16 came out as 1.0 and its spacing as 0). spacing keeps NumPy's
+    conventions: the sign of x, +smallest positive at +-0, inf past max, NaN at inf."""
+    if ufunc is np.nextafter:
+        return nextafter(args[0], args[1], fmt)
+    x = args[0]
+    outward = np.where(np.signbit(x) & (x != 0), -np.inf, np.inf)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, as np.spacing(inf)
+        return nextafter(x, outward, fmt) - x
+
+
+# The products as matmul computes them, for the operands' dimensions it takes (1-D, 2-D).
+_PRODUCT_UFUNCS = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}
+
+
+def _product_ufunc(ufunc: np.ufunc, inputs: tuple) -> FloatArray:
+    """np.vecdot / matvec / vecmat through the accumulator, as ``@`` (they summed in float64
+    and rounded once, bypassing it); batched shapes are refused (matmul is 1-D / 2-D)."""
+    ndims = tuple(np.ndim(x) for x in inputs)
+    if _PRODUCT_UFUNCS.get(ufunc.__name__) != ndims:
+        raise TypeError(f"np.{ufunc.__name__} of {ndims[0]}-D and {ndims[1]}-D operands is not "
+                        "emulated for FloatArray (its sums would bypass the accumulator): use "
+                        "x @ y on 1-D / 2-D operands, or floatlab.matmul")
+    if ufunc.__name__ == "vecdot":
+        return _dot(*inputs)
+    return _matmul(*inputs)
+
+
+def _ldexp(x: Any, n: Any) -> FloatArray:
+    """``x * 2**n`` rounded once: n stays the integer array NumPy's ldexp needs (converted to
+    x's format like other operands, it made NumPy refuse the float exponents)."""
+    n = np.asarray(n)
+    if not isinstance(x, FloatArray) or n.dtype.kind not in "iu":
+        raise TypeError("np.ldexp(x, n) takes a FloatArray x and integer exponents n (e.g. "
+                        f"np.ldexp(x, 3)), got {type(x).__name__} and {n.dtype} exponents")
+    if not correctly_rounded(x.fmt):
+        return x._new(np.ldexp(x.values, n), x.fmt)
+    # The exponent clipped so that float64 neither overflows nor underflows: beyond 2**+-1000
+    # the value is far outside the format either way, so every mode rounds it the same.
+    mant, exp = np.frexp(x.values)
+    total = np.clip(exp + np.clip(n, -5000, 5000).astype(np.int64), -1020, 1000)
+    return x._new(np.ldexp(mant, total), x.fmt)
+
+
 def _plain(obj: Any) -> Any:
     if isinstance(obj, FloatArray):
         return obj.values
@@ -377,6 +455,12 @@ def _shape_function(func, args, kwargs) -> FloatArray:
     """Functions that only move or join values: the result keeps the (promoted) format."""
     arrays = _leaves(args)
     lead, fmt = arrays[0], result_format(*arrays)
+    if kwargs.get("out") is not None:  # (the caller's array became the result, read-only)
+        raise TypeError("FloatArray operations do not write into out=: assign the result")
+    if kwargs.get("dtype") is not None:  # (NumPy cast the format's values into it)
+        raise TypeError(f"np.{func.__name__} on FloatArrays takes no dtype: the result's "
+                        "format is the operands' (promoted); convert with .astype(fmt) "
+                        "afterwards, or call it on np.asarray(x) for a plain array")
 
     def convert(obj):  # the data argument: every number in it becomes a value of fmt
         if isinstance(obj, FloatArray):
@@ -417,6 +501,8 @@ def _np_cumsum(a, axis=None, **kwargs):
 def _np_dot(a, b, out=None):
     if out is not None:
         raise TypeError("FloatArray operations do not write into out=: assign the result")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:  # NumPy: dot with a scalar is multiply (no sum)
+        return np.multiply(a, b)
     return _dot(a, b)
 
 
@@ -427,6 +513,14 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's na
     fa = x if isinstance(x, FloatArray) else None
     if fa is None:
         return np.linalg.norm(np.asarray(x), ord=ord, axis=axis)
+    vector = axis is not None or fa.ndim == 1
+    if (ord == 2 and not vector) or (ord == "fro" and (vector or fa.ndim != 2)):
+        # (NumPy: ord=2 of a matrix is its largest singular value, and ord=2 of N-D or 'fro'
+        # of a vector an error; the sum of squares gave the Frobenius norm for each)
+        raise TypeError(f"np.linalg.norm(x, ord={ord!r}) of a {fa.ndim}-D FloatArray with "
+                        f"axis={axis!r} is not emulated (NumPy's ord=2 of a matrix is its "
+                        "largest singular value): use ord=None for the square root of the sum "
+                        "of squares, or ord=2 with an int axis for vector norms")
     return np.sqrt(_sum(fa * fa, axis=axis))
 
 

@@ -104,6 +104,8 @@ def _native_accumulate(values: np.ndarray, dtype: np.dtype, keep: bool,
         typed = values.astype(dtype)
         if not known and not _cast_keeps(typed, values):
             return None
+        if typed.shape[0]:  # the running sum starts at +0, as the per-step path's: a -0 first
+            typed[0] += 0  # term gives +0 (x + 0 == x otherwise); typed is our own copy
         if keep:
             return np.add.accumulate(typed, axis=0).astype(np.float64)
         if typed.shape[0] == 0:

@@ -318,3 +318,24 @@ def test_the_native_fast_path_takes_exactly_the_arrays_its_dtype_holds(name):
         np.testing.assert_array_equal(_sequential(terms, acc, keep=True),
                                       _sequential(terms, acc, keep=True, fast=False),
                                       err_msg=f"{name} {label}")
+
+
+@pytest.mark.parametrize("name", [*sorted(NATIVE), "float64"])
+def test_the_native_fast_path_starts_at_plus_zero_like_the_per_step_path(name):
+    """The running sum starts at +0 (acc = 0; acc += x): a sum of -0 terms is +0 in round to
+    nearest, as the per-step path, np.sum and every other format give. np.add.accumulate
+    starts at the first term, so the native path gave -0 for [-0.0] and [-0.0, -0.0]."""
+    acc = floatlab.Accumulator(name)
+    for data in ([-0.0], [-0.0, -0.0], [-0.0, 1.0, -1.0], [-0.0, 0.0]):
+        for dtype in (np.float64, NATIVE.get(name, np.float64)):
+            x = np.array(data).astype(dtype)
+            column = x.astype(np.float64)[:, None]
+            slow = _sequential(_ArrayTerms(column), acc, keep=True, fast=False)
+            for fast in (_sequential(_ArrayTerms(column), acc, keep=True),
+                         floatlab.cumsum(x, acc)[:, None]):
+                assert np.array_equal(np.signbit(fast), np.signbit(slow)), (name, data, dtype)
+            total = floatlab.sum(x, acc)
+            assert not np.signbit(total) and not np.signbit(slow[-1, 0]), (name, data, dtype)
+            assert np.signbit(x[0])  # the input is not touched
+    summed = floatlab.sum(np.full((3, 2), -0.0), acc, axis=0)
+    assert not np.signbit(summed).any()

@@ -293,3 +293,168 @@ def test_division_by_zero_in_a_format_without_nan_keeps_the_error():
     a, b = floatlab.array([1.0, 2.0], "e3m2"), floatlab.array([0.0, 1.0], "e3m2")
     with np.errstate(divide="ignore"), pytest.raises(ValueError, match="has no inf and no NaN"):
         a / b
+
+
+@pytest.mark.parametrize("fmt, dtype", [("fp16", np.float16), ("fp32", np.float32)])
+def test_nextafter_and_spacing_step_in_the_format_grid(fmt, dtype):
+    """np.nextafter / np.spacing on a FloatArray step in its format, as NumPy's do on the
+    dtype itself (oracle): float64's step rounded back gave x itself and a spacing of 0."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(2000).astype(dtype) * dtype(2.0) ** rng.integers(-24, 12, 2000)
+    x = np.concatenate([x, np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], dtype),
+                        [np.finfo(dtype).max, np.finfo(dtype).smallest_subnormal]]).astype(dtype)
+    toward = np.concatenate([rng.standard_normal(x.size - 4) * 1e3, [np.inf, -np.inf, 0, 2]])
+    fa = floatlab.array(x.astype(np.float64), fmt)
+    expected = np.nextafter(x, toward.astype(dtype)).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        spacing = np.spacing(x.astype(np.float32)).astype(np.float64)  # (float16's: unsigned)
+        if dtype is np.float16:
+            step = np.nextafter(x, np.where(np.signbit(x) & (x != 0), -np.inf, np.inf).astype(
+                dtype)).astype(np.float64)
+            spacing = np.where(x == 0, 2.0**-24, step - x.astype(np.float64))
+    got = np.nextafter(fa, floatlab.array(toward, fmt))
+    assert isinstance(got, floatlab.FloatArray) and got.fmt.name == floatlab.get_format(fmt).name
+    assert np.array_equal(got.values, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(got.values), np.signbit(expected))
+    assert np.array_equal(np.spacing(fa).values, spacing, equal_nan=True)
+    assert float(np.nextafter(floatlab.array(1.0, "e4m3fn"), 2)) == 1.125
+    assert np.spacing(floatlab.array([448.0, -1.0, -0.0], "e4m3fn")).values[1:].tolist() == [
+        -0.125, 2.0**-9]
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "up", "down", "toward_zero"])
+def test_ldexp_scales_by_integer_powers_of_two_and_rounds_once(mode):
+    """np.ldexp(fa, n) is x * 2**n rounded once (Fraction reference), also past float64's range;
+    the integer exponents were converted to the format like an operand and NumPy refused them."""
+    x = floatlab.array([1.5, -1.5, 0.0, -0.0, 3.0, -3.0, 2.0**-24, 1.0], "fp16", rounding=mode)
+    n = np.array([20, -30, 5, 5, -1200, 1200, 0, -24])
+    got = np.ldexp(x, n)
+    assert isinstance(got, floatlab.FloatArray) and got.fmt.name == "float16"
+    table = Table(floatlab.get_format("fp16"))
+    for value, k, out in zip(x.values.tolist(), n.tolist(), got.values.tolist(), strict=True):
+        exact = Fraction(value) * Fraction(2) ** k
+        if abs(exact) > 2**17:  # beyond max: floatlab.round of a finite value beyond it
+            expected = float(floatlab.round(np.sign(value) * 2.0**17, "fp16", mode))
+        else:
+            expected = round_exact(table, *rational(exact), mode) if exact else value
+        assert out == expected and np.signbit(out) == np.signbit(expected), (value, k, out)
+    assert np.ldexp(x, 2).values.tolist() == floatlab.round(x.values * 4, "fp16", mode).tolist()
+    with pytest.raises(TypeError, match=r"integer exponents n \(e.g. np.ldexp\(x, 3\)\)"):
+        np.ldexp(x, 1.5)
+    with pytest.raises(TypeError, match="integer exponents"):
+        np.ldexp(2.0, floatlab.array([1.0], "fp16"))
+
+
+def test_in_place_operators_are_refused_by_name_and_leave_the_operands_alone():
+    """x += y reaches __array_ufunc__ as np.add(x, y, out=(x,)): the refusal names the
+    in-place operator and its fix, not an out= the user never wrote."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    alias, plain = x, np.array([1.0, 2.0])
+    for step in (lambda: x.__iadd__(1), lambda: x.__imul__(floatlab.array([3.0, 1.0], "bf16")),
+                 lambda: x.__itruediv__(0), lambda: x.__imatmul__(x),
+                 lambda: plain.__iadd__(x)):
+        with pytest.raises(TypeError, match=r"in-place np\.\w+ \(x \+= y.*write x = x \+ y"):
+            step()
+    assert alias is x and x.values.tolist() == [1.0, 2.0] and plain.tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match="do not write into out="):
+        np.add(x, 1, out=np.empty(2))
+
+
+def test_dot_with_a_scalar_is_the_rounded_product_as_in_numpy():
+    """NumPy's dot with a 0-d operand is multiply; it was refused as a matmul of shape ()."""
+    x = floatlab.array([0.1, 1.0, 3.0], "fp16", rounding="up")
+    expected = floatlab.round(x.values * floatlab.round(0.1, "fp16"), "fp16", "up")
+    for got in (np.dot(x, 0.1), np.dot(0.1, x), x.dot(0.1), np.dot(np.array(0.1), x)):
+        assert isinstance(got, floatlab.FloatArray) and got.fmt.name == "float16"
+        assert got.values.tolist() == expected.tolist()
+    zero_d = np.dot(floatlab.array(2.0, "bf16"), floatlab.array([1.0, 3.0], "fp16"))
+    assert zero_d.fmt.name == "float32" and zero_d.values.tolist() == [2.0, 6.0]
+    assert np.dot(floatlab.array(2.0, "fp16"), 3.0).shape == ()
+
+
+def test_norm_orders_numpy_defines_otherwise_are_refused():
+    """np.linalg.norm(m, 2) of a matrix is its largest singular value (1 for the identity);
+    the FloatArray path returned the Frobenius norm (sqrt 2) for it, and computed ord=2 of
+    N-D and 'fro' of vectors, which NumPy refuses."""
+    eye, cube = floatlab.array(np.eye(2), "fp16"), floatlab.array(np.ones((2, 2, 2)), "fp16")
+    vec = floatlab.array([3.0, 4.0], "fp16")
+    for x, order, axis in ((eye, 2, None), (cube, 2, None), (vec, "fro", None), (eye, "fro", 1)):
+        with pytest.raises(TypeError, match=r"largest singular value\): use ord=None"):
+            np.linalg.norm(x, order, axis)
+    assert float(np.linalg.norm(vec, 2)) == 5.0 and float(np.linalg.norm(eye, "fro")) == float(
+        floatlab.round(np.sqrt(2), "fp16"))
+    assert np.linalg.norm(eye, 2, axis=1).values.tolist() == [1.0, 1.0]
+    assert float(np.linalg.norm(cube)) == float(floatlab.round(np.sqrt(8), "fp16"))
+
+
+def test_shape_functions_refuse_out_and_leave_the_callers_array_writeable():
+    """np.concatenate / np.take (out=o) on FloatArrays returned a FloatArray holding the
+    caller's o and set o read-only (a leaked state); out= is refused as for ufuncs."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    for size, call in ((4, lambda o: np.concatenate([x, x], out=o)),
+                       (2, lambda o: np.take(x, [0, 1], out=o)),
+                       (4, lambda o: np.concatenate([np.ones(2), x], out=o))):
+        o = np.zeros(size)
+        with pytest.raises(TypeError, match="do not write into out="):
+            call(o)
+        assert o.flags.writeable and not o.any()
+
+
+def test_shape_functions_refuse_dtype():
+    """np.concatenate / np.stack (dtype=np.float16) of bf16 FloatArrays cast the values to
+    float16 and labelled them bfloat16 (99840 became inf); dtype= is refused as for ufuncs."""
+    x = floatlab.array([1e5, 1.0], "bf16")
+    for call in (np.concatenate, np.stack, np.hstack, np.vstack):
+        with pytest.raises(TypeError, match=r"takes no dtype: .*\.astype\(fmt\)"):
+            call([x, x], dtype=np.float16)
+    assert np.concatenate([x, x], dtype=None).values.tolist() == [99840.0, 1.0] * 2
+
+
+def test_where_of_a_ufunc_call_is_refused_by_name():
+    """np.add(x, 1, where=mask) was refused as 'np.add.__call__ is not emulated', naming a
+    method the user never wrote and not the option; where=np.True_ changes nothing."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    with pytest.raises(TypeError, match=r"np\.add\(\.\.\., where=mask\) is not emulated.*"
+                                         r"r\[mask\] = \(x \+ y\)\[mask\]"):
+        np.add(x, 1, where=np.array([True, False]))
+    assert np.add(x, 1, where=np.True_).values.tolist() == [2.0, 3.0]
+    with pytest.raises(TypeError, match=r"np\.add\.outer is not emulated"):
+        np.add.outer(x, x)
+
+
+def test_truth_value_follows_numpy():
+    """bool(x) fell back to len(x): [0.0] was True, [1.0, 2.0] True, a 0-d sum a TypeError
+    ('len() of unsized object'); it is NumPy's now (one element: its value, else an error)."""
+    for values, truth in ((0.0, False), (2.0, True), ([0.0], False), ([[3.0]], True),
+                          (np.nan, True), (-0.0, False)):
+        assert bool(floatlab.array(values, "fp16")) is truth is bool(np.array(values))
+    assert bool(floatlab.array([1.0, -1.0], "fp16").sum()) is False
+    for values in ([1.0, 2.0], []):
+        with pytest.raises(ValueError, match=r"ambiguous: use np.any\(x\) or np.all\(x\)"):
+            bool(floatlab.array(values, "fp16"))
+
+
+def test_vecdot_matvec_vecmat_sum_through_the_accumulator():
+    """NumPy 2's product ufuncs summed in float64 and rounded once: np.vecdot of 4096 ones in
+    fp16 gave 4096 where x @ x (the fp16 accumulator) gives 2048. They now run as @ does."""
+    x = floatlab.array(np.ones(4096), "fp16")
+    m = floatlab.array(np.ones((2, 4096)), "fp16")
+    assert float(np.vecdot(x, x)) == float(x @ x) == 2048.0
+    assert np.vecdot(np.ones(4096), x).values.tolist() == (x @ x).values.tolist()
+    assert np.matvec(m, x).values.tolist() == (m @ x).values.tolist() == [2048.0, 2048.0]
+    assert np.vecmat(x, m.T).values.tolist() == (x @ m.T).values.tolist()
+    for call in (lambda: np.vecdot(m, m), lambda: np.matvec(m, m)):
+        with pytest.raises(TypeError, match="not emulated for FloatArray .*bypass the accumu"):
+            call()
+
+
+def test_asarray_copy_false_never_copies_silently():
+    """NumPy 2's copy=False promises no copy; a FloatArray returned a new float32 / float64
+    array for np.asarray(x, dtype=..., copy=False) where NumPy raises."""
+    x = floatlab.array([1.0, 2.0], "fp16")
+    assert np.asarray(x, dtype=np.float64, copy=False) is x.values
+    assert np.asarray(x, copy=False) is x.values
+    with pytest.raises(ValueError, match="needs a copy .*drop copy=False"):
+        np.asarray(x, dtype=np.float32, copy=False)
+    assert np.asarray(x, dtype=np.float32).dtype == np.float32
+    assert np.array(x).flags.writeable and np.array(x, dtype=np.float16).tolist() == [1.0, 2.0]
