@@ -20,7 +20,8 @@ import numpy as np
 
 from floatlab._interop import as_numpy
 
-__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked"]
+__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked",
+           "refuse_hidden_bools"]
 
 
 def check_flag(value: Any, name: str) -> bool:
@@ -112,11 +113,7 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     dtype('float64')
     """
     arr = as_array(x, name)
-    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
-        raise TypeError(
-            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
-            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
-        )
+    refuse_hidden_bools(x, arr, name)
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         # byte-swapped data ('>f4' from a file or the network) in the machine's order: the
         # fast paths read bit patterns through integer views, which would swap the bytes
@@ -154,6 +151,16 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
+
+
+def refuse_hidden_bools(x: Any, arr: np.ndarray, name: str) -> None:
+    """Refuse lists / tuples ``x`` mixing bools with numbers, which numpy read as the numbers
+    ``arr`` (``[1, True]`` becomes ``[1, 1]``): a flag would silently become a number or code."""
+    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
+        raise TypeError(
+            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
+            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
+        )
 
 
 def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:

@@ -607,6 +607,20 @@ def test_lists_mixing_bools_with_numbers_are_refused(data, call):
         call(data)
 
 
+@pytest.mark.parametrize("data", [[1, True], [[0x3C00], [False]], (5, np.bool_(True))])
+@pytest.mark.parametrize("call", [lambda d: decode(d, "fp16"), lambda d: fields(d, "fp16")])
+def test_code_lists_mixing_bools_with_ints_are_refused(data, call):
+    """decode([1, True]) decoded the code 1 twice, and fields([1.5, True]) split 1.0: numpy
+    read the flag as a number (the bool-array refusal never saw it, as the array is int64 /
+    float64)."""
+    with pytest.raises(TypeError, match="mixes booleans with numbers"):
+        call(data)
+    with pytest.raises(TypeError, match="codes_or_values mixes booleans with numbers"):
+        fields([1.5, True], "fp16")
+    assert decode([0, 1], "fp16").tolist() == [0.0, 2.0**-24]   # 0 / 1 without bools: codes
+    assert fields([[1], [0]], "fp16").code.tolist() == [[1], [0]]
+
+
 def test_lists_of_zeros_and_ones_without_bools_still_convert():
     # (the Python walk looking for bools runs only when a 0 or a 1 is there: these take it)
     assert floatlab.round([0.0, 1.0, 1, 0], "fp16").tolist() == [0.0, 1.0, 1.0, 0.0]
