@@ -216,8 +216,17 @@ def _check_integers_exact(arr: np.ndarray, converted: np.ndarray, name: str) -> 
 
 
 def _inexact_integer_error(name: str, example: int) -> ValueError:
+    digits = str(example)
+    if len(digits) > 40:  # 10**400 in full is a screenful
+        digits = f"{digits[:12]}...{digits[-6:]} ({len(digits.lstrip('-'))} digits)"
+    if abs(example) >= 2**1024:  # np.asarray(x, dtype=np.float64) raises OverflowError here
+        return ValueError(
+            f"{name} holds the integer {digits}, which float64 cannot hold exactly: it is beyond "
+            "float64's range (|x| < 2**1024, about 1.8e308), and floatlab rounds from float64; "
+            "pass a number float64 holds (float('inf') if an infinity is meant)"
+        )
     return ValueError(
-        f"{name} holds the integer {example}, which float64 cannot hold exactly (it has 53 "
+        f"{name} holds the integer {digits}, which float64 cannot hold exactly (it has 53 "
         f"significant bits: every integer up to 2**53, larger ones only with enough trailing "
         "zero bits); round such integers to float64 yourself "
         "(np.asarray(x, dtype=np.float64)) if that is meant"
