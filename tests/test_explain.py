@@ -400,6 +400,21 @@ def test_nextafter_matches_numpy_float32_on_random_values():
             assert np.array_equal(nextafter(x.astype(np.float64), float(target), "fp32"), theirs)
 
 
+@pytest.mark.parametrize("fmt", [
+    Format(2, 1, has_zero=False, subnormals=False, special="none"),
+    Format(3, 4, has_zero=False, subnormals=False, special="fn"),
+], ids=ids)
+def test_nextafter_crosses_from_minus_to_plus_smallest_without_zero(fmt):
+    """A signed format without zero: -min and +min are neighbours. nextafter(-min, +inf) gave
+    NaN ("no such value") and explain(min) said 'previous none'."""
+    v = values(fmt)
+    assert np.array_equal(nextafter(v[:-1], np.inf, fmt), v[1:])
+    assert np.array_equal(nextafter(v[1:], -np.inf, fmt), v[:-1])
+    tiny = fmt.smallest_positive
+    assert nextafter([tiny, -tiny], [0.0, 0.0], fmt).tolist() == [-tiny, tiny]
+    assert explain(tiny, fmt).previous == -tiny and explain(-tiny, fmt).next == tiny
+
+
 def test_nextafter_conventions():
     assert float(nextafter(-(2.0**-10), np.inf, "e4m3fnuz")) == 0.0
     assert not np.signbit(nextafter(-(2.0**-10), np.inf, "e4m3fnuz"))  # FNUZ: no -0
