@@ -14,6 +14,8 @@ TypeError: saturate must be True or False, got 'no' (str); strings are refused b
 from __future__ import annotations
 
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -147,6 +149,14 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
             if isinstance(v, (int, np.integer)) and not _int_is_exact_float(int(v)):
                 raise _inexact_integer_error(name, int(v))
         return arr.astype(np.float64)
+    exact = next((v for v in arr.flat if isinstance(v, (Fraction, Decimal))), None) \
+        if kind == "O" else None
+    if exact is not None:  # a real number, but not one floatlab rounds from (it would twice)
+        raise TypeError(
+            f"{name} holds {exact!r} ({type(exact).__name__}), which floatlab does not "
+            "convert: it rounds from float64 (or float32), and converting may round first "
+            "(a double rounding); pass float(value) if rounding to float64 first is meant"
+        )
     raise TypeError(
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"

@@ -8,6 +8,8 @@ Found by the h-audit-core fuzz pass; each test names what used to happen.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -619,6 +621,19 @@ def test_code_lists_mixing_bools_with_ints_are_refused(data, call):
         fields([1.5, True], "fp16")
     assert decode([0, 1], "fp16").tolist() == [0.0, 2.0**-24]   # 0 / 1 without bools: codes
     assert fields([[1], [0]], "fp16").code.tolist() == [[1], [0]]
+
+
+@pytest.mark.parametrize("value", [Fraction(1, 3), Decimal("0.1"), [1.0, Fraction(1, 2)]])
+@pytest.mark.parametrize("call", [lambda v: floatlab.round(v, "fp16"),
+                                  lambda v: floatlab.float16_to_bin(v),
+                                  lambda v: floatlab.explain(v, "e4m3fn") if np.ndim(v) == 0
+                                  else floatlab.encode(v, "e4m3fn")])
+def test_fractions_and_decimals_are_named_with_the_reason(value, call):
+    """They were refused as not 'real numbers' ("x must hold real numbers, got dtype object
+    ([Fraction(1, 3)])"); the message now names the type and why (float() may round first)."""
+    with pytest.raises(TypeError, match=r"holds (Fraction|Decimal)\(.*\) \((Fraction|Decimal)\),"
+                                        r" which floatlab does not convert.*float\(value\)"):
+        call(value)
 
 
 def test_lists_of_zeros_and_ones_without_bools_still_convert():
