@@ -636,6 +636,15 @@ def test_fractions_and_decimals_are_named_with_the_reason(value, call):
         call(value)
 
 
+@pytest.mark.parametrize("x, index", [([1.0, 2.0], "x[0]"), (np.ones((1, 1)), "x[0, 0]"),
+                                      ([[[0.5]]], "x[0, 0, 0]")])
+def test_explain_of_an_array_names_an_index_that_gives_one_value(x, index):
+    """The hint said explain(x[0], ...) for every shape; for a 2-d x that is still an array."""
+    with pytest.raises(TypeError, match=re.escape(f"explain({index}, 'float16')")):
+        floatlab.explain(x, "fp16")
+    floatlab.explain(np.asarray(x)[tuple([0] * np.ndim(x))], "fp16")  # the hint works
+
+
 def test_lists_of_zeros_and_ones_without_bools_still_convert():
     # (the Python walk looking for bools runs only when a 0 or a 1 is there: these take it)
     assert floatlab.round([0.0, 1.0, 1, 0], "fp16").tolist() == [0.0, 1.0, 1.0, 0.0]
