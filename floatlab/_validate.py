@@ -14,13 +14,16 @@ TypeError: saturate must be True or False, got 'no' (str); strings are refused b
 from __future__ import annotations
 
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from floatlab._interop import as_numpy
 
-__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked"]
+__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked",
+           "refuse_hidden_bools"]
 
 
 def check_flag(value: Any, name: str) -> bool:
@@ -112,11 +115,7 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     dtype('float64')
     """
     arr = as_array(x, name)
-    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
-        raise TypeError(
-            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
-            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
-        )
+    refuse_hidden_bools(x, arr, name)
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         # byte-swapped data ('>f4' from a file or the network) in the machine's order: the
         # fast paths read bit patterns through integer views, which would swap the bytes
@@ -150,10 +149,28 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
             if isinstance(v, (int, np.integer)) and not _int_is_exact_float(int(v)):
                 raise _inexact_integer_error(name, int(v))
         return arr.astype(np.float64)
+    exact = next((v for v in arr.flat if isinstance(v, (Fraction, Decimal))), None) \
+        if kind == "O" else None
+    if exact is not None:  # a real number, but not one floatlab rounds from (it would twice)
+        raise TypeError(
+            f"{name} holds {exact!r} ({type(exact).__name__}), which floatlab does not "
+            "convert: it rounds from float64 (or float32), and converting may round first "
+            "(a double rounding); pass float(value) if rounding to float64 first is meant"
+        )
     raise TypeError(
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
+
+
+def refuse_hidden_bools(x: Any, arr: np.ndarray, name: str) -> None:
+    """Refuse lists / tuples ``x`` mixing bools with numbers, which numpy read as the numbers
+    ``arr`` (``[1, True]`` becomes ``[1, 1]``): a flag would silently become a number or code."""
+    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
+        raise TypeError(
+            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
+            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
+        )
 
 
 def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:
@@ -209,8 +226,17 @@ def _check_integers_exact(arr: np.ndarray, converted: np.ndarray, name: str) -> 
 
 
 def _inexact_integer_error(name: str, example: int) -> ValueError:
+    digits = str(example)
+    if len(digits) > 40:  # 10**400 in full is a screenful
+        digits = f"{digits[:12]}...{digits[-6:]} ({len(digits.lstrip('-'))} digits)"
+    if abs(example) >= 2**1024:  # np.asarray(x, dtype=np.float64) raises OverflowError here
+        return ValueError(
+            f"{name} holds the integer {digits}, which float64 cannot hold exactly: it is beyond "
+            "float64's range (|x| < 2**1024, about 1.8e308), and floatlab rounds from float64; "
+            "pass a number float64 holds (float('inf') if an infinity is meant)"
+        )
     return ValueError(
-        f"{name} holds the integer {example}, which float64 cannot hold exactly (it has 53 "
+        f"{name} holds the integer {digits}, which float64 cannot hold exactly (it has 53 "
         f"significant bits: every integer up to 2**53, larger ones only with enough trailing "
         "zero bits); round such integers to float64 yourself "
         "(np.asarray(x, dtype=np.float64)) if that is meant"

@@ -31,10 +31,18 @@ import numpy as np
 
 from floatlab._interop import caller_type
 from floatlab._rounding_fast import select_bits
-from floatlab._validate import as_array, check_flag, resolve_rng
+from floatlab._validate import as_array, check_flag, refuse_hidden_bools, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import _CHUNK as _ROUND_CHUNK
-from floatlab.rounding import _F32, _F64, _bits_of, _fits_float32, _resolve_mode, as_float_array
+from floatlab.rounding import (
+    _F32,
+    _F64,
+    _bits_of,
+    _check_random_bits,
+    _fits_float32,
+    _resolve_mode,
+    as_float_array,
+)
 from floatlab.rounding import round as round_to_format
 
 __all__ = [
@@ -63,7 +71,8 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     """Round ``x`` to ``fmt`` and return the codes (unsigned ints; 0-d for scalars).
 
     ``rounding_options`` are those of :func:`floatlab.round` (rounding, saturate, subnormals,
-    rng). Works in chunks: beyond the codes it returns, memory stays a few bytes per element.
+    rng, random_bits). Works in chunks: beyond the codes it returns, memory stays a few bytes
+    per element.
 
     >>> encode([1.0, -2.0, float("nan")], "e4m3fn")
     array([ 56, 192, 127], dtype=uint8)
@@ -71,6 +80,9 @@ def encode(x: Any, fmt: str | Format | Any, **rounding_options: Any) -> np.ndarr
     back = caller_type(x)  # torch in, torch out
     if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
         _check_options(rounding_options)  # they used to pass unchecked ('no', unknown names)
+        if rounding_options.pop("random_bits", None) is not None:  # as round says it
+            raise ValueError(f"random_bits: {type(fmt).__name__} rounds without it; drop "
+                             "random_bits, or encode to a floatlab format")
         return back(np.asarray(fmt.encode(x, **rounding_options)))
     fmt = get_format(fmt)
     arr = as_float_array(x)
@@ -104,14 +116,21 @@ def _resolved_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
 def _check_options(rounding_options: dict[str, Any]) -> dict[str, Any]:
     """The option names, the mode and the flags checked; the mode resolved (rtz ->
     toward_zero), the rng left as given."""
-    unknown = set(rounding_options) - {"rounding", "saturate", "subnormals", "rng"}
+    unknown = set(rounding_options) - {"rounding", "saturate", "subnormals", "rng",
+                                       "random_bits"}
     if unknown:
         raise TypeError(
             f"unknown option(s) {', '.join(sorted(unknown))}; the rounding options are "
-            "rounding, saturate, subnormals and rng (those of floatlab.round)"
+            "rounding, saturate, subnormals, rng and random_bits (those of floatlab.round)"
         )
     options = dict(rounding_options)
     options["rounding"] = _resolve_mode(options.get("rounding", "nearest_even"))
+    if options.get("random_bits") is not None:  # checked even when there is nothing to round
+        _check_random_bits(options["random_bits"])
+        if options["rounding"] != "stochastic":
+            raise ValueError(f"random_bits={options['random_bits']!r} applies to "
+                             f"rounding='stochastic' only; drop it for "
+                             f"rounding={options['rounding']!r}")
     for flag in ("saturate", "subnormals"):  # checked even when there is nothing to round
         if flag in options:
             options[flag] = check_flag(options[flag], flag)
@@ -240,6 +259,7 @@ def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
     array would otherwise end in a bare OverflowError, and [-1, 2**63] would become float64).
     """
     arr = as_array(codes, "codes")
+    refuse_hidden_bools(codes, arr, "codes")  # [1, True] would decode the code 1 twice
     if arr.size == 0 and arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
         # [] (numpy reads it as float64) holds no code to refuse: no values, shape kept.
         return np.zeros(arr.shape, dtype=np.uint64)
@@ -357,6 +377,7 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     """
     fmt = get_format(fmt)
     arr = as_array(codes_or_values, "codes_or_values")
+    refuse_hidden_bools(codes_or_values, arr, "codes_or_values")  # [1.5, True]: True as 1.0
     # (Python ints beyond int64, [2**64], are codes too: _as_codes checks them)
     if arr.dtype.kind in "iu" or (
             arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat)):

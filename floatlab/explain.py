@@ -75,10 +75,11 @@ def explain(
     mode = _resolve_mode(rounding)
     arr = as_array(x, "x")
     if arr.ndim != 0:
+        index = ", ".join(["0"] * arr.ndim)  # x[0] of a 2-d x is still an array
         raise TypeError(
             f"explain takes one value, got an array of shape {arr.shape}: pass one element "
-            f"(e.g. explain(x[0], {fmt.name!r})), or use floatlab.round / floatlab.to_bin for "
-            "whole arrays"
+            f"(e.g. explain(x[{index}], {fmt.name!r})), or use floatlab.round / floatlab.to_bin "
+            "for whole arrays"
         )
     x64 = float(_as_float64(x, "x"))
     rng = resolve_rng(rng, mode == "stochastic", mode)  # warns here, not inside the notes

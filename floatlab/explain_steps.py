@@ -198,8 +198,9 @@ class _Derivation:
         elif math.isnan(self.value):
             self.add(
                 "special",
-                f"{f.name} has no inf: inf becomes NaN (as ml_dtypes); saturate=True gives "
-                f"+-max = {_short(f.max)} (as torch)",
+                f"{f.name} has no inf: inf becomes NaN (as ml_dtypes and torch's cast); "
+                f"saturate=True gives +-max = {_short(f.max)} (as NVIDIA's satfinite "
+                "conversion)",
             )
         else:
             self.add("special", f"{f.name} has no inf: saturate=True clamps inf to +-max")
@@ -389,8 +390,9 @@ class _Derivation:
             text += f", and {f.name} has inf, so the result is {_decimal(self.value)}"
         elif math.isnan(self.value):
             text += (
-                f", and {f.name} has no inf, so the result is NaN (as ml_dtypes); "
-                f"saturate=True gives +-{_short(f.max)} (as torch's cast)"
+                f", and {f.name} has no inf, so the result is NaN (as ml_dtypes and torch's "
+                f"cast); saturate=True gives +-{_short(f.max)} (as NVIDIA's satfinite "
+                "conversion)"
             )
         elif self.saturate:
             text += f"; saturate=True clamps it to +-max = {_short(f.max)}"

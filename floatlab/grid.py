@@ -184,9 +184,9 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
 
     Edge conventions: stepping up from ``max`` gives inf where the format has inf and NaN
     ("no such value") otherwise; stepping down from the smallest positive value gives 0 (NaN
-    for E8M0, which has no zero); zeros step to +-smallest positive value; stepping toward zero
-    from the smallest negative value gives -0 where the format has -0 (FNUZ: +0). NaN in, NaN
-    out.
+    for E8M0, which has no zero; -smallest in a signed format without zero); zeros step to
+    +-smallest positive value; stepping toward zero from the smallest negative value gives -0
+    where the format has -0 (FNUZ: +0). NaN in, NaN out.
 
     >>> nextafter([1.0, 65504.0, 0.0], "+inf", "fp16")
     array([1.00097656e+00,            inf, 5.96046448e-08])
@@ -220,6 +220,8 @@ def nextafter(x: Any, direction: Any, fmt: str | Format | Any) -> np.ndarray:
             signed_pred = signed_pred + 0.0  # -0.0 + 0.0 is +0.0
         lowest = -fmt.smallest_positive if fmt.signed else np.nan
         out = np.where(away, np.where(negative, -succ, succ), signed_pred)
+        if fmt.signed and not fmt.has_zero:  # no zero between -min and +min: they neighbour
+            out = np.where(~away & (fmag == fmt.smallest_positive), -arr, out)
         # Zeros (either sign) step to +-smallest positive, whatever their sign bit says.
         out = np.where(fmag == 0, np.where(up, fmt.smallest_positive, lowest), out)
         # +-inf: one step inward is the extreme finite value; outward stays infinite.

@@ -32,10 +32,11 @@ bit-pattern kernels are ``floatlab._rounding_kernels``, overflow / FTZ / inf / N
 Conventions that differ between libraries (documented here, taught in ``explain``):
 
 * Overflow of finite values gives inf where the format has inf, NaN for FN / FNUZ formats
-  (as ml_dtypes), and ``saturate=True`` gives +-max instead (as torch's E4M3FN cast). Directed
-  modes follow IEEE 754: toward_zero never makes inf from a finite value; ``up`` overflows
-  only for positive values, ``down`` only for negative ones. ``odd`` saturates (it is
-  truncation with a sticky bit).
+  (as ml_dtypes and torch's c10 cast), and ``saturate=True`` gives +-max instead (as NVIDIA's
+  ``__NV_SATFINITE`` conversion, used by torch's CUDA E4M3FN cast only when built with
+  CUDA >= 13.2). Directed modes follow IEEE 754: toward_zero never makes inf from a finite
+  value; ``up`` overflows only for positive values, ``down`` only for negative ones. ``odd``
+  saturates (it is truncation with a sticky bit).
 * Formats with neither inf nor NaN (the MX fp6 / fp4 formats) always saturate finite overflow
   (there is nothing else to produce). NaN input to them raises ValueError; +-inf raises unless
   ``saturate=True``.

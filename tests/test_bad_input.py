@@ -246,6 +246,23 @@ def test_chunked_stochastic_encode_draws_like_one_round_call():
     assert np.array_equal(decode(codes, "e4m3fn"), values)
 
 
+def test_encode_takes_random_bits_as_round_does():
+    """encode's options are documented as floatlab.round's, but random_bits (hardware SR) was
+    refused as an 'unknown option', so the codes of a k-bit stochastic rounding had no path."""
+    x = np.random.default_rng(1).standard_normal(300_000)  # several chunks
+    for fmt in ("e2m1", "e4m3fn", "bf16"):
+        codes = encode(x, fmt, rounding="stochastic", rng=7, random_bits=3)
+        values = floatlab.round(x, fmt, rounding="stochastic", rng=7, random_bits=3)
+        assert np.array_equal(decode(codes, fmt), values)
+    assert to_bin(0.3, "e2m1", rounding="stochastic", rng=0, random_bits=1) == "0000"  # 0.6 -> 0
+    with pytest.raises(ValueError, match="random_bits=3 applies to rounding='stochastic' only"):
+        encode([], "e2m1", random_bits=3)   # checked even with nothing to round
+    with pytest.raises(ValueError, match="random_bits=0 is out of range"):
+        encode([], "e2m1", rounding="stochastic", random_bits=0)
+    with pytest.raises(ValueError, match="Codebook rounds without it"):
+        encode([1.0], floatlab.get_codebook("nf4"), rounding="stochastic", random_bits=3)
+
+
 def test_encode_checks_its_options_even_for_empty_input():
     with pytest.raises(TypeError, match="saturate must be True or False"):
         encode([], "fp16", saturate="no")

@@ -8,6 +8,8 @@ Found by the h-audit-core fuzz pass; each test names what used to happen.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -605,6 +607,42 @@ def test_lists_mixing_bools_with_numbers_are_refused(data, call):
     refusal never saw it, as the array is float64)."""
     with pytest.raises(TypeError, match="mixes booleans with numbers .*pass numbers only"):
         call(data)
+
+
+@pytest.mark.parametrize("data", [[1, True], [[0x3C00], [False]], (5, np.bool_(True))])
+@pytest.mark.parametrize("call", [lambda d: decode(d, "fp16"), lambda d: fields(d, "fp16")])
+def test_code_lists_mixing_bools_with_ints_are_refused(data, call):
+    """decode([1, True]) decoded the code 1 twice, and fields([1.5, True]) split 1.0: numpy
+    read the flag as a number (the bool-array refusal never saw it, as the array is int64 /
+    float64)."""
+    with pytest.raises(TypeError, match="mixes booleans with numbers"):
+        call(data)
+    with pytest.raises(TypeError, match="codes_or_values mixes booleans with numbers"):
+        fields([1.5, True], "fp16")
+    assert decode([0, 1], "fp16").tolist() == [0.0, 2.0**-24]   # 0 / 1 without bools: codes
+    assert fields([[1], [0]], "fp16").code.tolist() == [[1], [0]]
+
+
+@pytest.mark.parametrize("value", [Fraction(1, 3), Decimal("0.1"), [1.0, Fraction(1, 2)]])
+@pytest.mark.parametrize("call", [lambda v: floatlab.round(v, "fp16"),
+                                  lambda v: floatlab.float16_to_bin(v),
+                                  lambda v: floatlab.explain(v, "e4m3fn") if np.ndim(v) == 0
+                                  else floatlab.encode(v, "e4m3fn")])
+def test_fractions_and_decimals_are_named_with_the_reason(value, call):
+    """They were refused as not 'real numbers' ("x must hold real numbers, got dtype object
+    ([Fraction(1, 3)])"); the message now names the type and why (float() may round first)."""
+    with pytest.raises(TypeError, match=r"holds (Fraction|Decimal)\(.*\) \((Fraction|Decimal)\),"
+                                        r" which floatlab does not convert.*float\(value\)"):
+        call(value)
+
+
+@pytest.mark.parametrize("x, index", [([1.0, 2.0], "x[0]"), (np.ones((1, 1)), "x[0, 0]"),
+                                      ([[[0.5]]], "x[0, 0, 0]")])
+def test_explain_of_an_array_names_an_index_that_gives_one_value(x, index):
+    """The hint said explain(x[0], ...) for every shape; for a 2-d x that is still an array."""
+    with pytest.raises(TypeError, match=re.escape(f"explain({index}, 'float16')")):
+        floatlab.explain(x, "fp16")
+    floatlab.explain(np.asarray(x)[tuple([0] * np.ndim(x))], "fp16")  # the hint works
 
 
 def test_lists_of_zeros_and_ones_without_bools_still_convert():

@@ -400,6 +400,40 @@ def test_nextafter_matches_numpy_float32_on_random_values():
             assert np.array_equal(nextafter(x.astype(np.float64), float(target), "fp32"), theirs)
 
 
+@pytest.mark.parametrize("fmt", [
+    Format(2, 1, has_zero=False, subnormals=False, special="none"),
+    Format(3, 4, has_zero=False, subnormals=False, special="fn"),
+], ids=ids)
+def test_nextafter_crosses_from_minus_to_plus_smallest_without_zero(fmt):
+    """A signed format without zero: -min and +min are neighbours. nextafter(-min, +inf) gave
+    NaN ("no such value") and explain(min) said 'previous none'."""
+    v = values(fmt)
+    assert np.array_equal(nextafter(v[:-1], np.inf, fmt), v[1:])
+    assert np.array_equal(nextafter(v[1:], -np.inf, fmt), v[:-1])
+    tiny = fmt.smallest_positive
+    assert nextafter([tiny, -tiny], [0.0, 0.0], fmt).tolist() == [-tiny, tiny]
+    assert explain(tiny, fmt).previous == -tiny and explain(-tiny, fmt).next == tiny
+
+
+def test_fn_overflow_is_nan_as_torchs_cast_and_saturation_is_not_credited_to_torch():
+    """Docs and explain said saturate=True gives +-max 'as torch's E4M3FN cast'; torch's c10
+    cast gives NaN at every |x| >= 480 (the model below), as floatlab's default does; only
+    NVIDIA's satfinite conversion (torch's CUDA cast when built with CUDA >= 13.2) saturates."""
+    from torch_models import e4m3fn_code
+
+    x = np.array([0.0, -0.0, 2.0**-10, 2.0**-9 * 1.5, 3.0, 448.0, 463.9, 464.0, 464.1, 479.9,
+                  480.0, 1e6, np.inf, -np.inf, -465.0, np.nan], dtype=np.float32)
+    torch_codes = [e4m3fn_code(float(v)) for v in x]  # NaN keeps x's sign in torch; floatlab
+    canonical = [0x7F if c & 0x7F == 0x7F else c for c in torch_codes]  # has one NaN code
+    assert encode(x, "e4m3fn").tolist() == canonical
+    assert canonical[6:11] == [0x7E, 0x7E, 0x7F, 0x7F, 0x7F]  # 464 -> 448, 464.1 -> NaN
+    for e in (explain(np.inf, "e4m3fn"), explain(500.0, "e4m3fnuz")):
+        text = " ".join(str(e).split())  # the steps wrap lines
+        assert "NaN (as ml_dtypes and torch's cast)" in text
+        assert "(as torch)" not in text and "(as torch's cast)" not in text
+        assert "NVIDIA's satfinite conversion" in text
+
+
 def test_nextafter_conventions():
     assert float(nextafter(-(2.0**-10), np.inf, "e4m3fnuz")) == 0.0
     assert not np.signbit(nextafter(-(2.0**-10), np.inf, "e4m3fnuz"))  # FNUZ: no -0

@@ -575,15 +575,30 @@ def test_wrong_dtypes_raise_type_error_saying_what_to_pass(x, words):
         np.array([2**64 - 1], dtype=np.uint64),
         2**70 + 1,  # a Python int beyond int64 (numpy makes an object array)
         [1, 2**53 + 1],
-        10**400,  # beyond float64's range
     ],
     ids=["int64 2**53+1", "int 2**53+1", "2**60+2**6", "-2**63+1", "2**63-1", "uint64 max",
-         "int 2**70+1", "list", "10**400"],
+         "int 2**70+1", "list"],
 )
 def test_integers_float64_cannot_hold_raise(x):
     with pytest.raises(ValueError, match=r"holds the integer -?\d+, which float64 cannot hold "
                        r"exactly .*2\*\*53"):
         floatlab.round(x, "fp32")
+
+
+@pytest.mark.parametrize("x", [10**400, -(2**1024), [1.0, 2**1024], 2**1024 + 1],
+                         ids=["10**400", "-2**1024", "list", "2**1024+1"])
+@pytest.mark.parametrize("call", [lambda x: floatlab.round(x, "fp32"),
+                                  lambda x: floatlab.explain(x, "fp16") if np.ndim(x) == 0
+                                  else floatlab.explain(x[1], "fp16"),
+                                  lambda x: floatlab.float16_to_bin(x)])
+def test_integers_beyond_float64_range_say_so(x, call):
+    """They were refused for having more than 53 significant bits (2**1024 has one) and told to
+    convert with np.asarray(x, dtype=np.float64), which raises OverflowError for them; the
+    message printed all 401 digits of 10**400."""
+    with pytest.raises(ValueError, match=r"holds the integer -?[\d.]+.*, which float64 cannot "
+                       r"hold exactly: it is beyond float64's range") as caught:
+        call(x)
+    assert "np.asarray" not in str(caught.value) and len(str(caught.value)) < 300
 
 
 @pytest.mark.parametrize(

@@ -123,3 +123,25 @@ def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1
         out_m.append(float(m_s))
         out_v.append(float(v_s))
     return out_w, out_m, out_v
+
+
+def e4m3fn_code(x: float) -> int:
+    """torch's CPU cast of a float32 to float8_e4m3fn (c10 ``fp8e4m3fn_from_fp32_value``), as a
+    code: every |x| >= 480 (the first value past max 448 on the unbounded grid), inf and NaN
+    give the NaN code 0x7f with x's sign bit; there is no saturation. Below 480 it is
+    round-to-nearest-even on the E4M3FN grid (quantum 2**(e - 3), subnormal quantum 2**-9)."""
+    sign = 0x80 if math.copysign(1.0, x) < 0 else 0
+    if math.isnan(x) or abs(x) >= 480:
+        return sign | 0x7F
+    a = abs(Fraction(x))
+    e = max(math.frexp(float(a))[1] - 1, -6) if a else -6
+    q = Fraction(2) ** (e - 3)
+    k, rem = divmod(a, q)
+    k = int(k) + (1 if rem > q / 2 or (rem == q / 2 and int(k) % 2) else 0)
+    value = k * q
+    if value == 0:
+        return sign
+    e = max(math.frexp(float(value))[1] - 1, -6)
+    if value < Fraction(2) ** -6:
+        return sign | int(value / Fraction(2) ** -9)
+    return sign | ((e + 7) << 3) | int(value / Fraction(2) ** (e - 3)) - 8
