@@ -196,10 +196,12 @@ def cmd_values(args: argparse.Namespace) -> int:
     fmt = get_format(args.format)
     finite = values(fmt)
     if finite.size > args.limit:
-        raise ValueError(
-            f"{fmt.name} has {finite.size} finite values; pass --limit {finite.size} to print "
-            "them all, or pick a smaller format (e4m3fn, e5m2, e2m1, ...)"
-        )
+        # Suggest only smaller formats that fit under the limit (never the format itself).
+        smaller = [name for name in ("e4m3fn", "e5m2", "e2m1")
+                   if values(name).size <= args.limit and get_format(name) != fmt]
+        pick = f", or pick a smaller format ({', '.join(smaller)}, ...)" if smaller else ""
+        raise ValueError(f"{fmt.name} has {finite.size} finite values; pass --limit "
+                         f"{finite.size} to print them all{pick}")
     codes = encode(finite, fmt)
     bits = codes_to_bin(codes, fmt, sep=" ")
     digits = (fmt.bits + 3) // 4

@@ -97,6 +97,12 @@ def test_values(capsys):
     assert lines[1] == "0xf  1 11 1  -6.0" and lines[-1] == "0x7  0 11 1  6.0"
     code, _, err = run(capsys, "values", "fp16")
     assert code == EXIT_ERROR and "--limit 63487" in err
+    # The way out names only formats that fit the limit, never the refused format itself.
+    code, _, err = run(capsys, "values", "e4m3fn", "--limit", "100")
+    assert code == EXIT_ERROR and "--limit 253" in err
+    assert "e4m3fn," not in err and "e5m2" not in err and "(e2m1, ...)" in err
+    code, _, err = run(capsys, "values", "e2m1", "--limit", "10")
+    assert code == EXIT_ERROR and "--limit 15 to print them all\n" in err
 
 
 def test_round_encode_decode_with_files(capsys, tmp_path):
