@@ -84,12 +84,13 @@ def refuse_masked(x: Any, name: str) -> None:
 
 
 def as_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
-    """``np.asarray(x)``, refusing masked arrays and explaining ragged nested lists; torch /
-    JAX / DLPack arrays are converted (see :mod:`floatlab._interop`)."""
+    """``np.asarray(x)``, refusing masked arrays, lists mixing bools with numbers (numpy reads
+    ``[1, True]`` as ``[1, 1]``: as values, codes, ids or targets alike) and explaining ragged
+    nested lists; torch / JAX / DLPack arrays are converted (see :mod:`floatlab._interop`)."""
     x = as_numpy(x)
     refuse_masked(x, name)
     try:
-        return np.asarray(x, dtype=dtype)
+        arr = np.asarray(x, dtype=dtype)
     except ValueError as err:
         if "inhomogeneous" not in str(err) and "sequence" not in str(err):
             raise
@@ -98,6 +99,12 @@ def as_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
             "floatlab needs a rectangular array; pad the rows to one length or pass each "
             "row separately"
         ) from None
+    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
+        raise TypeError(
+            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
+            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
+        )
+    return arr
 
 
 def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
@@ -111,12 +118,7 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     >>> as_float_array([1, 2]).dtype
     dtype('float64')
     """
-    arr = as_array(x, name)
-    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
-        raise TypeError(
-            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
-            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
-        )
+    arr = as_array(x, name)  # (which refuses lists mixing bools with numbers)
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         # byte-swapped data ('>f4' from a file or the network) in the machine's order: the
         # fast paths read bit patterns through integer views, which would swap the bytes
