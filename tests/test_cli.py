@@ -494,6 +494,21 @@ def test_every_argument_has_help():
             assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
 
 
+def test_every_input_example_in_the_help_is_accepted(capsys):
+    """A help text's "e.g." values run as typed: quantize's showed -inf, which it refuses (a
+    block amax needs finite values)."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        action = next((a for a in sub._actions if a.dest == "values"), None)
+        if action is None:
+            continue
+        example = action.help.split("e.g. ", 1)[1].split(" (", 1)[0].split()
+        option = ["--scheme", "mxfp8"] if name == "quantize" else ["-f", "fp16"]
+        code, _, err = run(capsys, name, *example, *option)
+        assert code == EXIT_OK, (name, example, err)
+
+
 def test_formats_lists_the_short_names(capsys):
     _, out, _ = run(capsys, "formats")
     lines = out.splitlines()
