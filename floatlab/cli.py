@@ -187,7 +187,8 @@ def cmd_formats(args: argparse.Namespace) -> int:
     print("\nIEEE P3109: 32 binary8 formats, p3109_k8p<P><s|u><e|f> for precision P = 1..8, "
           "signed or unsigned, Extended (+-inf) or Finite (aliases binary8p3se ...): "
           "floatlab finfo binary8p3se")
-    print("Any name works wherever a format is asked for (-f fp16, -f e4m3fn, -f all).")
+    print("Any name works wherever a format is asked for (-f fp16, -f e4m3fn); bits and "
+          "explain also take several (-f fp16,bf16,e4m3fn) or -f all.")
     print("Compare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
     return EXIT_OK
 

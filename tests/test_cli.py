@@ -509,6 +509,18 @@ def test_every_input_example_in_the_help_is_accepted(capsys):
         assert code == EXIT_OK, (name, example, err)
 
 
+def test_formats_hint_offers_all_only_where_it_works(capsys):
+    """The list's closing hint said -f all works "wherever a format is asked for"; only bits
+    and explain take several formats (round, finfo, values ... refuse 'all')."""
+    _, out, _ = run(capsys, "formats")
+    hint = next(line for line in out.splitlines() if line.startswith("Any name works"))
+    assert "bits and explain also take several" in hint and hint.endswith("-f all.")
+    for command in ("bits", "explain"):
+        assert run(capsys, command, "1", "-f", "all")[0] == EXIT_OK
+    for argv in (["round", "1", "-f", "all"], ["finfo", "all"], ["values", "all"]):
+        assert run(capsys, *argv)[0] == EXIT_ERROR
+
+
 def test_formats_lists_the_short_names(capsys):
     _, out, _ = run(capsys, "formats")
     lines = out.splitlines()
