@@ -22,8 +22,7 @@ import numpy as np
 
 from floatlab._interop import as_numpy
 
-__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked",
-           "refuse_hidden_bools"]
+__all__ = ["check_flag", "resolve_rng", "as_array", "as_float_array", "refuse_masked"]
 
 
 def check_flag(value: Any, name: str) -> bool:
@@ -87,12 +86,13 @@ def refuse_masked(x: Any, name: str) -> None:
 
 
 def as_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
-    """``np.asarray(x)``, refusing masked arrays and explaining ragged nested lists; torch /
-    JAX / DLPack arrays are converted (see :mod:`floatlab._interop`)."""
+    """``np.asarray(x)``, refusing masked arrays, lists mixing bools with numbers (numpy reads
+    ``[1, True]`` as ``[1, 1]``: as values, codes, ids or targets alike) and explaining ragged
+    nested lists; torch / JAX / DLPack arrays are converted (see :mod:`floatlab._interop`)."""
     x = as_numpy(x)
     refuse_masked(x, name)
     try:
-        return np.asarray(x, dtype=dtype)
+        arr = np.asarray(x, dtype=dtype)
     except ValueError as err:
         if "inhomogeneous" not in str(err) and "sequence" not in str(err):
             raise
@@ -101,6 +101,12 @@ def as_array(x: Any, name: str, dtype: Any = None) -> np.ndarray:
             "floatlab needs a rectangular array; pad the rows to one length or pass each "
             "row separately"
         ) from None
+    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
+        raise TypeError(
+            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
+            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
+        )
+    return arr
 
 
 def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
@@ -114,8 +120,7 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
     >>> as_float_array([1, 2]).dtype
     dtype('float64')
     """
-    arr = as_array(x, name)
-    refuse_hidden_bools(x, arr, name)
+    arr = as_array(x, name)  # (which refuses lists mixing bools with numbers)
     if arr.dtype.type is np.float32 or arr.dtype.type is np.float64:
         # byte-swapped data ('>f4' from a file or the network) in the machine's order: the
         # fast paths read bit patterns through integer views, which would swap the bytes
@@ -161,16 +166,6 @@ def as_float_array(x: Any, *, name: str = "x") -> np.ndarray:
         f"{name} must hold real numbers, got dtype {arr.dtype} ({_preview(arr)}); "
         "pass floats, ints, or a float array"
     )
-
-
-def refuse_hidden_bools(x: Any, arr: np.ndarray, name: str) -> None:
-    """Refuse lists / tuples ``x`` mixing bools with numbers, which numpy read as the numbers
-    ``arr`` (``[1, True]`` becomes ``[1, 1]``): a flag would silently become a number or code."""
-    if isinstance(x, (list, tuple)) and arr.dtype.kind in "fiu" and _hides_bools(x, arr):
-        raise TypeError(
-            f"{name} mixes booleans with numbers (numpy would read True as 1 and False as 0): "
-            "pass numbers only, e.g. float(flag) for a flag you mean as a number"
-        )
 
 
 def _hides_bools(x: list | tuple, arr: np.ndarray) -> bool:

@@ -187,7 +187,8 @@ def cmd_formats(args: argparse.Namespace) -> int:
     print("\nIEEE P3109: 32 binary8 formats, p3109_k8p<P><s|u><e|f> for precision P = 1..8, "
           "signed or unsigned, Extended (+-inf) or Finite (aliases binary8p3se ...): "
           "floatlab finfo binary8p3se")
-    print("Any name works wherever a format is asked for (-f fp16, -f e4m3fn, -f all).")
+    print("Any name works wherever a format is asked for (-f fp16, -f e4m3fn); bits and "
+          "explain also take several (-f fp16,bf16,e4m3fn) or -f all.")
     print("Compare a few side by side: floatlab formats fp32 bf16 fp16 e4m3fn e5m2")
     return EXIT_OK
 
@@ -196,10 +197,12 @@ def cmd_values(args: argparse.Namespace) -> int:
     fmt = get_format(args.format)
     finite = values(fmt)
     if finite.size > args.limit:
-        raise ValueError(
-            f"{fmt.name} has {finite.size} finite values; pass --limit {finite.size} to print "
-            "them all, or pick a smaller format (e4m3fn, e5m2, e2m1, ...)"
-        )
+        # Suggest only smaller formats that fit under the limit (never the format itself).
+        smaller = [name for name in ("e4m3fn", "e5m2", "e2m1")
+                   if values(name).size <= args.limit and get_format(name) != fmt]
+        pick = f", or pick a smaller format ({', '.join(smaller)}, ...)" if smaller else ""
+        raise ValueError(f"{fmt.name} has {finite.size} finite values; pass --limit "
+                         f"{finite.size} to print them all{pick}")
     codes = encode(finite, fmt)
     bits = codes_to_bin(codes, fmt, sep=" ")
     digits = (fmt.bits + 3) // 4

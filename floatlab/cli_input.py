@@ -227,8 +227,10 @@ def read_words(args: argparse.Namespace, what: str = "values") -> list[str]:
     return words
 
 
-def add_input_arguments(p: argparse.ArgumentParser, what: str = "values") -> None:
-    example = "0x4248 0b0011110000000000 72" if what == "codes" else "3.141 -1e-8 -inf 2**-24"
+def add_input_arguments(p: argparse.ArgumentParser, what: str = "values",
+                        example: str | None = None) -> None:
+    if example is None:  # (a command that refuses some of these passes its own example)
+        example = "0x4248 0b0011110000000000 72" if what == "codes" else "3.141 -1e-8 -inf 2**-24"
     p.add_argument("values", nargs="*", metavar=what[:-1].upper(),
                    help=f"{what}, e.g. {example} (none: read them from --file or a pipe)")
     p.add_argument("--file", metavar="PATH",

@@ -66,7 +66,7 @@ def add_quantize_parser(sub) -> None:
     p = sub.add_parser("quantize", help="block-scaled quantisation of values with a scheme",
                        description="Quantise values with a scheme (floatlab schemes lists "
                        "them): codes, scales, QSNR, clipped and flushed fractions.")
-    add_input_arguments(p)
+    add_input_arguments(p, example="3.141 -1e-8 2**-24 448")  # finite: amax needs them
     p.add_argument("--scheme", "-s", required=True,
                    help="a preset such as mxfp8, nvfp4, nf4, fp8_rowwise (floatlab schemes)")
     p.add_argument("--rows", type=positive_int, default=None,

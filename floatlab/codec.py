@@ -31,7 +31,7 @@ import numpy as np
 
 from floatlab._interop import caller_type
 from floatlab._rounding_fast import select_bits
-from floatlab._validate import as_array, check_flag, refuse_hidden_bools, resolve_rng
+from floatlab._validate import as_array, check_flag, resolve_rng
 from floatlab.formats import PRESETS, Format, get_format
 from floatlab.rounding import _CHUNK as _ROUND_CHUNK
 from floatlab.rounding import (
@@ -258,8 +258,7 @@ def _as_codes(codes: Any, fmt: Format) -> np.ndarray:
     Python ints of any size are checked before numpy sees them (2**64 or -1 in an object
     array would otherwise end in a bare OverflowError, and [-1, 2**63] would become float64).
     """
-    arr = as_array(codes, "codes")
-    refuse_hidden_bools(codes, arr, "codes")  # [1, True] would decode the code 1 twice
+    arr = as_array(codes, "codes")  # (refuses [1, True], which would decode the code 1 twice)
     if arr.size == 0 and arr.dtype.kind in "fO" and not isinstance(codes, np.ndarray):
         # [] (numpy reads it as float64) holds no code to refuse: no values, shape kept.
         return np.zeros(arr.shape, dtype=np.uint64)
@@ -376,8 +375,7 @@ def fields(codes_or_values: Any, fmt: str | Format | Any, **rounding_options: An
     (0, 16, 1, 584, 'normal')
     """
     fmt = get_format(fmt)
-    arr = as_array(codes_or_values, "codes_or_values")
-    refuse_hidden_bools(codes_or_values, arr, "codes_or_values")  # [1.5, True]: True as 1.0
+    arr = as_array(codes_or_values, "codes_or_values")  # (refuses [1.5, True]: True as 1.0)
     # (Python ints beyond int64, [2**64], are codes too: _as_codes checks them)
     if arr.dtype.kind in "iu" or (
             arr.dtype.kind == "O" and arr.size and all(_is_int(c) for c in arr.flat)):

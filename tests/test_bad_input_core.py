@@ -645,6 +645,18 @@ def test_explain_of_an_array_names_an_index_that_gives_one_value(x, index):
     floatlab.explain(np.asarray(x)[tuple([0] * np.ndim(x))], "fp16")  # the hint works
 
 
+@pytest.mark.parametrize("call", [lambda d: floatlab.decode(d, "fp16"),
+                                  lambda d: floatlab.fields(d, "fp16"),
+                                  lambda d: floatlab.fields([float(v) for v in d[:-1]] + [True],
+                                                            "fp16"),
+                                  lambda d: floatlab.dequantize(d + [1] * 30, [1.0], "mxfp8")])
+def test_code_lists_mixing_bools_with_numbers_are_refused(call):
+    """Codes too: numpy reads [1, True] as the codes [1, 1], and fields([1.0, True]) checked
+    the array numpy had already made, so a flag became a code or a value without a word."""
+    with pytest.raises(TypeError, match="mixes booleans with numbers .*pass numbers only"):
+        call([1, True])
+
+
 def test_lists_of_zeros_and_ones_without_bools_still_convert():
     # (the Python walk looking for bools runs only when a 0 or a 1 is there: these take it)
     assert floatlab.round([0.0, 1.0, 1, 0], "fp16").tolist() == [0.0, 1.0, 1.0, 0.0]

@@ -97,6 +97,12 @@ def test_values(capsys):
     assert lines[1] == "0xf  1 11 1  -6.0" and lines[-1] == "0x7  0 11 1  6.0"
     code, _, err = run(capsys, "values", "fp16")
     assert code == EXIT_ERROR and "--limit 63487" in err
+    # The way out names only formats that fit the limit, never the refused format itself.
+    code, _, err = run(capsys, "values", "e4m3fn", "--limit", "100")
+    assert code == EXIT_ERROR and "--limit 253" in err
+    assert "e4m3fn," not in err and "e5m2" not in err and "(e2m1, ...)" in err
+    code, _, err = run(capsys, "values", "e2m1", "--limit", "10")
+    assert code == EXIT_ERROR and "--limit 15 to print them all\n" in err
 
 
 def test_round_encode_decode_with_files(capsys, tmp_path):
@@ -486,6 +492,33 @@ def test_every_argument_has_help():
     for name, sub in [("floatlab", parser), *subparsers.choices.items()]:
         for action in sub._actions:
             assert action.help and action.help != argparse.SUPPRESS, (name, action.dest)
+
+
+def test_every_input_example_in_the_help_is_accepted(capsys):
+    """A help text's "e.g." values run as typed: quantize's showed -inf, which it refuses (a
+    block amax needs finite values)."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        action = next((a for a in sub._actions if a.dest == "values"), None)
+        if action is None:
+            continue
+        example = action.help.split("e.g. ", 1)[1].split(" (", 1)[0].split()
+        option = ["--scheme", "mxfp8"] if name == "quantize" else ["-f", "fp16"]
+        code, _, err = run(capsys, name, *example, *option)
+        assert code == EXIT_OK, (name, example, err)
+
+
+def test_formats_hint_offers_all_only_where_it_works(capsys):
+    """The list's closing hint said -f all works "wherever a format is asked for"; only bits
+    and explain take several formats (round, finfo, values ... refuse 'all')."""
+    _, out, _ = run(capsys, "formats")
+    hint = next(line for line in out.splitlines() if line.startswith("Any name works"))
+    assert "bits and explain also take several" in hint and hint.endswith("-f all.")
+    for command in ("bits", "explain"):
+        assert run(capsys, command, "1", "-f", "all")[0] == EXIT_OK
+    for argv in (["round", "1", "-f", "all"], ["finfo", "all"], ["values", "all"]):
+        assert run(capsys, *argv)[0] == EXIT_ERROR
 
 
 def test_formats_lists_the_short_names(capsys):

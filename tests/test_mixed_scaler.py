@@ -50,6 +50,9 @@ def test_torch_defaults_and_state_dict_keys():
     assert s.is_enabled()
     assert s.state_dict() == {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                               "growth_interval": 2000, "_growth_tracker": 0}
+    # torch.amp.GradScaler(device="cuda", ...): the lab ignores the device, but its default
+    # is torch's, as the docstring promises (it was "cpu")
+    assert s.device == "cuda"
 
 
 def test_scale_is_a_float32_number():

@@ -18,6 +18,8 @@ ops), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
 ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
 ``telemetry`` (per-step counters), ``recipe`` (FP8 / MX / NVFP4 training recipes: per-GEMM
 operand schemes and accumulators), ``recipe_gemm`` (running them, per-operand telemetry),
+``promoted_gemm`` (DeepSeek-V3's FP8 GEMM), ``pow2_tensor`` (MS-AMP's power-of-two operands),
+``recipe_storage`` (the bytes recipes store), ``recipe_plots`` (their pictures),
 ``optim8bit`` (Adam with quantised moments, bitsandbytes' Adam8bit), ``history`` (History,
 Comparison), ``trainer`` (Trainer, compare), ``checks`` (argument validation), ``data``,
 ``progress``; for transformers: ``layers`` (embedding, layer norm, GELU, dropout, shape ops,

@@ -218,7 +218,7 @@ class GradScaler(_LossScaler):
 
     Parameters
     ----------
-    device : accepted for drop-in compatibility with torch's signature; ignored.
+    device : accepted for drop-in compatibility with torch's signature (default "cuda"); ignored.
     init_scale : the first scale (2**16).
     growth_factor : multiplies the scale after ``growth_interval`` clean steps (2.0).
     backoff_factor : multiplies the scale after a step with inf / NaN gradients (0.5).
@@ -234,7 +234,7 @@ class GradScaler(_LossScaler):
 
     def __init__(
         self,
-        device: str = "cpu",
+        device: str = "cuda",
         init_scale: float = 2.0**16,
         growth_factor: float = 2.0,
         backoff_factor: float = 0.5,

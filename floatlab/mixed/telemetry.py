@@ -1,6 +1,6 @@
 """Per-step counters filled by the rounding hook: what the formats did to the numbers.
 
-The hook in :mod:`floatlab.mixed.tensor` calls :meth:`StepStats.observe` on every value it
+The hook (:func:`floatlab.mixed.scope.quantize`) calls :meth:`StepStats.observe` on every value it
 rounds while a :class:`StepStats` is active, so the statistics cover exactly what the emulation
 touched. Counting is vectorised (a few passes of NumPy reductions per op result).
 

@@ -1,7 +1,8 @@
 """Pictures of floating-point formats: bits, values, range, rounding error, and real data.
 
-Every function draws into ``ax`` (a new figure when ``ax`` is None) and returns the Axes, so
-figures compose: ``fig, axs = plt.subplots(1, 2); bit_layout("fp16", ax=axs[0])``.
+Every drawing function draws into ``ax`` (a new figure when ``ax`` is None) and returns the
+Axes, so figures compose: ``fig, axs = plt.subplots(1, 2); bit_layout("fp16", ax=axs[0])``.
+:func:`zone_fractions` draws nothing: it returns the numbers that :func:`zones` draws.
 matplotlib is imported when this module is imported, never by ``import floatlab``; pyplot
 itself only when a function has to make a new figure (so ``matplotlib.use(...)`` still works).
 

@@ -428,7 +428,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
 
     ``codes``: one code per value (x's shape), or the packed bytes of 4-/6-bit elements with
     ``shape`` given. ``scales``: the block scale values (``QuantizedTensor.scales``);
-    ``global_scale`` is required for two-level schemes (NVFP4).
+    ``global_scale`` is required for two-level schemes (NVFP4). ``dtype`` is the precision of
+    the product: float64 by default, so for scales that are not powers of two (rowwise,
+    per-tensor) pass ``dtype=np.float32`` to match a float32 input's ``q.dequantize()``.
 
     >>> q = quantize(np.array([0.3, -1.2, 5.0, 0.01]), "mxfp4")
     >>> dequantize(q.codes, q.scales, "mxfp4", shape=q.shape).tolist()   # 5 ties to 4
