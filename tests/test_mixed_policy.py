@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -56,12 +57,22 @@ def test_apex_levels_cap_the_scale_torch_does_not():
     assert get_policy("16-mixed").scaler_max is None
 
 
-@pytest.mark.parametrize("alias", list(LEGACY_ALIASES))
+@pytest.mark.parametrize("alias", [16, "16", "bf16"])
 def test_legacy_aliases_mean_the_same_and_say_they_are_legacy(alias):
     with pytest.warns(UserWarning, match="legacy alias") as record:
         p = get_policy(alias)
     assert LEGACY_ALIASES[alias] in str(record[0].message)
     assert p == get_policy(LEGACY_ALIASES[alias])
+
+
+@pytest.mark.parametrize("alias", [32, 64, "32", "64"])
+def test_legacy_32_and_64_are_silent_as_in_lightning(alias):
+    # lightning.fabric.connector._convert_precision_to_unified_args warns only when
+    # str(precision)[:2] is not "32" or "64": the 16 and bf16 aliases, not these
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_policy(alias) == get_policy(LEGACY_ALIASES[alias])
+    assert set(LEGACY_ALIASES) == {16, 32, 64, "16", "32", "64", "bf16"}  # Lightning's list
 
 
 @pytest.mark.parametrize("bad", ["16-mix", "fp16-mixed-ish", "17-true", "mixed", ""])

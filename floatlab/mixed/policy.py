@@ -114,7 +114,7 @@ PRECISIONS: dict[str, str] = {
     "O3": "Apex O3: pure float16, loss scale 1",
 }
 
-#: Lightning's legacy aliases (still accepted by Lightning, which discourages them).
+#: Lightning's legacy aliases (still accepted by Lightning, which warns for 16 and "bf16" only).
 LEGACY_ALIASES: dict[Any, str] = {
     64: "64-true", 32: "32-true", 16: "16-mixed",
     "64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed",
@@ -439,11 +439,12 @@ def _resolve_name(precision: Any) -> Policy:
                         f"got {precision!r}; {_valid_list()}")
     if precision in LEGACY_ALIASES:
         target = LEGACY_ALIASES[precision]
-        warnings.warn(
-            f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
-            f"discourages it); it means {target!r}: write that instead",
-            UserWarning, stacklevel=3,
-        )
+        if target not in ("32-true", "64-true"):  # Lightning warns for 16 and bf16 only
+            warnings.warn(
+                f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
+                f"discourages it); it means {target!r}: write that instead",
+                UserWarning, stacklevel=3,
+            )
         return _builtin(target)
     if isinstance(precision, int):
         raise ValueError(f"precision={precision!r} is not a known bit width; {_valid_list()}")
