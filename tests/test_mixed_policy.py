@@ -357,3 +357,19 @@ def test_every_op_the_lab_models_call_is_in_lab_ops(monkeypatch, precision):
     assert all(op in text for op in fm.LAB_OPS)          # describe() names every op
     assert "matmul / linear / bmm inputs" in text
     assert re.search(r"layer_norm, [^\n]*\n[^\n]*mse_loss[^\n]* +float32", text)  # a wrapped row
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("16-Mixed", "16-mixed"), ("BF16-MIXED", "bf16-mixed"), ("BF16-mixed", "bf16-mixed"),
+    (" 64-TRUE ", "64-true"), ("Float8_E5M2-Mixed", "float8_e5m2-mixed"),
+    ("MXFP8", "mxfp8"), ("o2", "O2")])
+def test_precision_names_are_case_insensitive_throughout(spelling, name):
+    # recipe names, Apex levels and format names were case-insensitive, but "16-Mixed" was
+    # refused and "BF16-mixed" became a policy of another name ("bfloat16-mixed")
+    assert get_policy(spelling).name == name
+    assert get_policy(spelling) == get_policy(name)
+
+
+def test_a_legacy_alias_in_capitals_is_the_alias():
+    with pytest.warns(UserWarning, match=r"precision='BF16' is a legacy alias .* 'bf16-mixed'"):
+        assert get_policy("BF16") == get_policy("bf16-mixed")

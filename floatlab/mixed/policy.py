@@ -437,8 +437,10 @@ def _resolve_name(precision: Any) -> Policy:
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
         raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
                         f"got {precision!r}; {_valid_list()}")
-    if precision in LEGACY_ALIASES:
-        target = LEGACY_ALIASES[precision]
+    # case-insensitive, as recipe, Apex and format names are: "16-Mixed" is "16-mixed"
+    lookup = precision.strip().lower() if isinstance(precision, str) else precision
+    if lookup in LEGACY_ALIASES:
+        target = LEGACY_ALIASES[lookup]
         if target not in ("32-true", "64-true"):  # Lightning warns for 16 and bf16 only
             warnings.warn(
                 f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
@@ -449,15 +451,15 @@ def _resolve_name(precision: Any) -> Policy:
     if isinstance(precision, int):
         raise ValueError(f"precision={precision!r} is not a known bit width; {_valid_list()}")
     key = precision.strip()
-    if key in PRECISIONS:
-        return _builtin(key)
+    if lookup in PRECISIONS:
+        return _builtin(lookup)
     if key.upper() in ("O0", "O1", "O2", "O3"):
         return _builtin(key.upper())
     if key in ("00", "01", "02", "03"):
         raise ValueError(f"precision={precision!r}: Apex opt levels start with the letter O "
                          f"('O{key[1]}'), not zero")
     for suffix, build in (("-mixed", Policy.mixed), ("-true", Policy.true)):
-        if key.endswith(suffix):
+        if lookup.endswith(suffix):
             try:
                 return build(key[: -len(suffix)])
             except FormatNameError as err:
