@@ -218,6 +218,20 @@ def test_names_and_errors():
     assert get_policy("Transformer-Engine").recipe.name == "transformer-engine"
 
 
+@pytest.mark.parametrize("spelling, name", [
+    ("fp8_delayed", "fp8-delayed"), ("FP8_Rowwise_GW_HP", "fp8-rowwise-gw-hp"),
+    ("msamp_o2", "msamp-O2"), (" deepseek_fp8 ", "deepseek-fp8")])
+def test_recipe_names_take_underscores_as_format_and_scheme_names_do(spelling, name):
+    # get_format("float8-e4m3fn") and get_scheme("mxfp8-e4m3") read '-' and '_' alike; recipe
+    # names refused "fp8_delayed" (get_recipe, get_policy, Trainer, compare, the CLI)
+    assert get_recipe(spelling).name == name
+    assert get_policy(spelling).name == name
+    assert get_policy("fp8_delayed", recipe_options={"margin": 1}).recipe.name == "fp8-delayed"
+    with pytest.raises(ValueError, match=r"unknown recipe 'fp8__delay'\. Did you mean "
+                                         r"'fp8-delayed'"):
+        get_recipe("fp8__delay")
+
+
 def _dynamic_reference(values: np.ndarray, signed: bool, block: int = 256) -> np.ndarray:
     """bitsandbytes' blockwise quantisation from its definition: per block absmax (float32),
     the nearest entry of the dynamic map to value / absmax, times absmax."""

@@ -53,7 +53,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 from floatlab.mixed.checks import policy_fields
-from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
+from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe, recipe_key
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
 
 __all__ = [
@@ -414,9 +414,6 @@ def _builtin(name: str) -> Policy:
     raise AssertionError(name)
 
 
-_RECIPE_KEYS = {name.lower(): name for name in RECIPES}
-
-
 def _valid_list() -> str:
     legacy = ", ".join(repr(k) for k in LEGACY_ALIASES)
     return (
@@ -432,8 +429,8 @@ def _resolve_name(precision: Any) -> Policy:
         return precision
     if isinstance(precision, Recipe):
         return Policy.from_recipe(precision)
-    if isinstance(precision, str) and precision.strip().lower() in _RECIPE_KEYS:
-        return Policy.from_recipe(_RECIPE_KEYS[precision.strip().lower()])
+    if isinstance(precision, str) and recipe_key(precision) is not None:
+        return Policy.from_recipe(recipe_key(precision))
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
         raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
                         f"got {precision!r}; {_valid_list()}")
@@ -533,10 +530,10 @@ def get_policy(
                         f"'rceil'}}, got {recipe_options!r}")
     if recipe_options:
         name = precision.strip() if isinstance(precision, str) else None
-        if name is None or name.lower() not in _RECIPE_KEYS:
+        if name is None or recipe_key(name) is None:
             raise ValueError(f"recipe_options={recipe_options!r} need a recipe name as the "
                              f"precision ({', '.join(map(repr, RECIPES))}), got {precision!r}")
-        policy = Policy.from_recipe(_RECIPE_KEYS[name.lower()], **recipe_options)
+        policy = Policy.from_recipe(recipe_key(name), **recipe_options)
         shown = ", ".join(f"{k}={v}" for k, v in recipe_options.items())
         policy = replace(policy, name=f"{policy.name} ({shown})")
     else:

@@ -544,6 +544,13 @@ def recipe_names() -> list[str]:
     return list(RECIPES)
 
 
+def recipe_key(name: str) -> str | None:
+    """The registered recipe ``name`` spells (any case, '_' for '-', as format and scheme
+    names), or None: ``recipe_key("FP8_Delayed")`` is 'fp8-delayed'."""
+    key = name.strip().lower().replace("_", "-")
+    return next((k for k in RECIPES if k.lower() == key), None)
+
+
 def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     """The recipe called ``name`` with its options (a Recipe passes through unchanged).
 
@@ -573,10 +580,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     if not isinstance(name, str):
         raise TypeError(f"recipe must be a name such as 'fp8-delayed' or a Recipe, got {name!r}")
     key = name.strip()
-    builder = RECIPES.get(key)
-    if builder is None:
-        lowered = {k.lower(): k for k in RECIPES}
-        builder = RECIPES.get(lowered.get(key.lower(), ""))
+    builder = RECIPES.get(recipe_key(key) or "")
     if builder is None:
         close = difflib.get_close_matches(key, list(RECIPES), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
