@@ -373,3 +373,15 @@ def test_precision_names_are_case_insensitive_throughout(spelling, name):
 def test_a_legacy_alias_in_capitals_is_the_alias():
     with pytest.warns(UserWarning, match=r"precision='BF16' is a legacy alias .* 'bf16-mixed'"):
         assert get_policy("BF16") == get_policy("bf16-mixed")
+
+
+def test_numpy_integer_precisions_are_the_int_aliases_as_in_lightning():
+    # Lightning checks `precision in supported_precision`, which np.int64(32) == 32 passes;
+    # floatlab refused numpy integers as "not a string"
+    assert get_policy(np.int64(32)) == get_policy(32)
+    with pytest.warns(UserWarning, match="precision=16 is a legacy alias"):
+        assert get_policy(np.int32(16)) == get_policy("16-mixed")
+    with pytest.raises(ValueError, match="precision=8 is not a known bit width"):
+        get_policy(np.int8(8))
+    with pytest.raises(TypeError, match="precision must be a string"):
+        get_policy(np.True_)

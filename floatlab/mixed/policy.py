@@ -431,6 +431,8 @@ def _resolve_name(precision: Any) -> Policy:
         return Policy.from_recipe(precision)
     if isinstance(precision, str) and recipe_key(precision) is not None:
         return Policy.from_recipe(recipe_key(precision))
+    if isinstance(precision, np.integer):  # Lightning's `precision in (..., 16)` takes them
+        precision = int(precision)
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
         raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
                         f"got {precision!r}; {_valid_list()}")
