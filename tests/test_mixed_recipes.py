@@ -451,3 +451,24 @@ def test_deepseek_promotion_removes_the_drift_of_a_k_1024_gemm():
     assert err["promoted"] < 0.005 and err["plain"] > 5 * err["promoted"]
     # truncation toward zero: the drift only ever shrinks a positive sum
     assert np.all(acc_matmul(x, w, plain) <= exact)
+
+
+def test_gemm_and_recipe_operands_take_format_and_scheme_names():
+    # a Format was accepted but not its name or dtype ('e4m3fn', np.float16), while
+    # StateAdam(state=...) took both: one resolver (format_or_scheme) serves all three
+    from dataclasses import replace
+
+    from floatlab.mixed import Gemm
+
+    gemm = Gemm("E4M3FN", np.float16)
+    assert gemm == Gemm(get_format("e4m3fn"), get_format("fp16"))
+    assert Gemm("mxfp8", None).a == get_scheme("mxfp8")
+    recipe = replace(get_recipe("fp8-delayed"), weights="bf16", weight_grad="mxfp8")
+    assert recipe.weights == get_format("bf16") and recipe.weight_grad == get_scheme("mxfp8")
+    with pytest.raises(ValueError, match=r"Gemm.a: format name 'fp8' is ambiguous.*Say which"):
+        Gemm("fp8", None)
+    with pytest.raises(ValueError, match=r"Gemm.b='mxfp9' is neither a floatlab format nor a "
+                                         r"scheme name\. Did you mean .*'mxfp8'"):
+        Gemm(None, "mxfp9")
+    with pytest.raises(TypeError, match="an operand is a floatlab.Scheme"):
+        Gemm(3, None)

@@ -244,8 +244,8 @@ def recipe_fields(recipe: Any) -> None:
     if recipe.state is not None and not isinstance(recipe.state, dict):
         raise TypeError(f"Recipe: state must be a dict such as {{'exp_avg': 'e4m3fn'}} or None, "
                         f"got {recipe.state!r}")
-    _check_operand(recipe.weight_grad, "Recipe.weight_grad")
-    _check_operand(recipe.weights, "Recipe.weights")
+    for name in ("weight_grad", "weights"):
+        object.__setattr__(recipe, name, _check_operand(getattr(recipe, name), f"Recipe.{name}"))
     if not isinstance(recipe.options, dict):
         raise TypeError(f"Recipe: options must be a dict, got {recipe.options!r}")
 

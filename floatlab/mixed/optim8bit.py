@@ -29,13 +29,12 @@ reads back ``sign(y)·|y|**(1/k)``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format, FormatNameError, get_format
+from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, whole
 from floatlab.mixed.optim import Adam
 from floatlab.mixed.policy import FP32, nbytes
@@ -44,7 +43,7 @@ from floatlab.quant.codebook import Codebook
 from floatlab.quant.elements import _round_scaled, _work_dtype
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scales import block_scales
-from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.quant.scheme import Scheme, format_or_scheme, get_scheme
 
 __all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
@@ -328,20 +327,7 @@ def _spec(spec: Any, key: str) -> Format | Scheme | None:
     if spec is None or isinstance(spec, (Format, Scheme)):
         return spec
     if isinstance(spec, str):
-        try:
-            return get_format(spec)
-        except (ValueError, TypeError) as format_error:
-            try:
-                return get_scheme(spec)
-            except ValueError as scheme_error:
-                if "ambiguous" in str(format_error):  # 'fp8': say which formats it may mean
-                    raise FormatNameError(f"state[{key!r}]: {format_error}") from None
-                close = [m.group(1) for e in (format_error, scheme_error)
-                         if (m := re.search(r"Did you mean (.*?)\?", str(e)))]
-                hint = f" Did you mean {', '.join(close)}?" if close else ""
-                raise FormatNameError(
-                    f"state[{key!r}]={spec!r} is neither a floatlab format nor a scheme "
-                    f"name.{hint} E.g. 'e4m3fn', 'bf16', 'fp8_tensorwise', 'dynamic8'") from None
+        return format_or_scheme(spec, f"state[{key!r}]")
     raise TypeError(f"state[{key!r}] must be a Format, a Scheme, a name or None, got {spec!r}")
 
 

@@ -44,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+import numpy as np
+
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import recipe_fields
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
-from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.quant.scheme import Scheme, format_or_scheme, get_scheme
 
 __all__ = ["Recipe", "Gemm", "TensorScaling", "RowScaling", "Operand", "get_recipe", "recipe_names",
            "RECIPES", "is_tensorwise", "msamp_scheme"]
@@ -165,6 +167,8 @@ def is_tensorwise(spec: Operand) -> bool:
 def _check_operand(spec: Any, where: str) -> Operand:
     if spec is None or isinstance(spec, (Scheme, TensorScaling, RowScaling, Format)):
         return spec
+    if isinstance(spec, (str, type, np.dtype)):  # 'e4m3fn', np.float16, 'mxfp8'
+        return format_or_scheme(spec, where)
     raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a RowScaling, "
                     f"a Format or None (high precision), got {spec!r}")
 
@@ -190,8 +194,8 @@ class Gemm:
     codes: bool = False
 
     def __post_init__(self) -> None:
-        _check_operand(self.a, "Gemm.a")
-        _check_operand(self.b, "Gemm.b")
+        object.__setattr__(self, "a", _check_operand(self.a, "Gemm.a"))
+        object.__setattr__(self, "b", _check_operand(self.b, "Gemm.b"))
         if self.accumulate is not None and not isinstance(self.accumulate, Accumulator):
             raise TypeError(f"Gemm.accumulate must be a floatlab.Accumulator or None, got "
                             f"{self.accumulate!r}")

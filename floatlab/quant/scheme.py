@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format, get_format
+from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.quant.codebook import Codebook, codebook_names, get_codebook
 from floatlab.quant.fixed import FixedPoint
 
-__all__ = ["Scheme", "get_scheme", "scheme_names", "SCALE_FORMATS", "SCALE_ROUNDINGS",
-           "resolve_element"]
+__all__ = ["Scheme", "get_scheme", "format_or_scheme", "scheme_names", "SCALE_FORMATS",
+           "SCALE_ROUNDINGS", "resolve_element"]
 
 SCALE_FORMATS = ("float32", "pow2", "e8m0", "e4m3fn", "bf16", "dq8")
 SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil", "rfloor")
@@ -334,6 +335,32 @@ def _presets() -> dict[str, Scheme]:
     if _PRESETS is None:
         _PRESETS = _build_presets()
     return _PRESETS
+
+
+def format_or_scheme(name: Any, where: str) -> Format | Scheme:
+    """What a name means where a format or a scheme may go (an optimizer state, a recipe's GEMM
+    operand): a format (any name or dtype :func:`get_format` reads), else a scheme preset. An
+    ambiguous format name keeps its candidates; an unknown one both resolvers' close names.
+
+    >>> format_or_scheme("E4M3FN", "x").name, format_or_scheme("mxfp8", "x").name
+    ('float8_e4m3fn', 'mxfp8_e4m3')
+    """
+    try:
+        return get_format(name)
+    except (ValueError, TypeError) as format_error:
+        if not isinstance(name, str):
+            raise type(format_error)(f"{where}: {format_error}") from None
+        try:
+            return get_scheme(name)
+        except ValueError as scheme_error:
+            if "ambiguous" in str(format_error):  # 'fp8': say which formats it may mean
+                raise FormatNameError(f"{where}: {format_error}") from None
+            close = [m.group(1) for e in (format_error, scheme_error)
+                     if (m := re.search(r"Did you mean (.*?)\?", str(e)))]
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise FormatNameError(
+                f"{where}={name!r} is neither a floatlab format nor a scheme name.{hint} "
+                "E.g. 'e4m3fn', 'bf16', 'fp8_tensorwise', 'dynamic8'") from None
 
 
 def get_scheme(scheme: str | Scheme) -> Scheme:
