@@ -525,18 +525,17 @@ RECIPES: dict[str, Callable[..., Recipe]] = {
     "msamp-O3": _msamp(3),
 }
 
-_OPTION_HELP = {
-    "scale_rounding": "an option of the MX recipes ('mxfp8', 'mxfp4'), whose E8M0 block scales "
-                      "are rounded; per-tensor FP8 scales are float32",
-    "stochastic_rounding": "an NVFP4 switch ('nvfp4')",
-    "hadamard": "an NVFP4 switch ('nvfp4')",
-    "two_d_weights": "an NVFP4 switch ('nvfp4')",
-    "history_len": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
-                   "'transformer-engine')",
-    "amax_compute_algo": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
-                         "'transformer-engine')",
-    "promote_every": "an option of 'deepseek-fp8'",
-}
+# What a misplaced option is for, beyond the recipes that take it (read from their builders).
+_OPTION_NOTES = {"scale_rounding": " (MX: E8M0 block scales; per-tensor FP8 scales are float32)"}
+
+
+def _option_home(option: str) -> str:
+    import inspect
+
+    homes = [k for k, b in RECIPES.items() if option in inspect.signature(b).parameters]
+    if not homes:
+        return "not an option of any recipe"
+    return f"an option of {', '.join(map(repr, homes))}{_OPTION_NOTES.get(option, '')}"
 
 
 def recipe_names() -> list[str]:
@@ -574,7 +573,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     >>> get_recipe("fp8-current", scale_rounding="rceil")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: scale_rounding does not apply to recipe 'fp8-current': it is an option of the MX...
+    ValueError: scale_rounding does not apply to recipe 'fp8-current': it is an option of 'mx...
     """
     if isinstance(name, Recipe):
         if options:
@@ -594,7 +593,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     accepted = set(inspect.signature(builder).parameters)
     for option in options:
         if option not in accepted:
-            why = _OPTION_HELP.get(option, "not an option of any recipe")
+            why = _option_home(option)
             takes = ", ".join(sorted(accepted)) or "no options"
             raise ValueError(f"{option} does not apply to recipe {key!r}: it is {why}. "
                              f"{key!r} takes {takes}")
