@@ -766,7 +766,7 @@ def test_prime_copies_checks_params_and_resolves_the_format():
     (dict(name=1), TypeError, "Recipe: name must be a str, got 1"),
     (dict(scaler="bogus"), ValueError, "Recipe: scaler='bogus'; use None or 'dynamic'"),
     (dict(state="x"), TypeError, "Recipe: state must be a dict"),
-    (dict(weight_grad="e4m3fn"), TypeError, "Recipe.weight_grad: an operand is a floatlab"),
+    (dict(weight_grad=3), TypeError, "Recipe.weight_grad: an operand is a floatlab"),
 ])
 def test_recipe_built_by_hand_is_checked(change, error, match):
     g = fm.Gemm()

@@ -400,3 +400,31 @@ def test_hand_assigned_float64_gradients_update_as_float32_ones(make):
             opt.step()
         out.append((w.data.tobytes(), b.data.tobytes(), w.data.dtype))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("spelling, mode", [
+    ("sr", "stochastic"), ("Stochastic", "stochastic"), ("rne", "nearest_even"),
+    ("nearest-even", "nearest_even")])
+def test_update_rounding_takes_the_spellings_of_every_rounding_argument(spelling, mode):
+    # floatlab.round, Scheme, Accumulator and Trainer(rounding=) take "sr" and "RNE": so do
+    # the optimizers (they refused every alias), through the same table
+    assert SGD([parameter([1.0])], lr=0.1, update_rounding=spelling).update_rounding == mode
+    assert Adam([parameter([1.0])], update_rounding=spelling).update_rounding == mode
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    ("bogus", ValueError, r"update_rounding: unknown rounding mode 'bogus'; use one of "
+                          r"nearest_even, nearest_away"),
+    (None, TypeError, r"update_rounding: rounding must be one string"),
+    ("rtz", ValueError, r"update_rounding='rtz' is 'toward_zero': the optimizers round "
+                        r"w \+ update to nearest even or stochastically"),
+    ("sr", ValueError, "choose one remedy"),  # with kahan=True
+])
+def test_trainer_checks_update_rounding_up_front_as_the_optimizers(bad, error, match):
+    from floatlab.mixed import Trainer
+
+    kahan = bad == "sr"
+    with pytest.raises(error, match=match):
+        SGD([parameter([1.0])], lr=0.1, update_rounding=bad, kahan=kahan)
+    with pytest.raises(error, match=match):  # was accepted, then failed at fit()
+        Trainer("bf16-true", update_rounding=bad, kahan=kahan)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -56,12 +57,22 @@ def test_apex_levels_cap_the_scale_torch_does_not():
     assert get_policy("16-mixed").scaler_max is None
 
 
-@pytest.mark.parametrize("alias", list(LEGACY_ALIASES))
+@pytest.mark.parametrize("alias", [16, "16", "bf16"])
 def test_legacy_aliases_mean_the_same_and_say_they_are_legacy(alias):
     with pytest.warns(UserWarning, match="legacy alias") as record:
         p = get_policy(alias)
     assert LEGACY_ALIASES[alias] in str(record[0].message)
     assert p == get_policy(LEGACY_ALIASES[alias])
+
+
+@pytest.mark.parametrize("alias", [32, 64, "32", "64"])
+def test_legacy_32_and_64_are_silent_as_in_lightning(alias):
+    # lightning.fabric.connector._convert_precision_to_unified_args warns only when
+    # str(precision)[:2] is not "32" or "64": the 16 and bf16 aliases, not these
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_policy(alias) == get_policy(LEGACY_ALIASES[alias])
+    assert set(LEGACY_ALIASES) == {16, 32, 64, "16", "32", "64", "bf16"}  # Lightning's list
 
 
 @pytest.mark.parametrize("bad", ["16-mix", "fp16-mixed-ish", "17-true", "mixed", ""])
@@ -346,3 +357,31 @@ def test_every_op_the_lab_models_call_is_in_lab_ops(monkeypatch, precision):
     assert all(op in text for op in fm.LAB_OPS)          # describe() names every op
     assert "matmul / linear / bmm inputs" in text
     assert re.search(r"layer_norm, [^\n]*\n[^\n]*mse_loss[^\n]* +float32", text)  # a wrapped row
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("16-Mixed", "16-mixed"), ("BF16-MIXED", "bf16-mixed"), ("BF16-mixed", "bf16-mixed"),
+    (" 64-TRUE ", "64-true"), ("Float8_E5M2-Mixed", "float8_e5m2-mixed"),
+    ("MXFP8", "mxfp8"), ("o2", "O2")])
+def test_precision_names_are_case_insensitive_throughout(spelling, name):
+    # recipe names, Apex levels and format names were case-insensitive, but "16-Mixed" was
+    # refused and "BF16-mixed" became a policy of another name ("bfloat16-mixed")
+    assert get_policy(spelling).name == name
+    assert get_policy(spelling) == get_policy(name)
+
+
+def test_a_legacy_alias_in_capitals_is_the_alias():
+    with pytest.warns(UserWarning, match=r"precision='BF16' is a legacy alias .* 'bf16-mixed'"):
+        assert get_policy("BF16") == get_policy("bf16-mixed")
+
+
+def test_numpy_integer_precisions_are_the_int_aliases_as_in_lightning():
+    # Lightning checks `precision in supported_precision`, which np.int64(32) == 32 passes;
+    # floatlab refused numpy integers as "not a string"
+    assert get_policy(np.int64(32)) == get_policy(32)
+    with pytest.warns(UserWarning, match="precision=16 is a legacy alias"):
+        assert get_policy(np.int32(16)) == get_policy("16-mixed")
+    with pytest.raises(ValueError, match="precision=8 is not a known bit width"):
+        get_policy(np.int8(8))
+    with pytest.raises(TypeError, match="precision must be a string"):
+        get_policy(np.True_)

@@ -4,6 +4,8 @@ dynamic map, compare(workers=N) equal to the serial run."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -216,6 +218,20 @@ def test_names_and_errors():
         get_recipe("mxfp8", scale_rounding="up")
     assert get_policy("transformer-engine-float16").scaler == "dynamic"
     assert get_policy("Transformer-Engine").recipe.name == "transformer-engine"
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("fp8_delayed", "fp8-delayed"), ("FP8_Rowwise_GW_HP", "fp8-rowwise-gw-hp"),
+    ("msamp_o2", "msamp-O2"), (" deepseek_fp8 ", "deepseek-fp8")])
+def test_recipe_names_take_underscores_as_format_and_scheme_names_do(spelling, name):
+    # get_format("float8-e4m3fn") and get_scheme("mxfp8-e4m3") read '-' and '_' alike; recipe
+    # names refused "fp8_delayed" (get_recipe, get_policy, Trainer, compare, the CLI)
+    assert get_recipe(spelling).name == name
+    assert get_policy(spelling).name == name
+    assert get_policy("fp8_delayed", recipe_options={"margin": 1}).recipe.name == "fp8-delayed"
+    with pytest.raises(ValueError, match=r"unknown recipe 'fp8__delay'\. Did you mean "
+                                         r"'fp8-delayed'"):
+        get_recipe("fp8__delay")
 
 
 def _dynamic_reference(values: np.ndarray, signed: bool, block: int = 256) -> np.ndarray:
@@ -437,3 +453,43 @@ def test_deepseek_promotion_removes_the_drift_of_a_k_1024_gemm():
     assert err["promoted"] < 0.005 and err["plain"] > 5 * err["promoted"]
     # truncation toward zero: the drift only ever shrinks a positive sum
     assert np.all(acc_matmul(x, w, plain) <= exact)
+
+
+def test_gemm_and_recipe_operands_take_format_and_scheme_names():
+    # a Format was accepted but not its name or dtype ('e4m3fn', np.float16), while
+    # StateAdam(state=...) took both: one resolver (format_or_scheme) serves all three
+    from dataclasses import replace
+
+    from floatlab.mixed import Gemm
+
+    gemm = Gemm("E4M3FN", np.float16)
+    assert gemm == Gemm(get_format("e4m3fn"), get_format("fp16"))
+    assert Gemm("mxfp8", None).a == get_scheme("mxfp8")
+    recipe = replace(get_recipe("fp8-delayed"), weights="bf16", weight_grad="mxfp8")
+    assert recipe.weights == get_format("bf16") and recipe.weight_grad == get_scheme("mxfp8")
+    with pytest.raises(ValueError, match=r"Gemm.a: format name 'fp8' is ambiguous.*Say which"):
+        Gemm("fp8", None)
+    with pytest.raises(ValueError, match=r"Gemm.b='mxfp9' is neither a floatlab format nor a "
+                                         r"scheme name\. Did you mean .*'mxfp8'"):
+        Gemm(None, "mxfp9")
+    with pytest.raises(TypeError, match="an operand is a floatlab.Scheme"):
+        Gemm(3, None)
+
+
+@pytest.mark.parametrize("recipe, option, homes", [
+    ("mxfp4", "fp8_format", "'fp8-delayed', 'fp8-current', 'fp8-e4m3', 'transformer-engine', "
+                            "'transformer-engine-float16'"),
+    ("fp8-delayed", "backward", "'mxfp4'"),
+    ("nvfp4", "margin", "'fp8-delayed', 'fp8-current'"),
+    ("mxfp8", "block_fma", "'deepseek-fp8'"),
+    ("fp8-current", "history_len", "'fp8-delayed', 'fp8-e4m3', 'transformer-engine', "
+                                   "'transformer-engine-float16'")])
+def test_a_misplaced_recipe_option_names_the_recipes_that_take_it(recipe, option, homes):
+    # a hand-kept table missed fp8_format, margin, backward, accumulator_bits and block_fma
+    # ("it is not an option of any recipe") and listed history_len's recipes without
+    # transformer-engine-float16: the homes are now read from the builders
+    with pytest.raises(ValueError, match=f"{option} does not apply to recipe '{recipe}': it is "
+                                         f"an option of {re.escape(homes)}"):
+        get_recipe(recipe, **{option: 1})
+    with pytest.raises(ValueError, match="it is not an option of any recipe"):
+        get_recipe(recipe, bogus=1)

@@ -138,3 +138,17 @@ def test_a_stochastic_moment_scheme_follows_the_seed():
         return w.data.copy()
     assert np.array_equal(run(0), run(0))
     assert not np.array_equal(run(0), run(1))
+
+
+@pytest.mark.parametrize("name, match", [
+    ("fp8", r"state\['exp_avg'\]: format name 'fp8' is ambiguous.*Say which one: "
+            r"float8_e4m3fn \(max 448\)"),
+    ("fp17", r"state\['exp_avg'\]='fp17' is neither a floatlab format nor a scheme name\. "
+             r"Did you mean 'fp16'.*\? E\.g\. 'e4m3fn'"),
+    ("mxfp9", r"neither a floatlab format nor a scheme name\. Did you mean .*'mxfp8'"),
+])
+def test_state_names_keep_the_candidates_and_close_matches_of_the_resolvers(name, match):
+    # the format error (its candidates for an ambiguous name, its close matches) was dropped
+    # for one fixed sentence; it is a FormatNameError, as unknown names are everywhere
+    with pytest.raises(floatlab.FormatNameError, match=match):
+        StateAdam([parameter(np.ones(4))], state={"exp_avg": name})

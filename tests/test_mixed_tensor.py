@@ -557,3 +557,20 @@ def test_a_graph_result_pickles_as_a_leaf_as_torch_does():
     with no_grad():
         plain = w * 2.0                         # no graph: pickled as it is
     assert pickle.loads(pickle.dumps(plain)).data.tolist() == [2.0, 4.0]
+
+
+def test_quantize_reads_a_rounding_alias_as_the_mode_it_names():
+    # rounding="sr" skipped the scope's seeded generator (the check compared the raw string
+    # with "stochastic") and drew fresh entropy: not reproducible; "" fell back to the policy
+    x = np.full(64, 1 / 3)
+
+    def run(mode):
+        with use_precision("32-true", rng=0):
+            return quantize(x, "bf16", rounding=mode)
+
+    assert np.array_equal(run("sr"), run("stochastic"))
+    assert np.array_equal(run("SR"), run("stochastic"))
+    with use_precision("32-true"), pytest.raises(ValueError, match="unknown rounding mode ''"):
+        quantize(x, "bf16", rounding="")
+    with use_precision("32-true"), pytest.raises(TypeError, match="rounding must be one string"):
+        quantize(x, "bf16", rounding=1)

@@ -462,3 +462,24 @@ def test_bad_input_gets_clear_errors():
 def test_integer_inputs_up_to_2_53_are_exact():
     x = np.array([2**53, -(2**52), 7], dtype=np.int64)
     assert quantize(x, "fp8_tensorwise").scales.shape == (1,)
+
+
+@pytest.mark.parametrize("spelling, key", [
+    ("E8M0", "e8m0"), ("float8_e8m0fnu", "e8m0"), (get_format("e8m0"), "e8m0"),
+    ("fp32", "float32"), (np.float32, "float32"), (np.dtype("float32"), "float32"),
+    ("bfloat16", "bf16"), ("float8_e4m3fn", "e4m3fn"), ("POW2", "pow2")])
+def test_scheme_scale_takes_every_name_of_its_formats(spelling, key):
+    # the scale formats are formats: "fp32", "E8M0", a Format or np.float32 were refused as
+    # "unknown scale format" while every other format argument takes them
+    scheme = Scheme("e4m3fn", scale=spelling)
+    assert scheme.scale == key and scheme == Scheme("e4m3fn", scale=key)
+
+
+@pytest.mark.parametrize("scale, match", [
+    ("fp16", r"unknown scale format 'fp16'\. Did you mean 'bf16'\? Use one of float32, "
+             r"pow2, e8m0, e4m3fn, bf16, dq8"),
+    ("e4m3", r"unknown scale format 'e4m3'\. Did you mean 'e4m3fn'"),
+    (None, r"unknown scale format None\. Use one of")])
+def test_scheme_scale_refuses_other_formats_by_name(scale, match):
+    with pytest.raises(ValueError, match=match):
+        Scheme("e4m3fn", scale=scale)

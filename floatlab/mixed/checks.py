@@ -22,7 +22,7 @@ import numpy as np
 from floatlab._validate import resolve_rng
 
 __all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit",
-           "AxisRangeError", "RepeatedAxisError"]
+           "update_rounding", "AxisRangeError", "RepeatedAxisError"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -81,6 +81,29 @@ def flag(name: str, value: Any) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def update_rounding(value: Any, kahan: bool = False) -> str:
+    """An optimizer's ``update_rounding``, resolved by :func:`floatlab.round`'s own table (the
+    same spellings and aliases as every ``rounding=``: "sr", "RNE", ...) to "nearest_even" or
+    "stochastic", the two the optimizers offer; stochastic updates exclude ``kahan``.
+
+    >>> update_rounding("sr")
+    'stochastic'
+    """
+    from floatlab.rounding import _resolve_mode
+
+    try:
+        mode = _resolve_mode(value)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"update_rounding: {error}") from None
+    if mode not in ("nearest_even", "stochastic"):
+        raise ValueError(f"update_rounding={value!r} is {mode!r}: the optimizers round "
+                         "w + update to nearest even or stochastically; use 'nearest_even' "
+                         "or 'stochastic'")
+    if mode == "stochastic" and kahan:
+        raise ValueError("choose one remedy: update_rounding='stochastic' or kahan=True")
+    return mode
 
 
 def seed(name: str, value: Any) -> np.random.Generator:
@@ -221,8 +244,8 @@ def recipe_fields(recipe: Any) -> None:
     if recipe.state is not None and not isinstance(recipe.state, dict):
         raise TypeError(f"Recipe: state must be a dict such as {{'exp_avg': 'e4m3fn'}} or None, "
                         f"got {recipe.state!r}")
-    _check_operand(recipe.weight_grad, "Recipe.weight_grad")
-    _check_operand(recipe.weights, "Recipe.weights")
+    for name in ("weight_grad", "weights"):
+        object.__setattr__(recipe, name, _check_operand(getattr(recipe, name), f"Recipe.{name}"))
     if not isinstance(recipe.options, dict):
         raise TypeError(f"Recipe: options must be a dict, got {recipe.options!r}")
 

@@ -31,6 +31,7 @@ import numpy as np
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.checks import seed as seed_rng
+from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.gemm import _prime_copies
 from floatlab.mixed.opmath import axpy, fma32, scale
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
@@ -38,9 +39,6 @@ from floatlab.mixed.scope import _scope
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
 __all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
-
-_UPDATE_ROUNDINGS = ("nearest_even", "stochastic")
-
 
 @dataclass(frozen=True)
 class UpdateReport:
@@ -106,7 +104,8 @@ class Optimizer:
         is accepted and left alone while its ``.grad`` is None, as in torch.optim.
     state_format : format of the optimizer state; default: the active policy's optimizer-state
         format if it names one, else each parameter's own format.
-    update_rounding : "nearest_even" or "stochastic" rounding of ``w + update``.
+    update_rounding : "nearest_even" or "stochastic" rounding of ``w + update`` (or an alias of
+        floatlab.round's, such as "rne" or "sr").
     kahan : keep a compensation buffer (in the weights' format) that carries the part of each
         update the rounding lost into the next step.
     seed : seed of the generator for stochastic updates.
@@ -163,11 +162,7 @@ class Optimizer:
                                  "from, or t.detach() wrapped by floatlab.mixed.parameter()")
         if len({id(p) for p in self.params}) != len(self.params):
             raise ValueError(f"{type(self).__name__}: a parameter appears twice in params")
-        if update_rounding not in _UPDATE_ROUNDINGS:
-            raise ValueError(f"update_rounding={update_rounding!r}: use one of "
-                             f"{', '.join(_UPDATE_ROUNDINGS)}")
-        if update_rounding == "stochastic" and kahan:
-            raise ValueError("choose one remedy: update_rounding='stochastic' or kahan=True")
+        update_rounding = check_update_rounding(update_rounding, kahan)
         policy = active_policy()
         self.state_format = (get_format(state_format) if state_format is not None
                              else policy.optimizer_state)

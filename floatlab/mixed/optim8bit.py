@@ -43,7 +43,7 @@ from floatlab.quant.codebook import Codebook
 from floatlab.quant.elements import _round_scaled, _work_dtype
 from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scales import block_scales
-from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.quant.scheme import Scheme, format_or_scheme, get_scheme
 
 __all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
@@ -327,15 +327,7 @@ def _spec(spec: Any, key: str) -> Format | Scheme | None:
     if spec is None or isinstance(spec, (Format, Scheme)):
         return spec
     if isinstance(spec, str):
-        try:
-            return get_format(spec)
-        except Exception:
-            try:
-                return get_scheme(spec)
-            except ValueError:
-                raise ValueError(f"state[{key!r}]={spec!r} is neither a floatlab format nor a "
-                                 "scheme name (e.g. 'e4m3fn', 'bf16', 'fp8_tensorwise', "
-                                 "'dynamic8')") from None
+        return format_or_scheme(spec, f"state[{key!r}]")
     raise TypeError(f"state[{key!r}] must be a Format, a Scheme, a name or None, got {spec!r}")
 
 

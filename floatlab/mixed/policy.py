@@ -53,7 +53,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.mixed.autocast import DEVICES, check_device, op_kind, ops_of_kind
 from floatlab.mixed.checks import policy_fields
-from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe
+from floatlab.mixed.recipe import RECIPES, Recipe, get_recipe, recipe_key
 from floatlab.promotion import contains, widest  # noqa: F401 - re-exported (policy API)
 
 __all__ = [
@@ -114,7 +114,7 @@ PRECISIONS: dict[str, str] = {
     "O3": "Apex O3: pure float16, loss scale 1",
 }
 
-#: Lightning's legacy aliases (still accepted by Lightning, which discourages them).
+#: Lightning's legacy aliases (still accepted by Lightning, which warns for 16 and "bf16" only).
 LEGACY_ALIASES: dict[Any, str] = {
     64: "64-true", 32: "32-true", 16: "16-mixed",
     "64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed",
@@ -414,9 +414,6 @@ def _builtin(name: str) -> Policy:
     raise AssertionError(name)
 
 
-_RECIPE_KEYS = {name.lower(): name for name in RECIPES}
-
-
 def _valid_list() -> str:
     legacy = ", ".join(repr(k) for k in LEGACY_ALIASES)
     return (
@@ -432,31 +429,36 @@ def _resolve_name(precision: Any) -> Policy:
         return precision
     if isinstance(precision, Recipe):
         return Policy.from_recipe(precision)
-    if isinstance(precision, str) and precision.strip().lower() in _RECIPE_KEYS:
-        return Policy.from_recipe(_RECIPE_KEYS[precision.strip().lower()])
+    if isinstance(precision, str) and recipe_key(precision) is not None:
+        return Policy.from_recipe(recipe_key(precision))
+    if isinstance(precision, np.integer):  # Lightning's `precision in (..., 16)` takes them
+        precision = int(precision)
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
         raise TypeError(f"precision must be a string such as '16-mixed' or a Policy, "
                         f"got {precision!r}; {_valid_list()}")
-    if precision in LEGACY_ALIASES:
-        target = LEGACY_ALIASES[precision]
-        warnings.warn(
-            f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
-            f"discourages it); it means {target!r}: write that instead",
-            UserWarning, stacklevel=3,
-        )
+    # case-insensitive, as recipe, Apex and format names are: "16-Mixed" is "16-mixed"
+    lookup = precision.strip().lower() if isinstance(precision, str) else precision
+    if lookup in LEGACY_ALIASES:
+        target = LEGACY_ALIASES[lookup]
+        if target not in ("32-true", "64-true"):  # Lightning warns for 16 and bf16 only
+            warnings.warn(
+                f"precision={precision!r} is a legacy alias (Lightning still accepts it but "
+                f"discourages it); it means {target!r}: write that instead",
+                UserWarning, stacklevel=3,
+            )
         return _builtin(target)
     if isinstance(precision, int):
         raise ValueError(f"precision={precision!r} is not a known bit width; {_valid_list()}")
     key = precision.strip()
-    if key in PRECISIONS:
-        return _builtin(key)
+    if lookup in PRECISIONS:
+        return _builtin(lookup)
     if key.upper() in ("O0", "O1", "O2", "O3"):
         return _builtin(key.upper())
     if key in ("00", "01", "02", "03"):
         raise ValueError(f"precision={precision!r}: Apex opt levels start with the letter O "
                          f"('O{key[1]}'), not zero")
     for suffix, build in (("-mixed", Policy.mixed), ("-true", Policy.true)):
-        if key.endswith(suffix):
+        if lookup.endswith(suffix):
             try:
                 return build(key[: -len(suffix)])
             except FormatNameError as err:
@@ -530,10 +532,10 @@ def get_policy(
                         f"'rceil'}}, got {recipe_options!r}")
     if recipe_options:
         name = precision.strip() if isinstance(precision, str) else None
-        if name is None or name.lower() not in _RECIPE_KEYS:
+        if name is None or recipe_key(name) is None:
             raise ValueError(f"recipe_options={recipe_options!r} need a recipe name as the "
                              f"precision ({', '.join(map(repr, RECIPES))}), got {precision!r}")
-        policy = Policy.from_recipe(_RECIPE_KEYS[name.lower()], **recipe_options)
+        policy = Policy.from_recipe(recipe_key(name), **recipe_options)
         shown = ", ".join(f"{k}={v}" for k, v in recipe_options.items())
         policy = replace(policy, name=f"{policy.name} ({shown})")
     else:

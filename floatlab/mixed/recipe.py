@@ -44,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+import numpy as np
+
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import recipe_fields
 from floatlab.quant.delayed import AMAX_COMPUTE_ALGOS
-from floatlab.quant.scheme import Scheme, get_scheme
+from floatlab.quant.scheme import Scheme, format_or_scheme, get_scheme
 
 __all__ = ["Recipe", "Gemm", "TensorScaling", "RowScaling", "Operand", "get_recipe", "recipe_names",
            "RECIPES", "is_tensorwise", "msamp_scheme"]
@@ -165,6 +167,8 @@ def is_tensorwise(spec: Operand) -> bool:
 def _check_operand(spec: Any, where: str) -> Operand:
     if spec is None or isinstance(spec, (Scheme, TensorScaling, RowScaling, Format)):
         return spec
+    if isinstance(spec, (str, type, np.dtype)):  # 'e4m3fn', np.float16, 'mxfp8'
+        return format_or_scheme(spec, where)
     raise TypeError(f"{where}: an operand is a floatlab.Scheme, a TensorScaling, a RowScaling, "
                     f"a Format or None (high precision), got {spec!r}")
 
@@ -190,8 +194,8 @@ class Gemm:
     codes: bool = False
 
     def __post_init__(self) -> None:
-        _check_operand(self.a, "Gemm.a")
-        _check_operand(self.b, "Gemm.b")
+        object.__setattr__(self, "a", _check_operand(self.a, "Gemm.a"))
+        object.__setattr__(self, "b", _check_operand(self.b, "Gemm.b"))
         if self.accumulate is not None and not isinstance(self.accumulate, Accumulator):
             raise TypeError(f"Gemm.accumulate must be a floatlab.Accumulator or None, got "
                             f"{self.accumulate!r}")
@@ -521,18 +525,17 @@ RECIPES: dict[str, Callable[..., Recipe]] = {
     "msamp-O3": _msamp(3),
 }
 
-_OPTION_HELP = {
-    "scale_rounding": "an option of the MX recipes ('mxfp8', 'mxfp4'), whose E8M0 block scales "
-                      "are rounded; per-tensor FP8 scales are float32",
-    "stochastic_rounding": "an NVFP4 switch ('nvfp4')",
-    "hadamard": "an NVFP4 switch ('nvfp4')",
-    "two_d_weights": "an NVFP4 switch ('nvfp4')",
-    "history_len": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
-                   "'transformer-engine')",
-    "amax_compute_algo": "an option of delayed scaling ('fp8-delayed', 'fp8-e4m3', "
-                         "'transformer-engine')",
-    "promote_every": "an option of 'deepseek-fp8'",
-}
+# What a misplaced option is for, beyond the recipes that take it (read from their builders).
+_OPTION_NOTES = {"scale_rounding": " (MX: E8M0 block scales; per-tensor FP8 scales are float32)"}
+
+
+def _option_home(option: str) -> str:
+    import inspect
+
+    homes = [k for k, b in RECIPES.items() if option in inspect.signature(b).parameters]
+    if not homes:
+        return "not an option of any recipe"
+    return f"an option of {', '.join(map(repr, homes))}{_OPTION_NOTES.get(option, '')}"
 
 
 def recipe_names() -> list[str]:
@@ -542,6 +545,13 @@ def recipe_names() -> list[str]:
     ['fp8-delayed', 'fp8-current', 'fp8-e4m3']
     """
     return list(RECIPES)
+
+
+def recipe_key(name: str) -> str | None:
+    """The registered recipe ``name`` spells (any case, '_' for '-', as format and scheme
+    names), or None: ``recipe_key("FP8_Delayed")`` is 'fp8-delayed'."""
+    key = name.strip().lower().replace("_", "-")
+    return next((k for k in RECIPES if k.lower() == key), None)
 
 
 def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
@@ -563,7 +573,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     >>> get_recipe("fp8-current", scale_rounding="rceil")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: scale_rounding does not apply to recipe 'fp8-current': it is an option of the MX...
+    ValueError: scale_rounding does not apply to recipe 'fp8-current': it is an option of 'mx...
     """
     if isinstance(name, Recipe):
         if options:
@@ -573,10 +583,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     if not isinstance(name, str):
         raise TypeError(f"recipe must be a name such as 'fp8-delayed' or a Recipe, got {name!r}")
     key = name.strip()
-    builder = RECIPES.get(key)
-    if builder is None:
-        lowered = {k.lower(): k for k in RECIPES}
-        builder = RECIPES.get(lowered.get(key.lower(), ""))
+    builder = RECIPES.get(recipe_key(key) or "")
     if builder is None:
         close = difflib.get_close_matches(key, list(RECIPES), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -586,7 +593,7 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
     accepted = set(inspect.signature(builder).parameters)
     for option in options:
         if option not in accepted:
-            why = _OPTION_HELP.get(option, "not an option of any recipe")
+            why = _option_home(option)
             takes = ", ".join(sorted(accepted)) or "no options"
             raise ValueError(f"{option} does not apply to recipe {key!r}: it is {why}. "
                              f"{key!r} takes {takes}")

@@ -26,6 +26,7 @@ from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.policy import Policy, get_policy, is_identity, storage_dtype
 from floatlab.mixed.telemetry import StepStats
+from floatlab.rounding import _resolve_mode
 from floatlab.rounding import round as _round
 
 __all__ = ["quantize", "use_precision", "no_grad", "recording", "active_policy"]
@@ -148,6 +149,8 @@ def quantize(
     scope = _scope()
     if not isinstance(fmt, Format):  # the ops pass Formats; a name is resolved (or refused)
         fmt = get_format(fmt)
+    if rounding is not None:  # an alias ("sr") is the mode it names, "" is refused
+        rounding = _resolve_mode(rounding)
     if not hasattr(values, "dtype"):  # lists, numbers: checked as every array input is
         values = as_float_array(values, name="quantize: values")
     _, dtype, exact32, exact64 = _plan(fmt)
@@ -156,7 +159,7 @@ def quantize(
         out = values if vdtype is dtype else values.astype(dtype)
     else:
         policy = scope.policy
-        rounding = rounding or policy.rounding
+        rounding = policy.rounding if rounding is None else rounding
         if rounding == "stochastic" and rng is None:
             rng = scope.rng or _FALLBACK_RNG
         # floatlab.round warns about an rng passed with a deterministic mode: only hand it on

@@ -29,6 +29,7 @@ from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, number, whole
+from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History
 from floatlab.mixed.models import Transformer
@@ -261,6 +262,7 @@ class Trainer:
         self.fused = flag("fused", fused)
         progress, telemetry = flag("progress", progress), flag("telemetry", telemetry)
         kahan = flag("kahan", kahan)
+        update_rounding = check_update_rounding(update_rounding, kahan)
         self.optimizer_name = optimizer
         self.lr = lr if lr is not None else (1e-2 if optimizer == "sgd" else 1e-3)
         self.momentum, self.weight_decay, self.betas, self.eps = momentum, weight_decay, betas, eps

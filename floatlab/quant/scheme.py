@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from floatlab.formats import Format, get_format
+from floatlab.formats import Format, FormatNameError, get_format
 from floatlab.quant.codebook import Codebook, codebook_names, get_codebook
 from floatlab.quant.fixed import FixedPoint
 
-__all__ = ["Scheme", "get_scheme", "scheme_names", "SCALE_FORMATS", "SCALE_ROUNDINGS",
-           "resolve_element"]
+__all__ = ["Scheme", "get_scheme", "format_or_scheme", "scheme_names", "SCALE_FORMATS",
+           "SCALE_ROUNDINGS", "resolve_element"]
 
 SCALE_FORMATS = ("float32", "pow2", "e8m0", "e4m3fn", "bf16", "dq8")
 SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil", "rfloor")
@@ -36,6 +37,30 @@ _SCALE_BITS = {"float32": 32, "pow2": 32, "e8m0": 8, "e4m3fn": 8, "bf16": 16, "d
 _SCALE_FORMAT_NAMES = {"float32": "float32", "pow2": "float32", "e8m0": "float8_e8m0fnu",
                        "e4m3fn": "float8_e4m3fn", "bf16": "bfloat16", "dq8": "float32"}
 _NAMED_BLOCKS = ("tensor", "row", "column")
+
+
+def _scale_key(scale: Any) -> str:
+    """The SCALE_FORMATS key of ``scale``: a key, or any spelling get_format reads of the
+    float32 / e8m0 / e4m3fn / bf16 scale formats ("fp32", "E8M0", a Format, np.float32)."""
+    if isinstance(scale, str) and scale in SCALE_FORMATS:
+        return scale
+    key = scale.strip().lower() if isinstance(scale, str) else None
+    if key in ("pow2", "dq8"):  # rules over float32, not format names
+        return key
+    try:
+        fmt = get_format(scale)
+    except (TypeError, ValueError):  # unknown, ambiguous ('e4m3'), not a format
+        fmt = None
+    for name in ("float32", "e8m0", "e4m3fn", "bf16"):
+        if fmt is not None and fmt == get_format(_SCALE_FORMAT_NAMES[name]):
+            return name
+    close = difflib.get_close_matches(str(key or scale), SCALE_FORMATS, n=2, cutoff=0.4)
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ValueError(f"unknown scale format {scale!r}.{hint} Use one of "
+                     f"{', '.join(SCALE_FORMATS)} (or another name of float32, e8m0, e4m3fn, "
+                     "bf16, e.g. 'fp32' or a Format)")
+
+
 DQ8_BLOCK = 256  # QLoRA's double quantisation: the absmax values in blocks of 256
 
 
@@ -106,7 +131,8 @@ class Scheme:
         the last axis), "column" (one per index of the last axis), an int ``b`` (1-D blocks of
         ``b`` along ``axis``) or a 2-D tile ``(r, c)`` over the last two axes. Ragged edges are
         padded logically with zeros (a shorter last block, scaled by its own amax).
-    scale : "float32", "pow2" (float32 powers of two), "e8m0", "e4m3fn", "bf16", or "dq8"
+    scale : "float32", "pow2" (float32 powers of two), "e8m0", "e4m3fn", "bf16" (or any
+        name, Format or dtype of these four, e.g. "fp32"), or "dq8"
         (QLoRA's double quantisation: float32 absmax values, stored as 8-bit dynamic-map codes
         in blocks of 256 after subtracting their mean). As in bitsandbytes, dq8 with int
         blocks blocks the flattened tensor (C order, the last block partial; one scale per
@@ -144,11 +170,7 @@ class Scheme:
     def __post_init__(self) -> None:
         object.__setattr__(self, "element", resolve_element(self.element))
         object.__setattr__(self, "block", _check_block(self.block))
-        if not isinstance(self.scale, str) or self.scale not in SCALE_FORMATS:
-            close = difflib.get_close_matches(str(self.scale), SCALE_FORMATS, n=2, cutoff=0.4)
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise ValueError(f"unknown scale format {self.scale!r}.{hint} Use one of "
-                             f"{', '.join(SCALE_FORMATS)}")
+        object.__setattr__(self, "scale", _scale_key(self.scale))
         if self.scale_rounding not in SCALE_ROUNDINGS:
             raise ValueError(f"unknown scale_rounding {self.scale_rounding!r}; use one of "
                              f"{', '.join(SCALE_ROUNDINGS)}")
@@ -313,6 +335,32 @@ def _presets() -> dict[str, Scheme]:
     if _PRESETS is None:
         _PRESETS = _build_presets()
     return _PRESETS
+
+
+def format_or_scheme(name: Any, where: str) -> Format | Scheme:
+    """What a name means where a format or a scheme may go (an optimizer state, a recipe's GEMM
+    operand): a format (any name or dtype :func:`get_format` reads), else a scheme preset. An
+    ambiguous format name keeps its candidates; an unknown one both resolvers' close names.
+
+    >>> format_or_scheme("E4M3FN", "x").name, format_or_scheme("mxfp8", "x").name
+    ('float8_e4m3fn', 'mxfp8_e4m3')
+    """
+    try:
+        return get_format(name)
+    except (ValueError, TypeError) as format_error:
+        if not isinstance(name, str):
+            raise type(format_error)(f"{where}: {format_error}") from None
+        try:
+            return get_scheme(name)
+        except ValueError as scheme_error:
+            if "ambiguous" in str(format_error):  # 'fp8': say which formats it may mean
+                raise FormatNameError(f"{where}: {format_error}") from None
+            close = [m.group(1) for e in (format_error, scheme_error)
+                     if (m := re.search(r"Did you mean (.*?)\?", str(e)))]
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise FormatNameError(
+                f"{where}={name!r} is neither a floatlab format nor a scheme name.{hint} "
+                "E.g. 'e4m3fn', 'bf16', 'fp8_tensorwise', 'dynamic8'") from None
 
 
 def get_scheme(scheme: str | Scheme) -> Scheme:
