@@ -104,7 +104,7 @@ class Accumulator:
     ----------
     fmt : format of the running sum ("float32", "fp16", "e8m13", a Format ...).
     rounding : rounding mode of each addition: any floatlab mode, including "toward_zero"
-        (a truncating adder) and "stochastic".
+        (a truncating adder) and "stochastic". The running sum starts at +0 in every order.
     order : "sequential" (left to right, one rounding per addition), "pairwise" (a balanced
         binary tree; NumPy's own sum unrolls 8 ways in blocks of 128, so its order differs) or
         "blocked" (sequential inside blocks of ``chunk`` terms, then the block sums in order).
@@ -237,10 +237,12 @@ class Accumulator:
     def _pairwise(self, values: np.ndarray) -> np.ndarray:
         if values.shape[0] == 0:
             return np.zeros(values.shape[1:])
-        level = self._add(np.zeros_like(values[:1]), values[:1]) if values.shape[0] == 1 \
-            else values
-        if values.shape[0] == 1:
-            return level[0]
+        if values.shape[0] == 1:  # round(+0 + x): every order starts from +0
+            return self._add(np.zeros_like(values[0]), values[0])
+        level = values  # ... so the tree's first leaf is +0 + x[0], exact: a -0 becomes +0
+        if self.rounding != "down" and np.any((values[0] == 0) & np.signbit(values[0])):
+            level = values.copy()  # (but in "down"; [-0, -0] gave -0, sequential order +0)
+            level[0] += 0.0
         while level.shape[0] > 1:
             half = level.shape[0] // 2
             summed = self._add(level[: 2 * half : 2], level[1 : 2 * half : 2])
@@ -278,8 +280,7 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
-        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m \
-            else None
+        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m else None
         if engine is not None:  # a few long sums (<= 128): Python floats, column by column
             return engine(terms.values, self, keep)
         total, comp = np.zeros(m), np.zeros(m)
@@ -302,8 +303,7 @@ _BLOCK = 1024
 # --------------------------------------------------------------------------- terms
 
 class _Terms:
-    """n terms of m independent sums, produced in blocks of rows (never all at once for matmul).
-    """
+    """n terms of m independent sums, produced in blocks of rows (never all at once for matmul)."""
 
     n: int
     m: int

@@ -23,6 +23,7 @@ from floatlab.formats import get_format
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 FORMATS = ("fp16", "bf16", "e4m3fn", "float32")
+ACC_MODES = tuple(m for m in MODES if m != "down")
 
 
 # --------------------------------------------------------------------------- the reference
@@ -137,6 +138,79 @@ def _check(got, expected, what):
         g, e = got.reshape(-1)[bad[0]], expected.reshape(-1)[bad[0]]
         raise AssertionError(f"{what}: {bad.size} differ, first at {bad[0]}: got {g!r}, "
                              f"expected {e!r}")
+
+
+# --------------------------------------------------------------------------- accumulators
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_sum_follows_the_zero_sign_rule_per_addition(fmt, mode, order):
+    keywords, reference = ORDERS[order]
+    acc = floatlab.Accumulator(fmt, mode, **keywords)
+    for n, sequences in _sequences(fmt).items():
+        expected = [_float(reference(tuple(map(_value, s)), fmt, mode)) for s in sequences]
+        columns = np.array(sequences, dtype=np.float64).reshape(len(sequences), n).T
+        # many sums side by side (the per-step paths) ...
+        _check(floatlab.sum(columns, acc, axis=0), expected, f"{n} terms, side by side")
+        # ... and single sums (the speculative, Kahan-engine and native paths)
+        for j in range(0, len(sequences), 37):
+            _check(floatlab.sum(columns[:, j], acc), expected[j], f"{sequences[j]}")
+
+
+@pytest.mark.parametrize("compensated", [False, True])
+@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cumsum_follows_the_zero_sign_rule_per_addition(fmt, mode, compensated):
+    acc = floatlab.Accumulator(fmt, mode, compensated=compensated)
+    run = _kahan if compensated else _sequential
+    for n, sequences in _sequences(fmt, seed=1).items():
+        if n == 0:
+            continue
+        expected = [[_float(v) for v in run(tuple(map(_value, s)), fmt, mode)[1]]
+                    for s in sequences]
+        columns = np.array(sequences, dtype=np.float64).T
+        _check(floatlab.cumsum(columns, acc, axis=0), np.array(expected).T, f"{n} terms")
+        for j in range(0, len(sequences), 37):
+            _check(floatlab.cumsum(columns[:, j], acc), expected[j], f"{sequences[j]}")
+
+
+@pytest.mark.parametrize("order", ["sequential", "pairwise", "blocked2", "promote"])
+@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_dot_and_matmul_follow_the_zero_sign_rule(fmt, mode, order):
+    """Exact products (fused) whose zeros carry the xor of the factors' signs."""
+    keywords, reference = ORDERS[order]
+    acc = floatlab.Accumulator(fmt, mode, **keywords)
+    rng = np.random.default_rng(2)
+    factors = np.array([1.0, -1.0, 0.0, -0.0])
+    for n, sequences in _sequences(fmt, seed=3).items():
+        if n == 0:
+            continue
+        b = factors[rng.integers(0, 4, n)]
+        a = np.array(sequences, dtype=np.float64)
+        products = [tuple(_mul(_value(x), _value(y)) for x, y in zip(s, b, strict=True))
+                    for s in sequences]
+        expected = [_float(reference(p, fmt, mode)) for p in products]
+        _check(floatlab.matmul(a, b, acc), expected, f"matmul, {n} terms")
+        for j in range(0, len(sequences), 37):
+            _check(floatlab.dot(a[j], b, acc), expected[j], f"dot {sequences[j]} . {b}")
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "up", "stochastic"])
+def test_every_order_starts_from_plus_zero(mode):
+    """[-0] and [-0, -0] sum to +0 in every order (as acc = 0; acc += x), -0 in "down" (but
+    where a promoted float32 register, which rounds to nearest, adds the block sums)."""
+    rng = 0 if mode == "stochastic" else None
+    for keywords in (*(k for k, _ in ORDERS.values()), {"order": "blocked", "chunk": 1}):
+        acc = floatlab.Accumulator("fp16", mode, rng=rng, **keywords)
+        down = mode == "down" and "promote" not in keywords
+        for x in ([-0.0], [-0.0, -0.0], [-0.0, -0.0, -0.0]):
+            _check(floatlab.sum(np.array(x), acc), -0.0 if down else 0.0, f"{keywords} {x}")
+    # the caller's array is not modified by the pairwise order's first leaf
+    x = np.array([[-0.0, 1.0], [-0.0, 2.0]])
+    floatlab.sum(x, floatlab.Accumulator("fp16", mode, "pairwise", rng=rng), axis=0)
+    assert np.signbit(x[0, 0]) and np.signbit(x[1, 0])
 
 
 # --------------------------------------------------------------------------- FloatArray
