@@ -39,7 +39,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import odd_sum
+from floatlab.eft import odd_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -90,7 +90,7 @@ def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt.p > 51:  # float64 itself (or p = 52): native addition, round to nearest even
             return a + b
-        s = odd_sum(a, b)
+        s = zero_sum_sign(odd_sum(a, b), a, b, mode)
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 
@@ -104,7 +104,8 @@ class Accumulator:
     ----------
     fmt : format of the running sum ("float32", "fp16", "e8m13", a Format ...).
     rounding : rounding mode of each addition: any floatlab mode, including "toward_zero"
-        (a truncating adder) and "stochastic". The running sum starts at +0 in every order.
+        (a truncating adder) and "stochastic". The running sum starts at +0 in every order, and
+        an exact zero sum is -0 in "down" unless both addends are +0, else +0 (IEEE 754 6.3).
     order : "sequential" (left to right, one rounding per addition), "pairwise" (a balanced
         binary tree; NumPy's own sum unrolls 8 ways in blocks of 128, so its order differs) or
         "blocked" (sequential inside blocks of ``chunk`` terms, then the block sums in order).

@@ -23,7 +23,6 @@ from floatlab.formats import get_format
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 FORMATS = ("fp16", "bf16", "e4m3fn", "float32")
-ACC_MODES = tuple(m for m in MODES if m != "down")
 
 
 # --------------------------------------------------------------------------- the reference
@@ -143,7 +142,7 @@ def _check(got, expected, what):
 # --------------------------------------------------------------------------- accumulators
 
 @pytest.mark.parametrize("order", sorted(ORDERS))
-@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_sum_follows_the_zero_sign_rule_per_addition(fmt, mode, order):
     keywords, reference = ORDERS[order]
@@ -159,7 +158,7 @@ def test_sum_follows_the_zero_sign_rule_per_addition(fmt, mode, order):
 
 
 @pytest.mark.parametrize("compensated", [False, True])
-@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cumsum_follows_the_zero_sign_rule_per_addition(fmt, mode, compensated):
     acc = floatlab.Accumulator(fmt, mode, compensated=compensated)
@@ -176,7 +175,7 @@ def test_cumsum_follows_the_zero_sign_rule_per_addition(fmt, mode, compensated):
 
 
 @pytest.mark.parametrize("order", ["sequential", "pairwise", "blocked2", "promote"])
-@pytest.mark.parametrize("mode", ACC_MODES)
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_dot_and_matmul_follow_the_zero_sign_rule(fmt, mode, order):
     """Exact products (fused) whose zeros carry the xor of the factors' signs."""
@@ -197,7 +196,7 @@ def test_dot_and_matmul_follow_the_zero_sign_rule(fmt, mode, order):
             _check(floatlab.dot(a[j], b, acc), expected[j], f"dot {sequences[j]} . {b}")
 
 
-@pytest.mark.parametrize("mode", ["nearest_even", "up", "stochastic"])
+@pytest.mark.parametrize("mode", ["nearest_even", "up", "down", "stochastic"])
 def test_every_order_starts_from_plus_zero(mode):
     """[-0] and [-0, -0] sum to +0 in every order (as acc = 0; acc += x), -0 in "down" (but
     where a promoted float32 register, which rounds to nearest, adds the block sums)."""
@@ -211,6 +210,13 @@ def test_every_order_starts_from_plus_zero(mode):
     x = np.array([[-0.0, 1.0], [-0.0, 2.0]])
     floatlab.sum(x, floatlab.Accumulator("fp16", mode, "pairwise", rng=rng), axis=0)
     assert np.signbit(x[0, 0]) and np.signbit(x[1, 0])
+
+
+def test_exact_add_down():
+    from floatlab.accumulate import exact_add
+
+    _check(exact_add([1.0, 0.0, 0.0, -0.0], [-1.0, 0.0, -0.0, -0.0], "bf16", "down"),
+           [-0.0, 0.0, -0.0, -0.0], "exact_add")
 
 
 # --------------------------------------------------------------------------- FloatArray
