@@ -20,10 +20,8 @@ odd in float64 (nudged one float64 ulp toward e when inexact and even), and that
 rounded once to the accumulator's format. Round-to-odd at 53 bits followed by any rounding to
 p <= 51 bits equals that rounding of the exact sum (Boldo & Melquiond), in every mode;
 stochastic rounding picks between the same two neighbours with probabilities exact to
-2**(p - 53) (see floatlab.arith).
-A float64 accumulator adds natively (round to nearest even only).
-
-Sequential sums run one vectorised addition per term index across all independent sums;
+2**(p - 53) (see floatlab.arith). A float64 accumulator adds natively (round to nearest even
+only). Sequential sums run one vectorised addition per term index across all independent sums;
 single long sums, the native fast paths and the truncating (round-toward-zero) matmul path are
 in :mod:`floatlab.sequential`.
 """
@@ -81,9 +79,16 @@ def exact_add(
     >>> float(exact_add(1.0, -2.0**-60, "fp32", rounding="down"))  # just below 1 in float32
     0.9999999403953552
     """
-    fmt = get_format(fmt)
+    fmt, mode = get_format(fmt), _resolve_mode(rounding)
+    _check_native(fmt, mode, "exact_add")  # (it ignored the mode: 1 + -1 gave +0 in "down")
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return _add(a, b, fmt, _resolve_mode(rounding), rng, random_bits)
+    return _add(a, b, fmt, mode, rng, random_bits)
+
+
+def _check_native(fmt: Format, mode: str, who: str) -> None:
+    if fmt.p > 51 and mode != "nearest_even":
+        raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
+                         "only): use a narrower format (p <= 51) or rounding='nearest_even'")
 
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
@@ -181,10 +186,7 @@ class Accumulator:
             raise ValueError("random_bits applies to rounding='stochastic' only")
         if self.random_bits is not None:  # checked now, not at the first stochastic addition
             set_(self, "random_bits", _check_random_bits(self.random_bits))
-        if self.fmt.p > 51 and self.rounding != "nearest_even":
-            raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "
-                             "rounds to nearest even only; use a narrower format or "
-                             "rounding='nearest_even'")
+        _check_native(self.fmt, self.rounding, "an Accumulator")
         _blockfma.check_block_fma(self)
 
     def __repr__(self) -> str:

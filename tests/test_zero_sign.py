@@ -275,3 +275,17 @@ def test_float_array_stochastic_and_float64_zero_sums():
         x = floatlab.array([1.0, 0.0, -0.0, 0.0], fmt, "down")
         _check((x - x).values, [-0.0, -0.0, -0.0, -0.0], f"{fmt} x - x")
         _check((x + x).values, [2.0, 0.0, -0.0, 0.0], f"{fmt} x + x")
+
+
+@pytest.mark.parametrize("fmt", ["float64", "e11m51"])
+def test_native_adders_refuse_other_modes(fmt):
+    """exact_add in a format of p > 51 added natively whatever the mode: 1 + -1 gave +0 and
+    1 - 2**-60 gave 1 in "down" (as the Accumulator already refused)."""
+    from floatlab.accumulate import exact_add
+
+    for mode in ("down", "up", "toward_zero", "stochastic"):
+        with pytest.raises(ValueError, match="adds natively in float64 .* rounding='nearest_even'"):
+            exact_add(1.0, -1.0, fmt, mode)
+        with pytest.raises(ValueError, match="an Accumulator in .* adds natively"):
+            floatlab.Accumulator(fmt, mode)
+    _check(exact_add(1.0, -1.0, fmt), 0.0, "nearest_even still adds")
