@@ -110,7 +110,9 @@ def _sums_exact(fmt: Format) -> bool:
     formats with few exponent bits (e4m3fn: 37 bits), false for fp16 / bf16.
     """
     q = 2.0 ** (fmt.emin - fmt.man_bits)
-    return q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
+    # (False below 2**-500, where q * q underflows to 0: float64 and other wide exponents,
+    # whose exponent span is far too wide anyway; it divided by zero there)
+    return 2.0**-500 <= q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
 
 
 def _nearest_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:
