@@ -100,9 +100,9 @@ def zero_sum_sign(s: Any, a: Any, b: Any, mode: str) -> Any:
     -0). float64's own addition gives the signs of round to nearest, which are those of every
     other mode (and of stochastic rounding, whose draws pick between nonzero neighbours), so
     only "down" changes: its exact zero sums become -0 unless both addends are +0. ``s`` is
-    exactly zero only where the exact sum is (float64 sums of float64 values that are this
-    small are exact); a nonzero sum that rounds to zero later keeps its own sign there. ``s``
-    is returned unchanged or as a new array, never modified.
+    zero only where the exact sum is (a float64 sum of float64 values never rounds to zero:
+    it is exact below 2**-1021); a nonzero sum that rounds to zero in the format later keeps
+    its own sign. ``s`` is returned unchanged or as a new array, never modified.
 
     >>> float(zero_sum_sign(np.array(0.0), 1.0, -1.0, "down"))
     -0.0

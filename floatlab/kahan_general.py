@@ -38,8 +38,8 @@ lie below every format's 2**emin):
   2**emin in FTZ formats) is a zero of o's sign, +0 in FNUZ formats; NaN and inf go to
   :func:`_special`, as floatlab.round treats them; an exact zero sum is -0 in mode "down"
   unless both addends are +0 (floatlab.eft.zero_sum_sign). Binades beyond 2**(emax + 2) take
-  binade emax + 1's quantum (every x there overflows in every mode, and M stays finite); FTZ binades
-  below emin - 1 take binade emin - 1's (every x there flushes in every mode).
+  binade emax + 1's quantum (every x there overflows in every mode, and M stays finite); FTZ
+  binades below emin - 1 take binade emin - 1's (every x there flushes in every mode).
 
 TwoSum and the nudge only where they can matter (``_CRITICAL``); the rest of the time the
 rounding reads s itself (o = s unless err != 0 and s is even; then o = s +- ulp(s), toward err):
