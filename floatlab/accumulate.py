@@ -20,10 +20,8 @@ odd in float64 (nudged one float64 ulp toward e when inexact and even), and that
 rounded once to the accumulator's format. Round-to-odd at 53 bits followed by any rounding to
 p <= 51 bits equals that rounding of the exact sum (Boldo & Melquiond), in every mode;
 stochastic rounding picks between the same two neighbours with probabilities exact to
-2**(p - 53) (see floatlab.arith).
-A float64 accumulator adds natively (round to nearest even only).
-
-Sequential sums run one vectorised addition per term index across all independent sums;
+2**(p - 53) (see floatlab.arith). A float64 accumulator adds natively (round to nearest even
+only). Sequential sums run one vectorised addition per term index across all independent sums;
 single long sums, the native fast paths and the truncating (round-toward-zero) matmul path are
 in :mod:`floatlab.sequential`.
 """
@@ -39,7 +37,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import odd_sum
+from floatlab.eft import odd_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -81,16 +79,23 @@ def exact_add(
     >>> float(exact_add(1.0, -2.0**-60, "fp32", rounding="down"))  # just below 1 in float32
     0.9999999403953552
     """
-    fmt = get_format(fmt)
+    fmt, mode = get_format(fmt), _resolve_mode(rounding)
+    _check_native(fmt, mode, "exact_add")  # (it ignored the mode: 1 + -1 gave +0 in "down")
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return _add(a, b, fmt, _resolve_mode(rounding), rng, random_bits)
+    return _add(a, b, fmt, mode, rng, random_bits)
+
+
+def _check_native(fmt: Format, mode: str, who: str) -> None:
+    if fmt.p > 51 and mode != "nearest_even":
+        raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
+                         "only): use a narrower format (p <= 51) or rounding='nearest_even'")
 
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt.p > 51:  # float64 itself (or p = 52): native addition, round to nearest even
             return a + b
-        s = odd_sum(a, b)
+        s = zero_sum_sign(odd_sum(a, b), a, b, mode)
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 
@@ -104,7 +109,8 @@ class Accumulator:
     ----------
     fmt : format of the running sum ("float32", "fp16", "e8m13", a Format ...).
     rounding : rounding mode of each addition: any floatlab mode, including "toward_zero"
-        (a truncating adder) and "stochastic".
+        (a truncating adder) and "stochastic". The running sum starts at +0 in every order, and
+        an exact zero sum is -0 in "down" unless both addends are +0, else +0 (IEEE 754 6.3).
     order : "sequential" (left to right, one rounding per addition), "pairwise" (a balanced
         binary tree; NumPy's own sum unrolls 8 ways in blocks of 128, so its order differs) or
         "blocked" (sequential inside blocks of ``chunk`` terms, then the block sums in order).
@@ -180,10 +186,7 @@ class Accumulator:
             raise ValueError("random_bits applies to rounding='stochastic' only")
         if self.random_bits is not None:  # checked now, not at the first stochastic addition
             set_(self, "random_bits", _check_random_bits(self.random_bits))
-        if self.fmt.p > 51 and self.rounding != "nearest_even":
-            raise ValueError(f"a {self.fmt.name} accumulator adds natively in float64, which "
-                             "rounds to nearest even only; use a narrower format or "
-                             "rounding='nearest_even'")
+        _check_native(self.fmt, self.rounding, "an Accumulator")
         _blockfma.check_block_fma(self)
 
     def __repr__(self) -> str:
@@ -237,10 +240,12 @@ class Accumulator:
     def _pairwise(self, values: np.ndarray) -> np.ndarray:
         if values.shape[0] == 0:
             return np.zeros(values.shape[1:])
-        level = self._add(np.zeros_like(values[:1]), values[:1]) if values.shape[0] == 1 \
-            else values
-        if values.shape[0] == 1:
-            return level[0]
+        if values.shape[0] == 1:  # round(+0 + x): every order starts from +0
+            return self._add(np.zeros_like(values[0]), values[0])
+        level = values  # ... so the tree's first leaf is +0 + x[0], exact: a -0 becomes +0
+        if self.rounding != "down" and np.any((values[0] == 0) & np.signbit(values[0])):
+            level = values.copy()  # (but in "down"; [-0, -0] gave -0, sequential order +0)
+            level[0] += 0.0
         while level.shape[0] > 1:
             half = level.shape[0] // 2
             summed = self._add(level[: 2 * half : 2], level[1 : 2 * half : 2])
@@ -278,8 +283,7 @@ class Accumulator:
     def _kahan(self, terms: _Terms, keep: bool) -> np.ndarray:
         """Kahan summation with every operation rounded to the accumulator format."""
         n, m = terms.n, terms.m
-        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m \
-            else None
+        engine = _kahan_engine(self, m) if isinstance(terms, _ArrayTerms) and n >= 4 * m else None
         if engine is not None:  # a few long sums (<= 128): Python floats, column by column
             return engine(terms.values, self, keep)
         total, comp = np.zeros(m), np.zeros(m)
@@ -302,8 +306,7 @@ _BLOCK = 1024
 # --------------------------------------------------------------------------- terms
 
 class _Terms:
-    """n terms of m independent sums, produced in blocks of rows (never all at once for matmul).
-    """
+    """n terms of m independent sums, produced in blocks of rows (never all at once for matmul)."""
 
     n: int
     m: int

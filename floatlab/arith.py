@@ -13,6 +13,9 @@ Semantics
 ---------
 * Every ufunc result is rounded once to the format with the array's rounding mode (and rng /
   random_bits for stochastic rounding). Comparisons and predicates return plain bool arrays.
+* An exact zero sum or difference (``x + (-x)``, ``x - x``, ``+0 + -0``, and ``fma``'s
+  ``a*b + c``) is +0 in every mode but ``"down"``, where it is -0, and ``x + x`` keeps the sign
+  of x (IEEE 754 6.3; a nonzero result that rounds to zero keeps its own sign).
 * Python and NumPy scalars and plain arrays are *weak*: they are first converted to the
   array's format (round to nearest even, as NumPy's NEP 50 converts a Python float to an
   array's float16), then the operation runs. Two FloatArrays of different formats promote to
@@ -75,7 +78,7 @@ from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
-from floatlab.eft import odd_sum
+from floatlab.eft import odd_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.grid import nextafter
 from floatlab.promotion import widest
@@ -262,9 +265,11 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def _apply(self, ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> Any:
         mode = self.rounding
-        if ufunc in (np.add, np.subtract) and mode not in _NEAREST and correctly_rounded(fmt):
+        if ufunc in (np.add, np.subtract) and mode not in _NEAREST:
             b = args[1] if ufunc is np.add else -args[1]
-            exact = odd_sum(args[0], b)
+            # (x - y is x + (-y); "down" gives its exact zero sums -0: see zero_sum_sign)
+            exact = zero_sum_sign(odd_sum(args[0], b) if correctly_rounded(fmt)
+                                  else ufunc(*args), args[0], b, mode)
         elif ufunc in (np.nextafter, np.spacing):
             exact = _grid_step(ufunc, args, fmt)
         elif ufunc in _MAKE_SPECIALS:

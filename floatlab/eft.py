@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["two_sum", "round_to_odd", "odd_sum"]
+__all__ = ["two_sum", "round_to_odd", "odd_sum", "zero_sum_sign"]
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,3 +89,32 @@ def odd_sum(a: Any, b: Any) -> np.ndarray:
 
 
 _PIECE = 1 << 16
+
+
+def zero_sum_sign(s: Any, a: Any, b: Any, mode: str) -> Any:
+    """The sums ``s`` of ``a + b`` (float64, exact or rounded to odd) with IEEE 754's zero signs
+    for rounding ``mode`` (IEEE 754-2019, 6.3).
+
+    An exact zero sum of operands of opposite signs (x + (-x), +0 + -0) is +0 in every mode
+    but roundTowardNegative ("down"), where it is -0; x + x keeps the sign of x (-0 + -0 is
+    -0). float64's own addition gives the signs of round to nearest, which are those of every
+    other mode (and of stochastic rounding, whose draws pick between nonzero neighbours), so
+    only "down" changes: its exact zero sums become -0 unless both addends are +0. ``s`` is
+    zero only where the exact sum is (a float64 sum of float64 values never rounds to zero:
+    it is exact below 2**-1021); a nonzero sum that rounds to zero in the format later keeps
+    its own sign. ``s`` is returned unchanged or as a new array, never modified.
+
+    >>> float(zero_sum_sign(np.array(0.0), 1.0, -1.0, "down"))
+    -0.0
+    >>> zero_sum_sign(np.array([0.0, 0.0, 2.0]), [0.0, 0.0, 1.0], [0.0, -0.0, 1.0], "down")
+    array([ 0., -0.,  2.])
+    """
+    if mode != "down":
+        return s
+    zero = np.asarray(s) == 0
+    if not zero.any():  # one pass; the common case
+        return s
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    # (s == 0 and a == +0 leave b = +-0: both +0 unless b's sign bit is set)
+    both_plus = (a == 0) & ~np.signbit(a) & ~np.signbit(b)
+    return np.where(zero & ~both_plus, -0.0, s)

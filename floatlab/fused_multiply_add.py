@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.arith import _NEAREST, FloatArray, correctly_rounded, result_format
-from floatlab.eft import odd_sum
+from floatlab.eft import odd_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.promotion import contains
 from floatlab.rounding import _resolve_mode, as_float_array
@@ -78,6 +78,9 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
         with np.errstate(invalid="ignore", over="ignore"):
             product = va * vb
         exact = odd_sum(product, vc)
+    if mode == "down":  # an exact zero a*b + c is -0 in this mode (IEEE 754 6.3)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = zero_sum_sign(exact, va * vb, vc, mode)
     if arrays:
         return lead._new(exact, out_fmt)
     return _round(exact, out_fmt, mode, rng=rng)
@@ -107,7 +110,9 @@ def _sums_exact(fmt: Format) -> bool:
     formats with few exponent bits (e4m3fn: 37 bits), false for fp16 / bf16.
     """
     q = 2.0 ** (fmt.emin - fmt.man_bits)
-    return q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
+    # (False below 2**-500, where q * q underflows to 0: float64 and other wide exponents,
+    # whose exponent span is far too wide anyway; it divided by zero there)
+    return 2.0**-500 <= q <= 1 and (fmt.max * fmt.max + fmt.max) / (q * q) < 2.0**53
 
 
 def _nearest_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: Format) -> np.ndarray:

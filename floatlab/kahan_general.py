@@ -36,9 +36,10 @@ lie below every format's 2**emin):
 * Overflow (r > max): +-max or inf / NaN by mode and format, as
   floatlab._rounding_fast.overflow_by_bits; r below the least positive result (0, or below
   2**emin in FTZ formats) is a zero of o's sign, +0 in FNUZ formats; NaN and inf go to
-  :func:`_special`, as floatlab.round treats them. Binades beyond 2**(emax + 2) take binade
-  emax + 1's quantum (every x there overflows in every mode, and M stays finite); FTZ binades
-  below emin - 1 take binade emin - 1's (every x there flushes in every mode).
+  :func:`_special`, as floatlab.round treats them; an exact zero sum is -0 in mode "down"
+  unless both addends are +0 (floatlab.eft.zero_sum_sign). Binades beyond 2**(emax + 2) take
+  binade emax + 1's quantum (every x there overflows in every mode, and M stays finite); FTZ
+  binades below emin - 1 take binade emin - 1's (every x there flushes in every mode).
 
 TwoSum and the nudge only where they can matter (``_CRITICAL``); the rest of the time the
 rounding reads s itself (o = s unless err != 0 and s is even; then o = s +- ulp(s), toward err):
@@ -161,6 +162,10 @@ def _rounding(a: str, op: str, b: str, u: str, out: str, mode: str, wide: bool,
     if mode.startswith("stochastic"):
         nearest += "\n" + _FRACTION.replace("{u}", u)
     zero = "copysign(0.0, o)" if signed_zero else "0.0"
+    if signed_zero and mode == "down":  # an exact zero a op b (o == 0) is -0 unless a and
+        #   op b are both +0 (IEEE 754 6.3, floatlab.eft.zero_sum_sign); float64 gave +0
+        zero = (f"copysign(0.0, o) if o or copysign(1.0, {a}) {op} copysign(1.0, {b}) == 2.0 "
+                "else -0.0")
     return _ROUND.format(
         a=a, op=op, opp="-" if op == "+" else "+", b=b, out=out, zero=zero,
         critical=_CRITICAL[mode], is_even=is_even, decide=textwrap.indent(decide, " " * 4),

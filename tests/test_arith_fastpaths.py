@@ -134,6 +134,16 @@ def test_fma_of_narrow_formats_adds_exactly(name, mode):
     _assert_fast_fma_equals_slow(a, b, c, fmt, mode)
 
 
+@pytest.mark.parametrize("name", ["float64", "e11m20", "e10m5"])
+def test_fma_of_wide_exponent_float_arrays(name):
+    # _sums_exact squared the smallest quantum, which underflows to 0 for float64's exponents:
+    # fma of two float64 FloatArrays raised ZeroDivisionError
+    fmt = get_format(name)
+    assert not fused._sums_exact(fmt)
+    x = floatlab.array([1.5, -2.0], name)
+    assert floatlab.fma(x, x, x).tolist() == [3.75, 2.0]
+
+
 def test_a_midpoint_below_the_smallest_normal_is_fixed_too():
     # 1.5 * 2**-24 is the midpoint between fp16's two smallest subnormals; with c = -2**-80
     # the exact value is just below it (2**-24), but fl(a * b + c) is the midpoint itself,
