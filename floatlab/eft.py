@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["two_sum", "round_to_odd", "odd_sum", "zero_sum_sign"]
+__all__ = ["two_sum", "round_to_odd", "odd_sum", "zero_sum_sign", "sum_for_nearest_52"]
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,3 +118,28 @@ def zero_sum_sign(s: Any, a: Any, b: Any, mode: str) -> Any:
     # (s == 0 and a == +0 leave b = +-0: both +0 unless b's sign bit is set)
     both_plus = (a == 0) & ~np.signbit(a) & ~np.signbit(b)
     return np.where(zero & ~both_plus, -0.0, s)
+
+
+def sum_for_nearest_52(a: Any, b: Any) -> np.ndarray:
+    """A float64 whose rounding to nearest even in a format of p = 52 significant bits (e11m51)
+    equals that rounding of the exact ``a + b`` (float64 values of that format).
+
+    Round-to-odd (:func:`odd_sum`) needs p + 2 <= 53 bits, one more than float64 has here, and
+    float64's own sum s = fl(a + b) would be a second rounding. But the exact sum x = s + e
+    (:func:`two_sum`, |e| <= half an ulp of s) differs from s by less than one float64 step,
+    and the format's breakpoints (the midpoints between neighbours, the overflow threshold
+    included) are float64 numbers with their last bit set. So where s is not a breakpoint
+    (last bit clear, or e = 0), s and x round alike; where it is one and e != 0, the next
+    float64 toward x (last bit clear: not a breakpoint, nothing between it and x) rounds as
+    x does.
+
+    >>> float(sum_for_nearest_52(1.0, 2.0**-52 + 2.0**-100)) == 1 + 2.0**-51
+    True
+    """
+    s, e = two_sum(a, b)
+    with np.errstate(invalid="ignore"):
+        odd = (s.view(np.uint64) & np.uint64(1)).astype(bool) & (e != 0) & np.isfinite(e)
+    if odd.any():
+        s[odd] = np.nextafter(s[odd], np.copysign(np.inf, e[odd]))
+    return s
+

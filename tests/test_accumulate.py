@@ -19,7 +19,7 @@ import pytest
 from exact_arith import neighbours_formula, round_fraction
 
 import floatlab
-from floatlab.accumulate import _ArrayTerms, _sequential, _speculative_column
+from floatlab.accumulate import _ArrayTerms, _sequential, _speculative_column, exact_add
 
 NATIVE = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
@@ -339,3 +339,24 @@ def test_the_native_fast_path_starts_at_plus_zero_like_the_per_step_path(name):
             assert np.signbit(x[0])  # the input is not touched
     summed = floatlab.sum(np.full((3, 2), -0.0), acc, axis=0)
     assert not np.signbit(summed).any()
+
+
+def test_sums_in_a_52_bit_format_are_rounded_once():
+    """e11m51 (p = 52) added natively: float64's sum, one bit too wide, was returned unrounded
+    (sum([1, 2**-52]) gave 1 + 2**-52, not a value of the format); its rounding would have
+    been a second one. Against the Fraction reference, ties and near-ties included."""
+    fmt = floatlab.get_format("e11m51")
+    rng = np.random.default_rng(52)
+    sig = rng.integers(2**51, 2**52, size=(2, 4000))
+    exps = rng.integers(-60, 60, size=(2, 4000))
+    exps[1] = exps[0] - rng.integers(0, 56, size=4000)  # overlapping: ties and near-ties
+    signs = rng.choice([-1.0, 1.0], size=(2, 4000))
+    a, b = (signs * np.ldexp(sig.astype(np.float64), exps - 51))
+    got = exact_add(a, b, fmt)
+    want = [float(round_fraction(Fraction(x) + Fraction(y), fmt, "nearest_even"))
+            for x, y in zip(a, b, strict=True)]
+    assert np.array_equal(got, want)
+    assert float(floatlab.sum(np.array([1.0, 2.0**-52]), "e11m51")) == 1.0  # a tie: to even
+    assert float(floatlab.sum(np.array([1.0, 2.0**-52, 2.0**-100]), "e11m51",
+                              )) == 1.0  # (sequential: the tie first)
+    assert float(exact_add(1.0, 2.0**-52 + 2.0**-100, fmt)) == 1 + 2.0**-51
