@@ -37,7 +37,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import odd_sum, sum_for_nearest_52, zero_sum_sign
+from floatlab.eft import sum_to_round
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -95,10 +95,7 @@ def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt.p > 52:  # float64 itself: native addition, round to nearest even
             return a + b
-        if fmt.p == 52:  # (round to nearest even only: _check_native)
-            s = sum_for_nearest_52(a, b)
-        else:
-            s = zero_sum_sign(odd_sum(a, b), a, b, mode)
+        s = sum_to_round(a, b, fmt.p, mode)  # (p = 52: nearest even only, _check_native)
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 

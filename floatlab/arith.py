@@ -48,7 +48,10 @@ range; every preset but float64 qualifies, see :func:`correctly_rounded`):
   lies below half a float64 ulp of the large one, the float64 sum is the large operand itself,
   and round to nearest still gives it (Figueroa: q = 53 >= 2p + 2). Directed and stochastic
   modes need the lost sign of the small operand: the sum is computed with TwoSum (exact error)
-  and rounded to odd in float64 before the final rounding.
+  and rounded to odd in float64 before the final rounding. That adder (``eft.sum_to_round``,
+  the Accumulator's too) also serves nearest beyond p = 25, so ``+ -`` are correctly rounded
+  for every format of p <= 51 bits in every mode, and of p = 52 in the deterministic ones,
+  whatever its exponent range (:func:`correctly_rounded` answers for all six operations).
 * ``fma(a, b, c)`` (:mod:`floatlab.fused_multiply_add`): a*b is exact, but a*b + c can sit
   arbitrarily close to a midpoint, so one float64 addition is not enough in any mode. TwoSum
   gives s + e == a*b + c exactly, s is rounded to odd in float64 (one ulp toward e when inexact
@@ -78,7 +81,7 @@ from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
 from floatlab.accumulate import sum as _sum
-from floatlab.eft import odd_sum, zero_sum_sign
+from floatlab.eft import sum_to_round
 from floatlab.formats import Format, get_format
 from floatlab.grid import nextafter
 from floatlab.promotion import widest
@@ -265,11 +268,12 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def _apply(self, ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> Any:
         mode = self.rounding
-        if ufunc in (np.add, np.subtract) and mode not in _NEAREST:
+        if ufunc in (np.add, np.subtract) and (mode not in _NEAREST or fmt.p > 25):
+            # (x - y is x + (-y)): the adders' sum (round to odd where float64's own sum is
+            # not enough: directed modes, and nearest beyond p = 25, where it would be a
+            # second rounding); "down" gives its exact zero sums -0 (see zero_sum_sign)
             b = args[1] if ufunc is np.add else -args[1]
-            # (x - y is x + (-y); "down" gives its exact zero sums -0: see zero_sum_sign)
-            exact = zero_sum_sign(odd_sum(args[0], b) if correctly_rounded(fmt)
-                                  else ufunc(*args), args[0], b, mode)
+            exact = sum_to_round(args[0], b, fmt.p, mode)
         elif ufunc in (np.nextafter, np.spacing):
             exact = _grid_step(ufunc, args, fmt)
         elif ufunc in _MAKE_SPECIALS:

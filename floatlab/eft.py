@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["two_sum", "round_to_odd", "odd_sum", "zero_sum_sign", "sum_for_nearest_52"]
+__all__ = ["two_sum", "round_to_odd", "odd_sum", "zero_sum_sign", "sum_for_52",
+           "sum_to_round"]
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,26 +121,47 @@ def zero_sum_sign(s: Any, a: Any, b: Any, mode: str) -> Any:
     return np.where(zero & ~both_plus, -0.0, s)
 
 
-def sum_for_nearest_52(a: Any, b: Any) -> np.ndarray:
-    """A float64 whose rounding to nearest even in a format of p = 52 significant bits (e11m51)
-    equals that rounding of the exact ``a + b`` (float64 values of that format).
+def sum_for_52(a: Any, b: Any, mode: str) -> np.ndarray:
+    """A float64 whose rounding in ``mode`` (deterministic) to a format of p = 52 significant
+    bits (e11m51) equals that rounding of the exact ``a + b`` (float64 values of that format).
 
     Round-to-odd (:func:`odd_sum`) needs p + 2 <= 53 bits, one more than float64 has here, and
     float64's own sum s = fl(a + b) would be a second rounding. But the exact sum x = s + e
     (:func:`two_sum`, |e| <= half an ulp of s) differs from s by less than one float64 step,
-    and the format's breakpoints (the midpoints between neighbours, the overflow threshold
-    included) are float64 numbers with their last bit set. So where s is not a breakpoint
-    (last bit clear, or e = 0), s and x round alike; where it is one and e != 0, the next
-    float64 toward x (last bit clear: not a breakpoint, nothing between it and x) rounds as
-    x does.
+    and the mode's breakpoints, where its rounding changes, are float64 numbers: the midpoints
+    between neighbours (last bit set; the overflow threshold too) for the nearest modes, the
+    format's values (last bit clear) for the directed ones. So where s is not a breakpoint, or
+    e = 0, s and x round alike; where it is one and e != 0, the next float64 toward x (the other
+    parity: not a breakpoint, and nothing lies between it and x) rounds as x does.
 
-    >>> float(sum_for_nearest_52(1.0, 2.0**-52 + 2.0**-100)) == 1 + 2.0**-51
+    >>> float(sum_for_52(1.0, 2.0**-52 + 2.0**-100, "nearest_even")) == 1 + 2.0**-51
     True
     """
     s, e = two_sum(a, b)
+    breakpoint_bit = np.uint64(mode in ("nearest_even", "nearest_away"))
     with np.errstate(invalid="ignore"):
-        odd = (s.view(np.uint64) & np.uint64(1)).astype(bool) & (e != 0) & np.isfinite(e)
-    if odd.any():
-        s[odd] = np.nextafter(s[odd], np.copysign(np.inf, e[odd]))
-    return s
+        move = ((s.view(np.uint64) & np.uint64(1)) == breakpoint_bit) & (e != 0) \
+            & np.isfinite(e)
+    if move.any():
+        s[move] = np.nextafter(s[move], np.copysign(np.inf, e[move]))
+    return zero_sum_sign(s, a, b, mode)
+
+
+def sum_to_round(a: Any, b: Any, p: int, mode: str) -> np.ndarray:
+    """A float64 whose rounding to a format of ``p`` significant bits in ``mode`` equals that
+    rounding of the exact ``a + b`` (a and b float64 values of the format): round to odd for
+    p <= 51 (53 >= p + 2 bits, every mode), :func:`sum_for_52` for p = 52 (deterministic modes)
+    and float64's own sum for p = 53; exact zero sums signed as IEEE 754 says
+    (:func:`zero_sum_sign`). floatlab's adders (the Accumulator's additions, FloatArray's ``+``
+    and ``-``) all use it; they refuse, or document, the modes it does not cover.
+
+    >>> float(sum_to_round(1.0, -2.0**-60, 24, "down")) < 1.0
+    True
+    """
+    if p <= 51:
+        return zero_sum_sign(odd_sum(a, b), a, b, mode)
+    if p == 52 and mode != "stochastic":
+        return sum_for_52(a, b, mode)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return zero_sum_sign(a + b, a, b, mode)
 

@@ -458,3 +458,32 @@ def test_asarray_copy_false_never_copies_silently():
         np.asarray(x, dtype=np.float32, copy=False)
     assert np.asarray(x, dtype=np.float32).dtype == np.float32
     assert np.array(x).flags.writeable and np.array(x, dtype=np.float16).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["e8m30", "e11m40", "e11m51"])
+@pytest.mark.parametrize("mode", MODES)
+def test_sums_of_wide_formats_are_correctly_rounded(name, mode):
+    """+ and - beyond p = 25 (custom formats up to e11m51): in the nearest modes FloatArray
+    took float64's own sum, then rounded it again (1 + (2**-41 + 2**-81) gave 1 in e11m40, the
+    exact sum lies above the tie: 1 + 2**-40); they now take the Accumulator's adder
+    (eft.sum_to_round), checked against Fractions on near-ties in every deterministic mode."""
+    from exact_arith import round_fraction
+
+    fmt = floatlab.get_format(name)
+    rng = np.random.default_rng(41)
+    n, p = 600, fmt.p
+    sig = rng.integers(2 ** (p - 1), 2**p, size=(2, n), dtype=np.int64).astype(np.float64)
+    exps = rng.integers(-30, 30, size=n)
+    shift = rng.integers(0, p + 4, size=n)  # overlapping operands: ties and near-ties
+    a = np.ldexp(sig[0], exps - p + 1) * rng.choice([-1.0, 1.0], n)
+    b = np.ldexp(sig[1], exps - shift - p + 1) * rng.choice([-1.0, 1.0], n)
+    fa, fb = floatlab.array(a, fmt, rounding=mode), floatlab.array(b, fmt, rounding=mode)
+    assert np.array_equal(fa.values, a) and np.array_equal(fb.values, b)
+    pairs = [(Fraction(x), Fraction(y)) for x, y in zip(a, b, strict=True)]
+    for got, exact in (((fa + fb).values, [x + y for x, y in pairs]),
+                       ((fa - fb).values, [x - y for x, y in pairs])):
+        want = [float(round_fraction(q, fmt, mode)) for q in exact]
+        assert np.array_equal(np.abs(got), np.abs(want))  # (zero signs: tests/test_zero_sign)
+    e1140 = floatlab.array([1.0], "e11m40")
+    assert float((e1140 + floatlab.array([2.0**-41 + 2.0**-81], "e11m40")).values[0]) \
+        == 1 + 2.0**-40
