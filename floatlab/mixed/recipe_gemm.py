@@ -309,7 +309,7 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     GEMMs of the recipe, results rounded to the policy's compute format, gradients as
     straight-through estimators (backward reads the quantised operands)."""
     from floatlab.mixed.recipe_storage import held_weights, record_saved_activation
-    from floatlab.mixed.tensor import _result, _send, quantize
+    from floatlab.mixed.tensor import _result, _scope, _send, quantize
 
     recipe: Recipe = policy.recipe
     run = current_run(recipe)
@@ -331,6 +331,8 @@ def recipe_linear(x: Any, w: Any, bias: Any, transpose_w: bool, policy: Any) -> 
     else:
         wq = quantize_operand(w_rows, fwd.b, run, f"{layer}.forward.b", blas=w_blas,
                               codes=fwd.codes)
+    if w.requires_grad and _scope().grad_enabled:  # the backward's wgrad will run
+        _check_wgrad_hadamard(wgr, xv.shape[0], recipe.name)
     # the input copy the wgrad GEMM reads, with its scales, in the step's activation bytes
     record_saved_activation(*((fwd.a, xv.shape) if _same(fwd.a, wgr.b) else
                               (wgr.b, xv.shape[::-1])), fmt)
@@ -419,6 +421,22 @@ def _wgrad_rotated(a: Operand, b: Operand) -> bool:
     """
     return (isinstance(a, Scheme) and isinstance(b, Scheme) and bool(a.hadamard)
             and a.hadamard == b.hadamard and a.axis in (-1, 1) and b.axis in (-1, 1))
+
+
+def _check_wgrad_hadamard(wgrad: Gemm, rows: int, name: str) -> None:
+    """A Hadamard transform on a wgrad operand runs along the batch axis (the GEMM's inner
+    dimension) in blocks of its size: refuse a batch it does not divide, naming the batch and
+    the ways out, before the transform's own shape error deep inside the backward."""
+    sizes = {s.hadamard for s in (wgrad.a, wgrad.b) if isinstance(s, Scheme) and s.hadamard}
+    for h in sizes:
+        if rows % h:
+            raise ValueError(
+                f"recipe {name!r}: the weight-gradient GEMM applies a {h}-point Hadamard "
+                f"transform along the batch axis, but this batch has {rows} rows (not a "
+                f"multiple of {h}); use a batch size that is a multiple of {h} (e.g. "
+                f"{max(h, rows // h * h)}) or turn the transform off: "
+                f"get_recipe('nvfp4', hadamard=False), or recipe_options={{'hadamard': False}} "
+                f"for a Trainer")
 
 
 def _unread_copy_skippable(dgrad_a: Operand, wgrad_a: Operand, run: RecipeRun) -> bool:
