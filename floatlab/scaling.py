@@ -73,8 +73,6 @@ import numpy as np
 
 from floatlab.formats import Format
 from floatlab.quant.delayed import (
-    CurrentScaling,
-    DelayedScaling,
     ScaledTensor,
     _as_float64,
     _check_int,
@@ -83,6 +81,7 @@ from floatlab.quant.delayed import (
     amax_scale,
     quantize_scaled,
 )
+from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 
 __all__ = [
     "amax_scale",

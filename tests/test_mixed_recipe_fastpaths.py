@@ -118,7 +118,7 @@ def test_fused_pow2_per_tensor_operand_equals_the_scalers_path(monkeypatch, dela
     after step of a history: ties, float32 subnormals, signed zeros, all-zero and tiny tensors,
     a history whose scale is too large for the next amax (saturation: the fused path declines
     and the general path runs), and the histories left equal."""
-    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+    from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 
     def scaler():
         return (DelayedScaling(fmt, history_len=2, power_of_two=True, float32=True) if delayed

@@ -18,7 +18,7 @@ import pytest
 import floatlab
 from floatlab import Codebook, FixedPoint, get_codebook
 from floatlab.quant.codebook import _torch_linspace32, dynamic_map, normal_float_map
-from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 from floatlab.scaling import quantize_scaled
 
 QLORA_NF4 = [-1, -0.6961928, -0.5250731, -0.3949175, -0.2844414, -0.1847734, -0.0910500, 0,

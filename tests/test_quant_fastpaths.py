@@ -168,7 +168,7 @@ def test_per_tensor_scaling_of_float32_equals_its_float64_widening():
     """Current and delayed scaling take a float32 input's amax before widening it to float64
     (exact and increasing, so the same amax): scales, values, saturation counts and the amax
     history equal those of the widened input, and NaN still raises."""
-    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+    from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 
     rng = np.random.default_rng(4)
     steps = [(rng.standard_normal((64, 48)) * 10.0 ** rng.integers(-6, 3)).astype(np.float32)

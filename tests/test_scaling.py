@@ -516,7 +516,7 @@ def test_quantize_scaled_through_the_core_against_exact_reference(name, monkeypa
     Fraction-exact oracles.reference_round; stochastic rounding against floatlab.round's
     general path with the same seed (same values, same draws)."""
     import floatlab.rounding as core
-    from floatlab.quant.delayed import CurrentScaling
+    from floatlab.quant.scalers import CurrentScaling
 
     fmt = get_format(name)
     rng = np.random.default_rng(11)
@@ -630,7 +630,7 @@ def test_te_float32_order_against_exact_reference(name):
     (a double rounding on purpose), dequantised as fl32(fp8 * fl32(1 / scale)); the saturation
     count is taken on the float32 products. Current and delayed scaling, margins, explicit
     scales (rounded to float32) and TE's pow2 scales (mantissa bits cleared)."""
-    from floatlab.quant.delayed import CurrentScaling
+    from floatlab.quant.scalers import CurrentScaling
 
     fmt = get_format(name)
     rng = np.random.default_rng(5)
@@ -687,7 +687,7 @@ def test_te_float32_scale_edges():
     """amax 0 gives scale 1 (TE's initial scale); an amax so small that the float32 quotient
     overflows gives float32's max (TE's value for inf); epsilon floors amax; float64 inputs
     are rounded to float32 first; formats float32 cannot hold and huge margins are refused."""
-    from floatlab.quant.delayed import CurrentScaling
+    from floatlab.quant.scalers import CurrentScaling
 
     assert CurrentScaling("e4m3fn", float32=True).scale_for(0.0) == 1.0
     f32max = float(np.finfo(np.float32).max)
@@ -710,7 +710,7 @@ def test_te_float32_scale_of_an_amax_below_float32s_subnormals(power_of_two):
     """TE's amax is a float32: a float64 amax that rounds to 0 there (1e-300, 1e-50, an
     amax_epsilon of 1e-50) is TE's amax 0, scale 1.0 -- it was a ZeroDivisionError in the
     float32 division; the values, float32(x) = 0, quantise to 0."""
-    from floatlab.quant.delayed import CurrentScaling, DelayedScaling
+    from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 
     cs = CurrentScaling("e4m3fn", power_of_two=power_of_two, float32=True)
     assert cs.scale_for(1e-300) == cs.scale_for(2.0**-151) == 1.0

@@ -4,7 +4,7 @@
 Two proved steps, each with a switch the tests turn off to check training byte-identical:
 
 * :func:`_pow2_tensor_twin`: a per-tensor power-of-two Scheme (``msamp_scheme``) gives the
-  values of a float32 :class:`~floatlab.quant.delayed.CurrentScaling` with power-of-two
+  values of a float32 :class:`~floatlab.quant.scalers.CurrentScaling` with power-of-two
   scales (Transformer Engine's order), its *twin* (``_POW2_TWINS``);
 * :func:`_pow2_tensor_fake_quantize`: such a scaler's quantise-and-dequantise in one fused
   rounding, the rowwise kernel :func:`floatlab.quant.axiswise._round_rows_pow2` with one
@@ -29,8 +29,9 @@ import numpy as np
 
 from floatlab.formats import Format
 from floatlab.quant.axiswise import _round_rows_pow2
-from floatlab.quant.delayed import CurrentScaling, DelayedScaling, _as_float_with_amax
+from floatlab.quant.delayed import _as_float_with_amax
 from floatlab.quant.elements import _format_fits_float32
+from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 from floatlab.quant.scheme import Scheme
 
 __all__: list[str] = []

@@ -48,10 +48,10 @@ from floatlab.mixed.pow2_tensor import (
 from floatlab.mixed.promoted_gemm import TiledOperand, promoted_matmul, tiled_operand
 from floatlab.mixed.recipe import Gemm, Operand, Recipe, RowScaling, TensorScaling, is_tensorwise
 from floatlab.quant.axiswise import fake_quantize_rowwise
-from floatlab.quant.delayed import CurrentScaling, DelayedScaling
 from floatlab.quant.elements import _format_fits_float32
 from floatlab.quant.nvfp4_fast import fake_quantize_nvfp4
 from floatlab.quant.quantize import fake_quantize, qsnr_db
+from floatlab.quant.scalers import CurrentScaling, DelayedScaling
 from floatlab.quant.scheme import Scheme
 from floatlab.rounding import round as round_to_format
 

@@ -1,0 +1,169 @@
+"""Transformer Engine's per-tensor scalers: current scaling (each call's own amax) and
+delayed scaling (a history of previous amaxes), on :mod:`floatlab.quant.delayed`'s amax scale
+and :func:`~floatlab.quant.delayed.quantize_scaled` (the module docstring there gives TE's
+float32 order, ``float32=True``, which the lab's FP8 recipes use).
+
+>>> from floatlab.quant.scalers import CurrentScaling
+>>> cs = CurrentScaling("e4m3fn", amax_epsilon=1e-3)
+>>> cs.quantize([0.5, -2.0]).scale, cs.quantize([0.0, 0.0]).scale   # 448/2; 448/1e-3
+(224.0, 448000.0)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from floatlab._validate import check_flag
+from floatlab.formats import Format
+from floatlab.quant.delayed import (
+    AMAX_COMPUTE_ALGOS,
+    ScaledTensor,
+    _as_float_with_amax,
+    _check_amax,
+    _check_epsilon,
+    _check_int,
+    _check_margin,
+    _scale_rule,
+    _scaled,
+    _signed_format,
+)
+
+__all__ = ["CurrentScaling", "DelayedScaling"]
+
+
+class CurrentScaling:
+    """Transformer Engine's current (just-in-time) scaling: each call scales by its own amax.
+
+    ``scale = fmt.max / max(amax(x), amax_epsilon) / 2**margin``. ``amax_epsilon`` (TE's
+    ``Float8CurrentScaling(amax_epsilon=...)``, default 0) floors the amax, so a tiny or zero
+    amax never gives a huge or infinite scale; with amax 0 and no epsilon the scale is 1.0
+    (TE's initial scale). NaN / inf in x raise ValueError. ``float32=True``: Transformer
+    Engine's float32 order (module docstring), as the lab's FP8 recipes use it.
+
+    >>> cs = CurrentScaling("e4m3fn")
+    >>> q = cs.quantize([1.0, -3.5])
+    >>> q.scale, q.values.tolist()
+    (128.0, [128.0, -448.0])
+    """
+
+    def __init__(self, fmt: str | Format | Any, margin: int = 0, *, amax_epsilon: float = 0.0,
+                 power_of_two: bool = False, float32: bool = False):
+        self.fmt = _signed_format(fmt, "scaled into")
+        self.margin = _check_margin(margin)
+        self.amax_epsilon = _check_epsilon(amax_epsilon)
+        self.power_of_two = check_flag(power_of_two, "power_of_two")
+        self._rule = _scale_rule(float32)
+        self.float32 = bool(float32)
+
+    def scale_for(self, amax: float) -> float:
+        """The scale for a tensor with this amax (a number >= 0, e.g. ``float(np.max(np.abs(
+        x)))``)."""
+        return self._rule(max(_check_amax(amax), self.amax_epsilon), self.fmt, self.margin,
+                          self.power_of_two)
+
+    def quantize(self, x: Any, *, rounding: str = "nearest_even",
+                 rng: np.random.Generator | int | None = None) -> ScaledTensor:
+        """Quantise ``x`` (saturating) with the scale of its own amax."""
+        arr, amax = _as_float_with_amax(x)
+        return _scaled(arr, self.fmt, self.scale_for(amax), rounding, True, rng, amax,
+                       float32=self.float32)
+
+    def __repr__(self) -> str:
+        return (f"CurrentScaling({self.fmt.name}, margin={self.margin}, "
+                f"amax_epsilon={self.amax_epsilon:g}{', float32' if self.float32 else ''})")
+
+
+# ================================================================================ delayed
+
+class DelayedScaling:
+    """Transformer Engine's delayed scaling: the scale comes from the previous steps' amaxes.
+
+    Each :meth:`quantize` call uses ``scale = fmt.max / reduce(history) / 2**margin``
+    computed from the history *before* it sees ``x`` (so the scale needs no extra pass over
+    the tensor), then appends ``amax(x)``; the history keeps the last ``history_len`` amaxes.
+
+    * ``amax_compute_algo``: "max" (default, TE's default) reduces the history by its maximum,
+      "most_recent" takes the last recorded amax.
+    * ``amax_epsilon``: a floor on the reduced amax (TE's recipe field, default 0), so a tiny
+      or all-zero history never gives a huge or infinite scale.
+    * **First call** (empty history): floatlab uses the current amax, i.e. just-in-time
+      scaling. (Transformer Engine starts from scale 1.0 instead.)
+    * **All-zero history** without epsilon: scale 1.0, as :func:`amax_scale` gives for amax 0.
+    * **NaN / inf in x**: ValueError, and the history is left unchanged.
+    * ``float32=True``: Transformer Engine's float32 order (module docstring).
+
+    >>> ds = DelayedScaling("e4m3fn", history_len=2)
+    >>> ds.scale is None                         # nothing seen yet
+    True
+    >>> ds.quantize([1.0, -2.0]).scale           # first call: its own amax, 448 / 2
+    224.0
+    >>> ds.quantize([0.5, 4.0]).n_saturated      # still 224: 4.0 * 224 > 448 saturates
+    1
+    >>> ds.history, ds.scale                     # the next call uses 448 / max(2, 4)
+    ((2.0, 4.0), 112.0)
+    >>> DelayedScaling("e4m3fn", amax_compute_algo="most_recent").quantize([8.0]).scale
+    56.0
+    """
+
+    def __init__(self, fmt: str | Format | Any, history_len: int = 16, margin: int = 0, *,
+                 power_of_two: bool = False, amax_compute_algo: str = "max",
+                 amax_epsilon: float = 0.0, float32: bool = False):
+        self.fmt = _signed_format(fmt, "scaled into")
+        self.history_len = _check_int(
+            history_len, "history_len", 1, "it is how many past amaxes are kept"
+        )
+        if self.history_len > sys.maxsize:  # (a deque's maxlen is a C ssize_t)
+            raise ValueError(f"history_len={self.history_len} is more amaxes than a deque can "
+                             "hold; Transformer Engine's default is 1024")
+        self.margin = _check_margin(margin)
+        self.power_of_two = check_flag(power_of_two, "power_of_two")
+        if amax_compute_algo not in AMAX_COMPUTE_ALGOS:
+            raise ValueError(f"amax_compute_algo must be one of {AMAX_COMPUTE_ALGOS} (as "
+                             f"Transformer Engine's recipe), got {amax_compute_algo!r}")
+        self.amax_compute_algo = amax_compute_algo
+        self.amax_epsilon = _check_epsilon(amax_epsilon)
+        self._rule = _scale_rule(float32)
+        self.float32 = bool(float32)
+        self._history: deque[float] = deque(maxlen=self.history_len)
+
+    @property
+    def history(self) -> tuple[float, ...]:
+        """The recorded amaxes, oldest first (at most ``history_len``)."""
+        return tuple(self._history)
+
+    def _scale_of(self, amax: float) -> float:
+        return self._rule(max(amax, self.amax_epsilon), self.fmt, self.margin, self.power_of_two)
+
+    @property
+    def scale(self) -> float | None:
+        """The scale the next :meth:`quantize` will use (None before the first call)."""
+        if not self._history:
+            return None
+        reduced = max(self._history) if self.amax_compute_algo == "max" else self._history[-1]
+        return self._scale_of(reduced)
+
+    def quantize(self, x: Any, *, rounding: str = "nearest_even",
+                 rng: np.random.Generator | int | None = None) -> ScaledTensor:
+        """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
+        arr, amax = _as_float_with_amax(x)
+        scale = self.scale
+        if scale is None:
+            scale = self._scale_of(amax)
+        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax, float32=self.float32)
+        self._history.append(amax)
+        return out
+
+    def __repr__(self) -> str:
+        extra = "" if self.amax_compute_algo == "max" else ", amax_compute_algo='most_recent'"
+        if self.amax_epsilon:
+            extra += f", amax_epsilon={self.amax_epsilon:g}"
+        if self.float32:
+            extra += ", float32"
+        return (
+            f"DelayedScaling({self.fmt.name}, history_len={self.history_len}, "
+            f"margin={self.margin}{extra}, {len(self._history)} amaxes recorded)"
+        )
