@@ -794,3 +794,22 @@ def test_rfloor_scale_rule_is_msamps_and_equals_rceil_for_fp8():
                                   != pow2_exponents(binade, fmt, "rceil"))
         assert differ == (1 if name == "float16" else 0)
     assert pow2_exponents(np.float32([0.0]), get_format("e4m3fn"), "rfloor")[0] < -1000
+
+
+@pytest.mark.parametrize("algo, length", [("max", 1), ("most_recent", 4)])
+@pytest.mark.parametrize("float32", [False, True])
+def test_delayed_scaling_keeps_its_scale_when_the_reduced_amax_is_zero(algo, length, float32):
+    """Transformer Engine's delayed update keeps the previous scale when the reduced amax is 0
+    (delayed_scaling.cu: 'isfinite(amax) && amax > 0' or the old scale); floatlab reset it to
+    1.0, so after an all-zero gradient the next E5M2 tensor of 1e-5's was flushed to zero."""
+    from floatlab.quant.scalers import DelayedScaling
+
+    ds = DelayedScaling("e5m2", history_len=length, amax_compute_algo=algo, float32=float32)
+    first = ds.quantize([1e-5, -2e-5]).scale           # its own amax: 57344 / 2e-5
+    assert ds.quantize(np.zeros(3)).scale == first     # the history's scale
+    assert ds.scale == first                           # reduced amax 0: kept, not 1.0
+    kept = ds.quantize([1e-5, 2e-5])
+    assert kept.scale == first and np.count_nonzero(kept.dequantize()) == 2
+    fresh = DelayedScaling("e5m2", history_len=length, amax_compute_algo=algo)
+    fresh.quantize(np.zeros(2))
+    assert fresh.scale == 1.0                          # no scale before: TE's initial 1.0

@@ -114,7 +114,7 @@ def _pow2_tensor_fake_quantize(scaler: CurrentScaling | DelayedScaling, x: np.nd
     if values is None:
         return None
     if delayed:
-        scaler._history.append(amax)
+        scaler._record(amax, scale)
     return values
 
 

@@ -92,7 +92,11 @@ class DelayedScaling:
       or all-zero history never gives a huge or infinite scale.
     * **First call** (empty history): floatlab uses the current amax, i.e. just-in-time
       scaling. (Transformer Engine starts from scale 1.0 instead.)
-    * **All-zero history** without epsilon: scale 1.0, as :func:`amax_scale` gives for amax 0.
+    * **A reduced amax of 0** (an all-zero history, or "most_recent" after an all-zero tensor)
+      without epsilon: the previous call's scale is kept, as Transformer Engine's update
+      (``delayed_scaling.cu``: no amax to scale from, the scale stays) does; 1.0 if there is
+      none (its initial scale). (TE's fused multi-tensor update also leaves a zero amax out of
+      the history; floatlab records it.)
     * **NaN / inf in x**: ValueError, and the history is left unchanged.
     * ``float32=True``: Transformer Engine's float32 order (module docstring).
 
@@ -129,6 +133,7 @@ class DelayedScaling:
         self._rule = _scale_rule(float32)
         self.float32 = bool(float32)
         self._history: deque[float] = deque(maxlen=self.history_len)
+        self._last_scale: float | None = None  # the scale the last quantize used
 
     @property
     def history(self) -> tuple[float, ...]:
@@ -144,7 +149,14 @@ class DelayedScaling:
         if not self._history:
             return None
         reduced = max(self._history) if self.amax_compute_algo == "max" else self._history[-1]
+        if max(reduced, self.amax_epsilon) == 0:  # nothing to scale from: TE keeps its scale
+            return 1.0 if self._last_scale is None else self._last_scale
         return self._scale_of(reduced)
+
+    def _record(self, amax: float, scale: float) -> None:
+        """After a quantisation with ``scale``: record the tensor's amax and the scale."""
+        self._history.append(amax)
+        self._last_scale = scale
 
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
@@ -154,7 +166,7 @@ class DelayedScaling:
         if scale is None:
             scale = self._scale_of(amax)
         out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax, float32=self.float32)
-        self._history.append(amax)
+        self._record(amax, scale)
         return out
 
     def __repr__(self) -> str:
