@@ -905,3 +905,26 @@ def test_ml_dtypes_scalars_are_scalars_in_tensor_ops(scalar):
             fm.tensor.sum(out).backward()
             fm.tensor.sum(ref).backward()
             np.testing.assert_array_equal(got.grad, want.grad)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(train=np.array([0, 1]), valid=np.array([1, 0, 1])),
+     r"train holds 2 tokens, fewer than 3 tokens \(one window\)"),
+    (dict(valid=np.zeros((0, 3), np.int64)), r"valid holds 0 examples, fewer than one example"),
+    (dict(vocab="aab"), r"vocab lists \['a'\] more than once"),
+    (dict(answer_from=-1), r"answer_from must be >= 0, got -1"),
+    (dict(answer_from=5), r"answer_from=5 and answer_to=None select no position"),
+    (dict(answer_from=1, answer_to=1), r"answer_from=1 and answer_to=1 select no position"),
+    (dict(answer_from="1"), r"answer_from must be a whole number"),
+])
+def test_sequence_dataset_checks_its_splits_vocab_and_answer_span(kwargs, message):
+    """A split shorter than one window crashed inside NumPy at the first batch ('high <= 0',
+    'need at least one array to stack'), a repeated token made encode skip an id, and
+    answer_from=-1 silently counted the last position (a Python slice)."""
+    from floatlab.mixed.textdata import SequenceDataset
+
+    base = dict(name="x", vocab="ab", train=np.array([0, 1, 0, 1, 1]),
+                valid=np.array([1, 0, 1]), context=2)
+    with pytest.raises((ValueError, TypeError), match=message):
+        SequenceDataset(**{**base, **kwargs})
+    SequenceDataset(**base)  # the same data with a window in each split is fine

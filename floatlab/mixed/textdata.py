@@ -57,13 +57,31 @@ class SequenceDataset:
         if not isinstance(self.vocab, str) or not self.vocab:
             raise TypeError(f"SequenceDataset: vocab must be a non-empty str of the tokens, got "
                             f"{self.vocab!r}")
+        repeated = sorted({c for c in self.vocab if self.vocab.count(c) > 1})
+        if repeated:  # (encode then never gave the first copy's id)
+            raise ValueError(f"SequenceDataset: vocab lists {repeated[:10]} more than once; each "
+                             "token must appear once (its position is its id)")
         context = whole("SequenceDataset: context", self.context)
+        # the loss positions: a Python slice of the context predictions (-1 counted the last)
+        start = whole("SequenceDataset: answer_from", self.answer_from, minimum=0)
+        stop = context if self.answer_to is None else whole("SequenceDataset: answer_to",
+                                                            self.answer_to)
+        if not start < stop <= context:
+            raise ValueError(f"SequenceDataset: answer_from={start} and answer_to="
+                             f"{self.answer_to} select no position of the context's {context} "
+                             "predictions; pass 0 <= answer_from < answer_to <= context")
         for split in ("train", "valid"):
             ids = _token_ids(getattr(self, split), len(self.vocab), f"SequenceDataset: {split}")
             if ids.ndim not in (1, 2) or (ids.ndim == 2 and ids.shape[1] != context + 1):
                 raise ValueError(f"SequenceDataset: {split} must be a 1-D token stream or 2-D "
                                  f"examples of context + 1 = {context + 1} tokens, got shape "
                                  f"{ids.shape}")
+            if len(ids) < (context + 1 if ids.ndim == 1 else 1):  # (crashed inside NumPy)
+                what = f"{context + 1} tokens (one window)" if ids.ndim == 1 else "one example"
+                raise ValueError(f"SequenceDataset: {split} holds {len(ids)} "
+                                 f"{'tokens' if ids.ndim == 1 else 'examples'}, fewer than "
+                                 f"{what} of context {context}; give it more data or a "
+                                 "shorter context")
 
     @property
     def language_model(self) -> bool:
