@@ -37,7 +37,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import sum_to_round
+from floatlab.eft import sum_to_round, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -93,9 +93,9 @@ def _check_native(fmt: Format, mode: str, who: str) -> None:
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
-        if fmt.p > 52:  # float64 itself: native addition, round to nearest even
-            return a + b
-        s = sum_to_round(a, b, fmt.p, mode)  # (p = 52: nearest even only, _check_native)
+        s = sum_to_round(a, b, fmt.p, mode)  # (p > 51: nearest even only, _check_native)
+    if fmt.p > 52:  # float64 itself: its own sum is the rounded one
+        return s
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 
@@ -242,10 +242,13 @@ class Accumulator:
             return np.zeros(values.shape[1:])
         if values.shape[0] == 1:  # round(+0 + x): every order starts from +0
             return self._add(np.zeros_like(values[0]), values[0])
-        level = values  # ... so the tree's first leaf is +0 + x[0], exact: a -0 becomes +0
-        if self.rounding != "down" and np.any((values[0] == 0) & np.signbit(values[0])):
-            level = values.copy()  # (but in "down"; [-0, -0] gave -0, sequential order +0)
-            level[0] += 0.0
+        # ... so the tree's first leaf is +0 + x[0], exact: only a zero's sign can change, by
+        # the adders' rule (-0 becomes +0 but in "down"; [-0, -0] gave -0, sequential +0)
+        first = zero_sum_sign(values[0] + 0.0, 0.0, values[0], self.rounding)
+        level = values
+        if np.any(np.signbit(first) != np.signbit(values[0])):
+            level = values.copy()  # (the caller's array is never modified)
+            level[0] = first
         while level.shape[0] > 1:
             half = level.shape[0] // 2
             summed = self._add(level[: 2 * half : 2], level[1 : 2 * half : 2])
