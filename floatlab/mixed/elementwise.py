@@ -112,9 +112,7 @@ def _cast_in(t: Tensor, fmt: Format) -> np.ndarray:
     :func:`_promoted`: torch's TensorIterator casts every input to the common dtype)."""
     if contains(fmt, t.fmt):
         return _work(t, fmt)
-    cast = quantize(t.data, fmt, what="partial")
-    dtype = storage_dtype(fmt)
-    return cast if cast.dtype == dtype else cast.astype(dtype)
+    return quantize(t.data, fmt, what="partial").astype(storage_dtype(fmt), copy=False)
 
 
 def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:
