@@ -30,12 +30,6 @@ __all__ = ["add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log", "rec
 
 # --------------------------------------------------------------------------- element-wise ops
 
-def _is_scalar(x: Any) -> bool:
-    """A number (ml_dtypes' scalars too: bfloat16(1.5) was taken for a tensor in the input
-    format, float32, and promoted a bf16 operand)."""
-    return _is_real_number(x)
-
-
 def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:
     """Sum ``g`` down to ``shape`` (the backward of broadcasting); report whether it summed."""
     if g.shape == shape:
@@ -66,8 +60,9 @@ def _binary(op: str, a: Any, b: Any, fn: Callable, grads: tuple[Callable, Callab
     wider formats, and rounded once), then cast to the input's format.
     """
     da, db = grads
-    if _is_scalar(a) or _is_scalar(b):
-        t, s, t_first = (b, float(a), False) if _is_scalar(a) else (a, float(b), True)
+    # a number, ml_dtypes' scalars too (bfloat16(1.5) is one, not a float32 tensor)
+    if _is_real_number(a) or _is_real_number(b):
+        t, s, t_first = (b, float(a), False) if _is_real_number(a) else (a, float(b), True)
         t = _operand(t, f"{op}: {'a' if t_first else 'b'}")
         fmt = t.fmt
         out = quantize(fn(t.data, s) if t_first else fn(s, t.data), fmt)
@@ -117,9 +112,7 @@ def _cast_in(t: Tensor, fmt: Format) -> np.ndarray:
     :func:`_promoted`: torch's TensorIterator casts every input to the common dtype)."""
     if contains(fmt, t.fmt):
         return _work(t, fmt)
-    cast = quantize(t.data, fmt, what="partial")
-    dtype = storage_dtype(fmt)
-    return cast if cast.dtype == dtype else cast.astype(dtype)
+    return quantize(t.data, fmt, what="partial").astype(storage_dtype(fmt), copy=False)
 
 
 def _rounder(fmt: Format) -> Callable[[np.ndarray], np.ndarray]:

@@ -184,12 +184,8 @@ class StateAdam(Adam):
         # a stochastic scheme draws from the optimizer's seeded generator (None: fresh entropy,
         # so runs with the same seed differed); deterministic ones take none
         rng = self._rng if spec.rounding == "stochastic" else None
-        if self.expand:
-            elem = spec.element if isinstance(spec.element, Format) else None
-            if elem is None:
-                raise ValueError("expand=True (COAT) needs a float element format such as "
-                                 "'e4m3fn'")
-            y, k = expand_range(values, elem)
+        if self.expand:  # (a float element: _check_flat_scheme refused others at construction)
+            y, k = expand_range(values, spec.element)
             yq = fake_quantize(y, spec, rng).astype(np.float64)
             pad = (-values.size) % 128
             kk = np.repeat(k, 128)[: values.size + pad][: values.size]

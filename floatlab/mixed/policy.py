@@ -429,8 +429,8 @@ def _resolve_name(precision: Any) -> Policy:
         return precision
     if isinstance(precision, Recipe):
         return Policy.from_recipe(precision)
-    if isinstance(precision, str) and recipe_key(precision) is not None:
-        return Policy.from_recipe(recipe_key(precision))
+    if isinstance(precision, str) and (recipe := recipe_key(precision)) is not None:
+        return Policy.from_recipe(recipe)
     if isinstance(precision, np.integer):  # Lightning's `precision in (..., 16)` takes them
         precision = int(precision)
     if isinstance(precision, bool) or not isinstance(precision, (str, int)):
@@ -531,11 +531,11 @@ def get_policy(
         raise TypeError(f"recipe_options must be a dict such as {{'scale_rounding': "
                         f"'rceil'}}, got {recipe_options!r}")
     if recipe_options:
-        name = precision.strip() if isinstance(precision, str) else None
-        if name is None or recipe_key(name) is None:
+        recipe = recipe_key(precision) if isinstance(precision, str) else None
+        if recipe is None:
             raise ValueError(f"recipe_options={recipe_options!r} need a recipe name as the "
                              f"precision ({', '.join(map(repr, RECIPES))}), got {precision!r}")
-        policy = Policy.from_recipe(recipe_key(name), **recipe_options)
+        policy = Policy.from_recipe(recipe, **recipe_options)
         shown = ", ".join(f"{k}={v}" for k, v in recipe_options.items())
         policy = replace(policy, name=f"{policy.name} ({shown})")
     else:

@@ -40,6 +40,7 @@ ValueError: unknown recipe 'fp8-delayd'. Did you mean 'fp8-delayed'...
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
@@ -530,8 +531,6 @@ _OPTION_NOTES = {"scale_rounding": " (MX: E8M0 block scales; per-tensor FP8 scal
 
 
 def _option_home(option: str) -> str:
-    import inspect
-
     homes = [k for k, b in RECIPES.items() if option in inspect.signature(b).parameters]
     if not homes:
         return "not an option of any recipe"
@@ -588,8 +587,6 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
         close = difflib.get_close_matches(key, list(RECIPES), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ValueError(f"unknown recipe {name!r}.{hint} Recipes: {', '.join(RECIPES)}")
-    import inspect
-
     accepted = set(inspect.signature(builder).parameters)
     for option in options:
         if option not in accepted:
