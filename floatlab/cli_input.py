@@ -111,14 +111,13 @@ def _parse_power(text: str, cleaned: str) -> float:
         ) from None
     if decimal == 0 and exponent < 0:
         raise ValueError(f"{text!r} divides by zero")
-    # beyond 10**±400 every nonzero power is out of float64's range: say so before the exact
-    # arithmetic builds the number
-    huge = decimal != 0 and exponent != 0 and abs(decimal.adjusted()) > 400
-    base = Fraction(1) if exponent == 0 else None if huge else Fraction(decimal)  # x**0 = 1
-    if huge or (base not in (0, 1) and abs(exponent) > 10_000):  # an exact power: huge
-        big = (decimal.adjusted() > 0 if huge else abs(base) > 1) == (exponent > 0)
+    # An exact power would be huge (beyond 10**±400 every nonzero power of a base is out of
+    # float64's range): say so before the exact arithmetic builds the number
+    if exponent != 0 and decimal not in (0, 1) and (
+            abs(decimal.adjusted()) > 400 or abs(exponent) > 10_000):
+        big = (decimal > 1) == (exponent > 0)
         raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
-    exact = sign * base**exponent
+    exact = sign * (Fraction(decimal) ** exponent if exponent else Fraction(1))  # x**0 = 1
     try:
         value = float(exact)
     except OverflowError:

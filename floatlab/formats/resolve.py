@@ -121,10 +121,7 @@ def get_format(fmt: str | Format | Any) -> Format:
             f"expected a format name such as 'fp16', a floatlab.Format or a numpy dtype, "
             f"got {type(fmt).__name__} {fmt!r}{hint}"
         )
-    from floatlab.quant.codebook import Codebook  # (quant builds on formats: import on use)
-    from floatlab.quant.fixed import FixedPoint
-
-    if isinstance(fmt, (FixedPoint, Codebook)):
+    if getattr(fmt, "is_element_format", False):  # FixedPoint / Codebook (floatlab.quant)
         raise TypeError(
             f"{type(fmt).__name__} {fmt.name!r} is not a floating-point Format: fixed point and "
             "codebooks work in floatlab.round, encode, decode, values, explain and as a "

@@ -47,8 +47,12 @@ def _tile(shape: tuple[int, ...], scheme: Scheme) -> tuple[int, ...]:
     rounding), so quantising the real values alone gives the same scales and elements without
     rounding the padding (DeepSeek's 1x128 tiles on 16 features: 8x fewer values).
     """
+    return _clamped(_tile_of_block(shape, scheme), shape)
+
+
+def _clamped(tile: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
     # (an empty axis gets a tile of at least 1 and so 0 blocks; a tile of 0 divided by zero)
-    tile = tuple(t or 1 for t in _tile_of_block(shape, scheme))
+    tile = tuple(t or 1 for t in tile)
     if not _CLAMP_TILES:
         return tile
     return tuple(min(t, n) or 1 for t, n in zip(tile, shape, strict=True))
@@ -113,13 +117,11 @@ def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
     hit = plans.get(key)
     if hit is not None:
         return hit
-    if _over_flat(scheme):
-        layout = _flat_layout(shape, scheme.block)
-        if len(plans) >= 64:
-            plans.clear()
-        plans[key] = layout
-        return layout
-    tile = _tile(shape, scheme)
+    if _over_flat(scheme):  # blocks over the flattened tensor (C order): a vector's blocks
+        shape = (math.prod(shape),)
+        tile = _clamped((scheme.block,), shape)
+    else:
+        tile = _tile(shape, scheme)
     grid = tuple(-(-n // t) for n, t in zip(shape, tile, strict=True))
     padded = tuple(g * t for g, t in zip(grid, tile, strict=True))
     pad = [(0, p - n) for n, p in zip(shape, padded, strict=True)] if padded != shape else None
@@ -139,15 +141,6 @@ def _over_flat(scheme: Scheme) -> bool:
     element blocks (rows padded on their own) and the order of the nested absmax blocks depend
     on the shape and the axis."""
     return scheme.scale == "dq8" and isinstance(scheme.block, int)
-
-
-def _flat_layout(shape: tuple[int, ...], block: int) -> _Layout:
-    n = math.prod(shape)
-    tile = (min(block, n) if _CLAMP_TILES else block) or 1  # (as _tile: the same blocks)
-    grid = -(-n // tile)
-    padded = grid * tile
-    return _Layout((grid,), (padded,), [(0, padded - n)] if padded != n else None, tile,
-                   (grid, tile))
 
 
 def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:
