@@ -194,6 +194,18 @@ def _pct(x: float, digits: int = 1) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100 * x:.{digits}f}%"
 
 
+def unique_run_name(name: str, taken) -> str:
+    """``name``, or ``"<name> #2"``, ``"#3"``... -- the first not in ``taken``.
+
+    >>> unique_run_name("16-mixed", {"16-mixed", "16-mixed #2"})
+    '16-mixed #3'
+    """
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name} #{n}", n + 1
+    return candidate
+
+
 class Comparison:
     """Results of the same experiment under several precisions; ``str()`` is the table.
 
@@ -215,10 +227,7 @@ class Comparison:
         # "<precision> #2", as compare() names them (the Histories themselves are not renamed).
         self.histories: dict[str, History] = {}
         for h in histories:
-            name, n = h.precision, 2
-            while name in self.histories:
-                name, n = f"{h.precision} #{n}", n + 1
-            self.histories[name] = h
+            self.histories[unique_run_name(h.precision, self.histories)] = h
         self.header = header
 
     def __getitem__(self, precision: str) -> History:

@@ -31,7 +31,7 @@ from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.data import Dataset, teacher_gaussians
-from floatlab.mixed.history import Comparison, History
+from floatlab.mixed.history import Comparison, History, unique_run_name
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, _fraction_correct, accuracy
 from floatlab.mixed.optim import SGD, Adam, Optimizer
@@ -550,11 +550,6 @@ def compare(
         if label:
             history.precision = label
         # Two entries may resolve to the same name (e.g. 16 and "16-mixed"): keep both rows.
-        taken = {h.precision for h in histories}
-        if history.precision in taken:
-            n = 2
-            while f"{history.precision} #{n}" in taken:
-                n += 1
-            history.precision = f"{history.precision} #{n}"
+        history.precision = unique_run_name(history.precision, {h.precision for h in histories})
         histories.append(history)
     return Comparison(histories, header)
