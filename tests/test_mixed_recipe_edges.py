@@ -1,5 +1,6 @@
 """Training recipes on valid but unusual configurations: batches that the recipe's blocks do
-not divide, delayed scaling across zero and overflowing steps."""
+not divide, delayed scaling across zero and overflowing steps (Transformer Engine's records
+the non-finite amax and keeps its scale, so the GradScaler skips the step)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,56 @@ def test_nvfp4_hadamard_on_a_batch_it_does_not_divide_is_refused_clearly():
     with use_precision("nvfp4"), recipe_run(), no_grad():
         y = linear(Tensor(np.ones((50, 20), np.float32)), parameter(np.ones((8, 20), np.float32)))
     assert y.shape == (50, 8)
+
+
+def _overflowing_run(telemetry):
+    """A hand-made loop under 'transformer-engine-float16' whose GradScaler starts at 2**24:
+    the fp16 gradients overflow until the scale has backed off."""
+    from floatlab.mixed import MLP, Adam, GradScaler, cross_entropy
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 16)).astype(np.float32), rng.integers(0, 4, 64)
+    with use_precision("transformer-engine-float16"), recipe_run(telemetry=telemetry) as run:
+        model = MLP((16, 32, 4), seed=0)
+        opt, scaler = Adam(model.parameters(), lr=1e-3), GradScaler(init_scale=2.0**24)
+        start = [p.data.copy() for p in model.parameters()]
+        reports, scales = [], []
+        for _ in range(8):
+            opt.zero_grad()
+            scaler.scale(cross_entropy(model(Tensor(x)), y)).backward()
+            reports.append(scaler.step(opt))
+            scaler.update()
+            scales.append(scaler.get_scale())
+            run.end_step()
+            if reports[-1] is None:  # a skipped step leaves the master weights alone
+                params = model.parameters()
+                assert all(np.array_equal(a, p.data) for a, p in zip(start, params, strict=True))
+    return model, reports, scales, run
+
+
+@pytest.mark.parametrize("telemetry", [True, False])
+def test_an_overflowing_fp8_delayed_step_is_skipped_by_the_grad_scaler(telemetry):
+    # The delayed scaler refused the inf amax of the overflowed fp16 gradient inside backward
+    # ("x holds 0 NaN and ... inf values, so its amax is undefined"); Transformer Engine records
+    # it and keeps the scale, so the inf reaches the GradScaler, which skips and backs off.
+    model, reports, scales, run = _overflowing_run(telemetry)
+    skipped = [r is None for r in reports]
+    n = skipped.index(False)
+    assert n >= 1 and not any(skipped[n:])
+    assert scales == [2.0**24 * 0.5**min(i + 1, n) for i in range(8)]  # growth_interval 2000
+    assert all(np.isfinite(p.data).all() for p in model.parameters())
+    g = run.scalers["linear0.dgrad.a"]
+    assert g.nonfinite == "record" and g.history[0] == np.inf and g.scale == 1.0  # TE's first
+    # the forward operands never saw an inf: their scales follow their own amaxes
+    assert np.isfinite(run.scalers["linear0.forward.a"].history).all()
+
+
+def test_overflowing_steps_show_in_the_trainers_history_as_skipped():
+    trainer = Trainer("transformer-engine-float16", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert list(h["skipped"]) == [True, True, True]
+    assert list(h["scale"]) == [2.0**16, 2.0**15, 2.0**14] and h.skipped_steps == 3
+    assert np.isfinite(h["loss"]).all()
+    assert [s.scale for s in h.info["operands"]["linear0.dgrad.a"]] == [1.0] * 3
+    # the gradient is all NaN here (inf - inf in fp16): TE's fmaxf amax leaves NaN out, 0
+    assert trainer.recipe_run.scalers["linear0.dgrad.a"].history == (0.0, 0.0, 0.0)

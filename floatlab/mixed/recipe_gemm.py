@@ -220,7 +220,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
             scaler = run.scalers[key] = (
                 DelayedScaling(spec.fmt, spec.history_len, spec.margin,
                                power_of_two=spec.power_of_two,
-                               amax_compute_algo=spec.amax_compute_algo, float32=True)
+                               amax_compute_algo=spec.amax_compute_algo, float32=True,
+                               nonfinite="record")
                 if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True,
                                                     power_of_two=spec.power_of_two))
         if blas and not run.telemetry:
