@@ -91,3 +91,49 @@ def test_overflowing_steps_show_in_the_trainers_history_as_skipped():
     assert [s.scale for s in h.info["operands"]["linear0.dgrad.a"]] == [1.0] * 3
     # the gradient is all NaN here (inf - inf in fp16): TE's fmaxf amax leaves NaN out, 0
     assert trainer.recipe_run.scalers["linear0.dgrad.a"].history == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("telemetry", [True, False])
+@pytest.mark.parametrize("name", ["mxfp8", "nvfp4", "deepseek-fp8", "fp8-current", "fp8-rowwise",
+                                  "msamp-O1", "msamp-O3"])
+def test_a_diverging_recipe_run_records_nan_as_the_plain_precisions_do(name, telemetry):
+    # inf activations after a huge SGD step: the block / current / rowwise quantisers refused
+    # them ("x holds 0 NaN and 8214 inf values, so a block amax is undefined") in the middle of
+    # fit, where 'bf16-mixed' records the NaN in the History and carries on
+    trainer = Trainer(name, optimizer="sgd", lr=1e30, telemetry=telemetry, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert h.went_nan and h.first_nonfinite_step == 1
+    plain = Trainer("bf16-mixed", optimizer="sgd", lr=1e30, progress=False)
+    assert plain.fit(teacher_gaussians(n=256), steps=3).first_nonfinite_step == 1
+
+
+def test_a_non_finite_operand_is_nan_and_a_grad_scaler_skips_its_step():
+    from dataclasses import replace
+
+    from floatlab.mixed import MLP, Adam, GradScaler, Policy, cross_entropy
+    from floatlab.mixed.policy import FP16
+    from floatlab.mixed.recipe import get_recipe, msamp_scheme
+    from floatlab.mixed.recipe_gemm import RecipeRun, quantize_operand
+
+    run = RecipeRun()
+    x = np.array([[np.inf, 1.0], [2.0, 3.0]])
+    before = x.copy()
+    out = quantize_operand(x, msamp_scheme(), run, "k")
+    assert np.isnan(out).all() and np.array_equal(x, before)
+    assert run._pending["k"].amax == np.inf and np.isnan(run._pending["k"].scale)
+    with pytest.raises(ValueError, match="batch has 50 rows"):  # other errors still raise
+        _step("nvfp4", 50)
+    # an fp16 MXFP8 recipe with a GradScaler: the overflowing steps are skipped, the weights kept
+    recipe = replace(get_recipe("mxfp8"), name="mxfp8-fp16", compute=FP16, scaler="dynamic")
+    rng = np.random.default_rng(0)
+    xb, yb = rng.standard_normal((64, 32)).astype(np.float32), rng.integers(0, 4, 64)
+    with use_precision(Policy.from_recipe(recipe)), recipe_run():
+        model = MLP((32, 32, 4), seed=0)
+        opt, scaler = Adam(model.parameters(), lr=1e-3), GradScaler(init_scale=2.0**24)
+        start = [p.data.copy() for p in model.parameters()]
+        opt.zero_grad()
+        scaler.scale(cross_entropy(model(Tensor(xb)), yb)).backward()
+        assert scaler.step(opt) is None
+        scaler.update()
+    assert scaler.get_scale() == 2.0**23
+    assert all(np.array_equal(a, p.data) for a, p in zip(start, model.parameters(), strict=True))
