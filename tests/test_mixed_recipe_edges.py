@@ -1,5 +1,6 @@
 """Training recipes on valid but unusual configurations: batches that the recipe's blocks do
-not divide, delayed scaling across zero and overflowing steps."""
+not divide, delayed scaling across zero and overflowing steps (Transformer Engine's records
+the non-finite amax and keeps its scale, so the GradScaler skips the step)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,102 @@ def test_nvfp4_hadamard_on_a_batch_it_does_not_divide_is_refused_clearly():
     with use_precision("nvfp4"), recipe_run(), no_grad():
         y = linear(Tensor(np.ones((50, 20), np.float32)), parameter(np.ones((8, 20), np.float32)))
     assert y.shape == (50, 8)
+
+
+def _overflowing_run(telemetry):
+    """A hand-made loop under 'transformer-engine-float16' whose GradScaler starts at 2**24:
+    the fp16 gradients overflow until the scale has backed off."""
+    from floatlab.mixed import MLP, Adam, GradScaler, cross_entropy
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 16)).astype(np.float32), rng.integers(0, 4, 64)
+    with use_precision("transformer-engine-float16"), recipe_run(telemetry=telemetry) as run:
+        model = MLP((16, 32, 4), seed=0)
+        opt, scaler = Adam(model.parameters(), lr=1e-3), GradScaler(init_scale=2.0**24)
+        start = [p.data.copy() for p in model.parameters()]
+        reports, scales = [], []
+        for _ in range(8):
+            opt.zero_grad()
+            scaler.scale(cross_entropy(model(Tensor(x)), y)).backward()
+            reports.append(scaler.step(opt))
+            scaler.update()
+            scales.append(scaler.get_scale())
+            run.end_step()
+            if reports[-1] is None:  # a skipped step leaves the master weights alone
+                params = model.parameters()
+                assert all(np.array_equal(a, p.data) for a, p in zip(start, params, strict=True))
+    return model, reports, scales, run
+
+
+@pytest.mark.parametrize("telemetry", [True, False])
+def test_an_overflowing_fp8_delayed_step_is_skipped_by_the_grad_scaler(telemetry):
+    # The delayed scaler refused the inf amax of the overflowed fp16 gradient inside backward
+    # ("x holds 0 NaN and ... inf values, so its amax is undefined"); Transformer Engine records
+    # it and keeps the scale, so the inf reaches the GradScaler, which skips and backs off.
+    model, reports, scales, run = _overflowing_run(telemetry)
+    skipped = [r is None for r in reports]
+    n = skipped.index(False)
+    assert n >= 1 and not any(skipped[n:])
+    assert scales == [2.0**24 * 0.5**min(i + 1, n) for i in range(8)]  # growth_interval 2000
+    assert all(np.isfinite(p.data).all() for p in model.parameters())
+    g = run.scalers["linear0.dgrad.a"]
+    assert g.nonfinite == "record" and g.history[0] == np.inf and g.scale == 1.0  # TE's first
+    # the forward operands never saw an inf: their scales follow their own amaxes
+    assert np.isfinite(run.scalers["linear0.forward.a"].history).all()
+
+
+def test_overflowing_steps_show_in_the_trainers_history_as_skipped():
+    trainer = Trainer("transformer-engine-float16", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert list(h["skipped"]) == [True, True, True]
+    assert list(h["scale"]) == [2.0**16, 2.0**15, 2.0**14] and h.skipped_steps == 3
+    assert np.isfinite(h["loss"]).all()
+    assert [s.scale for s in h.info["operands"]["linear0.dgrad.a"]] == [1.0] * 3
+    # the gradient is all NaN here (inf - inf in fp16): TE's fmaxf amax leaves NaN out, 0
+    assert trainer.recipe_run.scalers["linear0.dgrad.a"].history == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("telemetry", [True, False])
+@pytest.mark.parametrize("name", ["mxfp8", "nvfp4", "deepseek-fp8", "fp8-current", "fp8-rowwise",
+                                  "msamp-O1", "msamp-O3"])
+def test_a_diverging_recipe_run_records_nan_as_the_plain_precisions_do(name, telemetry):
+    # inf activations after a huge SGD step: the block / current / rowwise quantisers refused
+    # them ("x holds 0 NaN and 8214 inf values, so a block amax is undefined") in the middle of
+    # fit, where 'bf16-mixed' records the NaN in the History and carries on
+    trainer = Trainer(name, optimizer="sgd", lr=1e30, telemetry=telemetry, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert h.went_nan and h.first_nonfinite_step == 1
+    plain = Trainer("bf16-mixed", optimizer="sgd", lr=1e30, progress=False)
+    assert plain.fit(teacher_gaussians(n=256), steps=3).first_nonfinite_step == 1
+
+
+def test_a_non_finite_operand_is_nan_and_a_grad_scaler_skips_its_step():
+    from dataclasses import replace
+
+    from floatlab.mixed import MLP, Adam, GradScaler, Policy, cross_entropy
+    from floatlab.mixed.policy import FP16
+    from floatlab.mixed.recipe import get_recipe, msamp_scheme
+    from floatlab.mixed.recipe_gemm import RecipeRun, quantize_operand
+
+    run = RecipeRun()
+    x = np.array([[np.inf, 1.0], [2.0, 3.0]])
+    before = x.copy()
+    out = quantize_operand(x, msamp_scheme(), run, "k")
+    assert np.isnan(out).all() and np.array_equal(x, before)
+    assert run._pending["k"].amax == np.inf and np.isnan(run._pending["k"].scale)
+    with pytest.raises(ValueError, match="batch has 50 rows"):  # other errors still raise
+        _step("nvfp4", 50)
+    # an fp16 MXFP8 recipe with a GradScaler: the overflowing steps are skipped, the weights kept
+    recipe = replace(get_recipe("mxfp8"), name="mxfp8-fp16", compute=FP16, scaler="dynamic")
+    rng = np.random.default_rng(0)
+    xb, yb = rng.standard_normal((64, 32)).astype(np.float32), rng.integers(0, 4, 64)
+    with use_precision(Policy.from_recipe(recipe)), recipe_run():
+        model = MLP((32, 32, 4), seed=0)
+        opt, scaler = Adam(model.parameters(), lr=1e-3), GradScaler(init_scale=2.0**24)
+        start = [p.data.copy() for p in model.parameters()]
+        opt.zero_grad()
+        scaler.scale(cross_entropy(model(Tensor(xb)), yb)).backward()
+        assert scaler.step(opt) is None
+        scaler.update()
+    assert scaler.get_scale() == 2.0**23
+    assert all(np.array_equal(a, p.data) for a, p in zip(start, model.parameters(), strict=True))

@@ -813,3 +813,42 @@ def test_delayed_scaling_keeps_its_scale_when_the_reduced_amax_is_zero(algo, len
     fresh = DelayedScaling("e5m2", history_len=length, amax_compute_algo=algo)
     fresh.quantize(np.zeros(2))
     assert fresh.scale == 1.0                          # no scale before: TE's initial 1.0
+
+
+@pytest.mark.parametrize("algo", ["max", "most_recent"])
+@pytest.mark.parametrize("float32", [False, True])
+def test_delayed_scaling_records_a_nonfinite_amax_and_keeps_its_scale_when_asked(algo, float32):
+    """nonfinite="record" is Transformer Engine's delayed update (delayed_scaling.cu: 'amax ==
+    inf or amax == nan: set scale to the previous scale (or 1)'; amax kernels reduce fmaxf from
+    0, so NaN entries are ignored). The default still refuses NaN / inf, with its message."""
+    from floatlab.quant.scalers import DelayedScaling
+
+    with pytest.raises(ValueError, match="0 NaN and 1 inf values.*amax is undefined"):
+        DelayedScaling("e5m2", float32=float32).quantize([np.inf, 1.0])
+    ds = DelayedScaling("e5m2", history_len=2, amax_compute_algo=algo, float32=float32,
+                        nonfinite="record")
+    x = np.array([np.inf, np.nan, -1.0, 0.5])
+    before = x.copy()
+    first = ds.quantize([2.0, -1.0]).scale                # 57344 / 2
+    q = ds.quantize(x)
+    assert_same(x, before, before)                        # the input is not written to
+    assert q.scale == first and ds.history == (2.0, math.inf)
+    assert q.values[0] == np.inf and np.isnan(q.values[1]) and q.values[2] == -first
+    assert ds.scale == first                              # the inf keeps the scale
+    # "max": the inf holds the scale until it leaves the history; "most_recent": the next amax
+    after = ds.quantize([4.0]).scale
+    assert after == first and ds.history == (math.inf, 4.0)
+    assert ds.scale == (first if algo == "max" else ds._scale_of(4.0))
+    ds.quantize([4.0])
+    assert ds.scale == ds._scale_of(4.0)                  # the inf is gone: 57344 / 4
+    # NaN entries are left out of the amax (an all-NaN tensor: 0), as TE's fmaxf
+    ds.quantize([np.nan, -8.0])
+    assert ds.history[-1] == 8.0
+    ds.quantize([np.nan])
+    assert ds.history[-1] == 0.0
+    # a first call on an inf: TE's initial scale 1.0; an unknown mode is refused
+    fresh = DelayedScaling("e4m3fn", nonfinite="record")
+    assert fresh.quantize([np.inf, 1.0]).scale == 1.0 and fresh.scale == 1.0
+    assert "nonfinite='record'" in repr(fresh)
+    with pytest.raises(ValueError, match="nonfinite must be 'raise'.*or 'record'"):
+        DelayedScaling("e4m3fn", nonfinite="skip")

@@ -102,6 +102,8 @@ def _pow2_tensor_fake_quantize(scaler: CurrentScaling | DelayedScaling, x: np.nd
     high, low = float(x.max()), float(x.min())
     amax = abs(high) if high >= -low else abs(low)
     if not math.isfinite(amax):
+        if getattr(scaler, "nonfinite", "raise") == "record":
+            return None  # the general path records Transformer Engine's amax
         _as_float_with_amax(x)
     delayed = isinstance(scaler, DelayedScaling)
     scale = scaler.scale if delayed else None

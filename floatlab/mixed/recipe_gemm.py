@@ -192,9 +192,41 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     [[0.2857142984867096, -2.0]]
     >>> run._pending["x"].scale, run._pending["x"].clipped
     (224.0, 0.0)
+
+    An operand holding inf or NaN (a diverging or overflowing step) has no amax to scale
+    from. Delayed scaling records it and keeps its scale, as Transformer Engine and MS-AMP do
+    (:class:`~floatlab.quant.scalers.DelayedScaling` ``nonfinite="record"``); every other
+    spec's quantiser refuses it, and the operand is then given as NaN throughout (a NaN
+    scale, as OCP's reference code gives a block holding NaN or inf; Transformer Engine's
+    current scaling would take scale 1.0 instead, a difference in a step that is lost either
+    way): the product carries the NaN, so a GradScaler skips the step, or the History
+    records the NaN, as for the precisions without a recipe.
+
+    >>> from floatlab.mixed.recipe import msamp_scheme
+    >>> bad = quantize_operand(np.array([[np.inf, 1.0]]), msamp_scheme(), run, "y")
+    >>> bad.tolist(), run._pending["y"].amax
+    ([[nan, nan]], inf)
     """
     if spec is None:
         return values
+    try:
+        return _quantize_operand(values, spec, run, key, blas=blas, rotated=rotated,
+                                 codes=codes)
+    except ValueError:
+        x = np.asarray(values)
+        if x.dtype.kind != "f" or np.isfinite(x).all():
+            raise
+    # (the quantisers raise before they record or draw random numbers)
+    if run.telemetry:
+        amax = float(np.max(np.abs(x)))
+        run.record(key, OperandStats(amax, math.nan, 0.0, 0.0, math.nan, False, x.size))
+    return np.full(x.shape, np.nan, np.float32 if blas else np.float64)
+
+
+def _quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
+                      blas: bool, rotated: bool, codes: bool) -> np.ndarray | TiledOperand:
+    """:func:`quantize_operand` for finite values (a non-finite operand raises ValueError
+    unless its spec is delayed scaling)."""
     x = np.asarray(values)
     # amax feeds the telemetry (and its lag flag) only: not computed when telemetry is off.
     amax = float(np.max(np.abs(x))) if x.size and run.telemetry else 0.0
@@ -220,7 +252,8 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
             scaler = run.scalers[key] = (
                 DelayedScaling(spec.fmt, spec.history_len, spec.margin,
                                power_of_two=spec.power_of_two,
-                               amax_compute_algo=spec.amax_compute_algo, float32=True)
+                               amax_compute_algo=spec.amax_compute_algo, float32=True,
+                               nonfinite="record")
                 if spec.delayed else CurrentScaling(spec.fmt, spec.margin, float32=True,
                                                     power_of_two=spec.power_of_two))
         if blas and not run.telemetry:
@@ -294,8 +327,14 @@ def gemm(a: np.ndarray | TiledOperand, b_rows: np.ndarray | TiledOperand,
     core accumulator is modelled as BLAS. It is not harmless for a narrow truncating
     accumulator, whose truncations then fall on the bits of the scaled products; that is why
     deepseek-fp8 takes the codes path."""
-    if isinstance(a, TiledOperand):
+    if isinstance(a, TiledOperand) and isinstance(b_rows, TiledOperand):
         return promoted_matmul(a, b_rows, accumulate)
+    if isinstance(a, TiledOperand) or isinstance(b_rows, TiledOperand):
+        # one operand is the NaN of a non-finite input (quantize_operand): so is the product
+        rows = [op.elements.shape[0] if isinstance(op, TiledOperand) else op.shape[0]
+                for op in (a, b_rows)]
+        nan = np.full(rows, np.nan, np.float32)
+        return nan if accumulate is None else nan.astype(np.float64)
     if accumulate is None:
         return a.astype(np.float32, copy=False) @ b_rows.T.astype(np.float32, copy=False)
     return accumulate_matmul(np.asarray(a, np.float64), np.asarray(b_rows, np.float64).T,

@@ -121,11 +121,15 @@ def held_weights(w: Any, w_rows: np.ndarray, spec: Scheme, run: Any, key: str) -
     if hit is not None and hit[0] is w.data:
         return hit[2]
     if run.telemetry:
-        values, st = fake_quantize(w_rows, spec, stats=True)
-        amax = float(np.max(np.abs(w_rows))) if w_rows.size else 0.0
-        scale = _tensor_scale(amax, spec)
-        run.record(key, OperandStats(amax, scale, st.clipped_fraction, st.flushed_fraction,
-                                     st.qsnr_db, False, w_rows.size))
+        try:
+            values, st = fake_quantize(w_rows, spec, stats=True)
+        except ValueError:  # inf / NaN weights: quantize_operand's NaN (or its error)
+            values = quantize_operand(w_rows, spec, run, key)
+        else:
+            amax = float(np.max(np.abs(w_rows))) if w_rows.size else 0.0
+            scale = _tensor_scale(amax, spec)
+            run.record(key, OperandStats(amax, scale, st.clipped_fraction, st.flushed_fraction,
+                                         st.qsnr_db, False, w_rows.size))
     elif spec.rounding != "stochastic":  # the same values by the operands' fast paths
         values = quantize_operand(w_rows, spec, run, key)  # (O3: 53 -> 34 us, 64 x 64)
     else:

@@ -120,6 +120,21 @@ def _as_float_with_amax(x: Any) -> tuple[np.ndarray, float]:
     return arr, _amax(arr)
 
 
+def _as_float_with_te_amax(x: Any) -> tuple[np.ndarray, float, float]:
+    """(x as in :func:`_as_float_with_amax`, max|x| with NaN propagating, Transformer Engine's
+    amax): TE's amax kernels reduce ``fmaxf(|x|, max)`` from 0, so NaN entries are ignored
+    (an all-NaN tensor has amax 0) and an inf gives inf. Both amaxes are max|x| when x is
+    finite; they are what ``DelayedScaling(nonfinite="record")`` quantises with and records."""
+    arr = x if type(x) is np.ndarray and x.dtype.type in (np.float32, np.float64) else \
+        as_float_array(x, name="x")
+    if arr.size == 0:
+        _amax(arr)  # the empty-array error
+    peak = float(np.max(np.abs(arr)))
+    if math.isfinite(peak):
+        return arr, peak, peak
+    return arr, peak, float(np.fmax.reduce(np.abs(arr), axis=None, initial=0.0))
+
+
 def _nonfinite_amax(arr: np.ndarray, what: str) -> None:
     """floatlab.quant.blocks.raise_nonfinite, worded for a per-tensor scale."""
     raise_nonfinite(arr, what, "its amax is undefined and no scale can be computed",

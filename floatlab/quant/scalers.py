@@ -11,6 +11,7 @@ float32 order, ``float32=True``, which the lab's FP8 recipes use).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import deque
 from typing import Any
@@ -23,6 +24,7 @@ from floatlab.quant.delayed import (
     AMAX_COMPUTE_ALGOS,
     ScaledTensor,
     _as_float_with_amax,
+    _as_float_with_te_amax,
     _check_amax,
     _check_epsilon,
     _check_int,
@@ -97,7 +99,17 @@ class DelayedScaling:
       (``delayed_scaling.cu``: no amax to scale from, the scale stays) does; 1.0 if there is
       none (its initial scale). (TE's fused multi-tensor update also leaves a zero amax out of
       the history; floatlab records it.)
-    * **NaN / inf in x**: ValueError, and the history is left unchanged.
+    * **NaN / inf in x**: ValueError, and the history is left unchanged (the default,
+      ``nonfinite="raise"``). ``nonfinite="record"`` is Transformer Engine's behaviour, used
+      by the lab's FP8 recipes, so that an overflowing step reaches the loss scaler instead of
+      stopping in backward: the amax is TE's (``fmaxf`` over ``|x|`` from 0: NaN entries are
+      ignored, an inf gives inf) and it is recorded; the tensor is quantised with the current
+      scale (NaN stays NaN, inf saturates as the format does); and while the reduced amax is
+      not finite the scale is kept (``delayed_scaling.cu``: "amax == inf or amax == nan: set
+      scale to the previous scale (or 1)"), so with "max" an inf holds the scale for
+      ``history_len`` calls, until it leaves the history. The history is updated whether or
+      not the optimizer step is later skipped, as in TE (its update runs at the end of the
+      forward and backward passes, not in the optimizer).
     * ``float32=True``: Transformer Engine's float32 order (module docstring).
 
     >>> ds = DelayedScaling("e4m3fn", history_len=2)
@@ -111,12 +123,22 @@ class DelayedScaling:
     ((2.0, 4.0), 112.0)
     >>> DelayedScaling("e4m3fn", amax_compute_algo="most_recent").quantize([8.0]).scale
     56.0
+    >>> te = DelayedScaling("e5m2", history_len=2, nonfinite="record")
+    >>> te.quantize([2.0]).scale, te.quantize([np.inf, 1.0]).values.tolist()   # 57344 / 2
+    (28672.0, [inf, 28672.0])
+    >>> te.history, te.scale                     # inf recorded, the scale kept
+    ((2.0, inf), 28672.0)
     """
 
     def __init__(self, fmt: str | Format | Any, history_len: int = 16, margin: int = 0, *,
                  power_of_two: bool = False, amax_compute_algo: str = "max",
-                 amax_epsilon: float = 0.0, float32: bool = False):
+                 amax_epsilon: float = 0.0, float32: bool = False, nonfinite: str = "raise"):
         self.fmt = _signed_format(fmt, "scaled into")
+        if nonfinite not in ("raise", "record"):
+            raise ValueError(f"nonfinite must be 'raise' (refuse NaN / inf) or 'record' "
+                             f"(Transformer Engine: record the amax, keep the scale), got "
+                             f"{nonfinite!r}")
+        self.nonfinite = nonfinite
         self.history_len = _check_int(
             history_len, "history_len", 1, "it is how many past amaxes are kept"
         )
@@ -149,7 +171,9 @@ class DelayedScaling:
         if not self._history:
             return None
         reduced = max(self._history) if self.amax_compute_algo == "max" else self._history[-1]
-        if max(reduced, self.amax_epsilon) == 0:  # nothing to scale from: TE keeps its scale
+        if max(reduced, self.amax_epsilon) == 0 or reduced == math.inf:
+            # nothing to scale from (0, or an inf recorded by nonfinite="record"): TE keeps
+            # its scale
             return 1.0 if self._last_scale is None else self._last_scale
         return self._scale_of(reduced)
 
@@ -161,11 +185,15 @@ class DelayedScaling:
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
         """Quantise ``x`` (saturating) with the history's scale, then record ``amax(x)``."""
-        arr, amax = _as_float_with_amax(x)
+        if self.nonfinite == "raise":
+            arr, amax = _as_float_with_amax(x)
+            peak = amax
+        else:
+            arr, peak, amax = _as_float_with_te_amax(x)
         scale = self.scale
-        if scale is None:
-            scale = self._scale_of(amax)
-        out = _scaled(arr, self.fmt, scale, rounding, True, rng, amax, float32=self.float32)
+        if scale is None:  # first call: the current amax's scale (an inf one: TE's initial 1)
+            scale = self._scale_of(amax) if amax < math.inf else 1.0
+        out = _scaled(arr, self.fmt, scale, rounding, True, rng, peak, float32=self.float32)
         self._record(amax, scale)
         return out
 
@@ -175,6 +203,8 @@ class DelayedScaling:
             extra += f", amax_epsilon={self.amax_epsilon:g}"
         if self.float32:
             extra += ", float32"
+        if self.nonfinite != "raise":
+            extra += f", nonfinite={self.nonfinite!r}"
         return (
             f"DelayedScaling({self.fmt.name}, history_len={self.history_len}, "
             f"margin={self.margin}{extra}, {len(self._history)} amaxes recorded)"
