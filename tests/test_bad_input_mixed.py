@@ -928,3 +928,35 @@ def test_sequence_dataset_checks_its_splits_vocab_and_answer_span(kwargs, messag
     with pytest.raises((ValueError, TypeError), match=message):
         SequenceDataset(**{**base, **kwargs})
     SequenceDataset(**base)  # the same data with a window in each split is fine
+
+
+@pytest.mark.parametrize("mask", [
+    np.array([[0, 1, 2]]), np.array([[0.5, 0.0, 0.0]]), [[1, 0, 0]], Tensor([[1.0, 0.0, 0.0]]),
+])
+def test_masked_fill_mask_must_be_boolean_as_torchs(mask):
+    """An integer or float mask was read as 'nonzero is filled' (0.5 and 2 filled silently);
+    torch's masked_fill refuses it with a RuntimeError, which this error also is."""
+    from floatlab.mixed.attention import MaskError, masked_fill
+
+    x = Tensor([[1.0, 2.0, 3.0]])
+    with pytest.raises(MaskError, match=r"mask must be a boolean array .* got dtype "
+                                        r".*; pass mask.astype\(bool\)") as info:
+        masked_fill(x, mask, -1.0)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, RuntimeError)
+    assert x.data.tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_masked_fill_mask_must_broadcast():
+    """A mask of another shape was a ValueError from inside np.where ('operands could not be
+    broadcast together with shapes (2,) () (1,3)')."""
+    from floatlab.mixed.attention import MaskShapeError, masked_fill
+
+    with pytest.raises(MaskShapeError, match=r"mask of shape \(2,\) does not broadcast with "
+                                             r"the tensor's shape \(1, 3\)") as info:
+        masked_fill(Tensor([[1.0, 2.0, 3.0]]), np.array([True, False]), -1.0)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+    with pytest.raises(TypeError, match="masked_fill: value must be a number"):
+        masked_fill(Tensor([1.0]), np.array([True]), "x")
+    # valid: a boolean list, a mask that broadcasts, a 0-d Tensor value (torch takes one)
+    assert masked_fill(Tensor([[1.0, 2.0]]), [True, False], Tensor(5.0)).data.tolist() == \
+        [[5.0, 2.0]]

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from floatlab._validate import as_array
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
 from floatlab.mixed.checks import flag, number
@@ -33,7 +34,8 @@ from floatlab.mixed.policy import contains
 from floatlab.mixed.reductions import softmax
 from floatlab.mixed.scope import active_policy, quantize
 
-__all__ = ["bmm", "masked_fill", "causal_mask", "scaled_dot_product_attention"]
+__all__ = ["bmm", "masked_fill", "causal_mask", "scaled_dot_product_attention", "MaskError",
+           "MaskShapeError"]
 
 
 def bmm(a: Any, b: Any) -> Tensor:
@@ -83,15 +85,52 @@ def _batch_sum(grad: np.ndarray, shape: tuple[int, ...], fmt: Format) -> np.ndar
     return _unbroadcast(grad, shape)[0]
 
 
-def masked_fill(x: Any, mask: np.ndarray, value: float) -> Tensor:
+class MaskError(TypeError, RuntimeError):
+    """A mask that is not boolean. Also a RuntimeError: torch raises one there ("masked_fill_
+    only supports boolean masks, but got mask with dtype float"), so ``except RuntimeError``
+    written against torch keeps catching it."""
+
+
+class MaskShapeError(ValueError, RuntimeError):
+    """A mask whose shape does not broadcast with the tensor's. Also a RuntimeError, as torch's
+    ("The size of tensor a (2) must match the size of tensor b (3) at non-singleton
+    dimension 1")."""
+
+
+def _bool_mask(mask: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``mask`` as a boolean array that broadcasts with ``shape``, or a clear error. torch's
+    masked_fill takes boolean masks only: an integer or float mask was read as "nonzero is
+    filled" here, so 0.5 or 2 filled silently where torch refuses."""
+    m = as_array(mask.data if isinstance(mask, Tensor) else mask, f"{what}: mask")
+    if m.dtype.kind != "b":
+        raise MaskError(f"{what}: mask must be a boolean array (torch's masked_fill only "
+                        f"supports boolean masks), got dtype {m.dtype}; pass mask.astype(bool) "
+                        "if nonzero means filled, or e.g. mask == 1")
+    try:
+        np.broadcast_shapes(m.shape, shape)
+    except ValueError:
+        raise MaskShapeError(f"{what}: mask of shape {m.shape} does not broadcast with the "
+                             f"tensor's shape {shape} (trailing dimensions must be equal or 1); "
+                             "reshape the mask") from None
+    return m
+
+
+def masked_fill(x: Any, mask: Any, value: float) -> Tensor:
     """``x`` with the entries where ``mask`` is true replaced by ``value`` (exact when ``value``
     is representable, as -inf is); no gradient flows to the replaced entries.
+
+    As torch's ``masked_fill``: ``mask`` must be boolean (anything else is a :class:`MaskError`,
+    also a RuntimeError as torch's) and broadcast with ``x`` (else a :class:`MaskShapeError`);
+    the result has the broadcast shape.
 
     >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
     [[1.0, -inf]]
     """
     x = _operand(x, "masked_fill: x")
-    mask = np.asarray(mask, bool)
+    mask = _bool_mask(mask, x.shape, "masked_fill")
+    if isinstance(value, Tensor) and value.ndim == 0:  # torch takes a 0-d tensor too
+        value = value.item()
+    value = number("masked_fill: value", value, finite=False)
     fmt = active_policy().op_format("masked_fill", x.fmt)
     fill = quantize(np.asarray(value, x.data.dtype), fmt)
     out = np.where(mask, fill, x.data)
