@@ -121,7 +121,8 @@ def masked_fill(x: Any, mask: Any, value: float) -> Tensor:
 
     As torch's ``masked_fill``: ``mask`` must be boolean (anything else is a :class:`MaskError`,
     also a RuntimeError as torch's) and broadcast with ``x`` (else a :class:`MaskShapeError`);
-    the result has the broadcast shape.
+    the result has the broadcast shape, and where the mask broadcast ``x`` to it, the gradient
+    is summed back to ``x``'s shape.
 
     >>> masked_fill(Tensor([[1.0, 2.0]]), np.array([[False, True]]), -np.inf).data.tolist()
     [[1.0, -inf]]
@@ -134,8 +135,13 @@ def masked_fill(x: Any, mask: Any, value: float) -> Tensor:
     fmt = active_policy().op_format("masked_fill", x.fmt)
     fill = quantize(np.asarray(value, x.data.dtype), fmt)
     out = np.where(mask, fill, x.data)
-    return _result(out, fmt, (x,), lambda g: _send(x, np.where(mask, 0, g), fmt, exact=True),
-                   "masked_fill")
+
+    def backward(g: np.ndarray) -> None:
+        # torch's masked_fill(grad, mask, 0), then (autograd's own step) summed back over the
+        # axes the mask broadcast x along: a gradient of x's shape, not the result's
+        _send(x, _unbroadcast(np.where(mask, 0, g), x.shape)[0], fmt, exact=g.shape == x.shape)
+
+    return _result(out, fmt, (x,), backward, "masked_fill")
 
 
 def causal_mask(t_q: int, t_k: int) -> np.ndarray:
