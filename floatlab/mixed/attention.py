@@ -145,11 +145,18 @@ def masked_fill(x: Any, mask: Any, value: float) -> Tensor:
 
 
 def causal_mask(t_q: int, t_k: int) -> np.ndarray:
-    """True above the diagonal: position i may not look at positions after i (with ``t_k >
-    t_q`` the queries are the last ``t_q`` positions).
+    """True above the diagonal: position i may not look at positions after i. The diagonal is
+    aligned to the bottom-right corner: the queries are the *last* ``t_q`` of the ``t_k``
+    positions (a decoding step with a key cache). That is torch's ``causal_lower_right(t_q,
+    t_k)`` (and flash-attn >= 2.1's causal), not its ``is_causal=True``, which is
+    ``causal_upper_left``: ``tril`` of a (t_q, t_k) ones matrix, the queries being the *first*
+    positions. The two agree when ``t_q == t_k``. With ``t_q > t_k`` the first ``t_q - t_k``
+    rows are all True (no key to attend).
 
     >>> causal_mask(2, 2).tolist()
     [[False, True], [False, False]]
+    >>> causal_mask(1, 3).tolist(), causal_mask(3, 2).tolist()
+    ([[False, False, False]], [[True, True], [False, True], [False, False]])
     """
     return np.triu(np.ones((t_q, t_k), bool), k=1 + t_k - t_q)
 
@@ -175,6 +182,15 @@ def scaled_dot_product_attention(
     filling it: the same numbers when ``sqrt(scale)`` is a power of two, as for head_dim 16,
     but not bit for bit for head_dim 64.)
 
+    ``causal=True`` applies :func:`causal_mask`, aligned to the bottom-right corner: it is
+    torch's ``scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(t_q, t_k))``,
+    and equals torch's ``is_causal=True`` (top-left: ``tril(ones(t_q, t_k))``) only when
+    ``t_q == t_k``, as in :class:`~floatlab.mixed.Transformer`. (Deliberately: with a key
+    cache, ``t_q < t_k``, the last queries must see every earlier key.) A query row with no
+    key to attend (``t_q > t_k``: the first ``t_q - t_k`` rows) gives zeros, not NaN, as
+    torch >= 2.5's math path does (its ``_safe_softmax`` sets a fully masked row's weights to
+    0), and sends no gradient to q, k or v (the row is a constant).
+
     >>> q = Tensor(np.ones((1, 2, 4)))
     >>> scaled_dot_product_attention(q, q, q).shape
     (1, 2, 4)
@@ -197,6 +213,15 @@ def scaled_dot_product_attention(
         scores = bmm(mul(q, s), kt)
     else:
         scores = mul(bmm(q, kt), s)
-    if causal:
-        scores = masked_fill(scores, causal_mask(q.shape[-2], k.shape[-2]), -np.inf)
-    return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
+    if not causal:
+        return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
+    mask = causal_mask(q.shape[-2], k.shape[-2])
+    dead = mask.all(axis=-1, keepdims=True)  # rows with no key: only when t_q > t_k
+    if not dead.any():
+        scores = masked_fill(scores, mask, -np.inf)
+        return bmm(softmax(scores, axis=-1, subtract_max=subtract_max), v)
+    # torch's _safe_softmax: a fully masked row's weights are 0. Its scores are set to 0 first
+    # (not -inf), so the softmax stays finite there and its backward sends 0, not NaN
+    scores = masked_fill(masked_fill(scores, dead, 0.0), mask & ~dead, -np.inf)
+    weights = masked_fill(softmax(scores, axis=-1, subtract_max=subtract_max), dead, 0.0)
+    return bmm(weights, v)
