@@ -204,6 +204,15 @@ def test_gelu_of_0d_is_0d(approximate):
     assert x.grad.shape == ()
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_an_empty_batch_has_an_empty_gradient(approximate):
+    # the tanh form's backward crashed in NumPy ("zero-size array to reduction operation
+    # minimum which has no identity") checking an empty derivative for infinities
+    x = Tensor(np.zeros((0, 4), np.float32), requires_grad=True)
+    fm.gelu(x, approximate).sum().backward()
+    assert x.grad.shape == (0, 4)
+
+
 @pytest.mark.parametrize("p, error, match", [
     ("0.5", TypeError, "dropout: p must be a number such as 0.5, got '0.5'"),
     (None, TypeError, "dropout: p must be a number"),

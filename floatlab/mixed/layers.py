@@ -354,8 +354,9 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
             dy += 1
             dy *= sig
             # all finite iff min and max are (NaN propagates through both): two reductions
-            # without a temporary array; the repair runs only where it is needed
-            if not (np.isfinite(dy.min()) and np.isfinite(dy.max())):
+            # without a temporary array; the repair runs only where it is needed (an empty
+            # batch has no min: numpy's "zero-size array to reduction operation")
+            if dy.size and not (np.isfinite(dy.min()) and np.isfinite(dy.max())):
                 _tanh_gelu_grad_far_left(z, dy, c, a)
         else:
             dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
