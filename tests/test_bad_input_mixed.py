@@ -969,3 +969,26 @@ def test_masked_fill_mask_must_broadcast():
     # valid: a boolean list, a mask that broadcasts, a 0-d Tensor value (torch takes one)
     assert masked_fill(Tensor([[1.0, 2.0]]), [True, False], Tensor(5.0)).data.tolist() == \
         [[5.0, 2.0]]
+
+
+def test_narrow_checks_its_axis_and_takes_torchs_negative_start():
+    """axis was taken modulo ndim: axis 5 of a 2-D tensor silently narrowed axis 1 (torch
+    raises IndexError), a 0-d tensor was a ZeroDivisionError and a float axis a TypeError from
+    tuple indexing; torch's negative start (from the end) was refused."""
+    from floatlab.mixed.checks import AxisRangeError
+
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(AxisRangeError, match=r"narrow: axis 5 is out of range for a tensor of 2"):
+        fm.layers.narrow(x, 5, 0, 1)
+    with pytest.raises(IndexError, match="narrow: axis -3 is out of range"):
+        fm.layers.narrow(x, -3, 0, 1)
+    with pytest.raises(TypeError, match="narrow: axis must be an int"):
+        fm.layers.narrow(x, 1.0, 0, 1)
+    with pytest.raises(TypeError, match=r"narrow: start must be a whole number"):
+        fm.layers.narrow(x, 1, 0.5, 1)
+    with pytest.raises(ValueError, match="narrow: x is 0-d"):
+        fm.layers.narrow(Tensor(1.0), 0, 0, 1)
+    with pytest.raises(ValueError, match=r"narrow: start must be >= -3, got -4"):
+        fm.layers.narrow(x, 1, -4, 1)
+    assert fm.layers.narrow(x, -1, -2, 2).data.tolist() == [[1.0, 2.0], [4.0, 5.0]]
+    assert fm.layers.narrow(x, 1, 3, 0).shape == (2, 0)

@@ -38,7 +38,8 @@ import numpy as np
 from floatlab._validate import as_array, resolve_rng
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
-from floatlab.mixed.checks import flag, number, tensor
+from floatlab.mixed.checks import axes as check_axes
+from floatlab.mixed.checks import flag, number, tensor, whole
 from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.reductions import cross_entropy
@@ -85,13 +86,25 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
 
 def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
     """The slice ``start : start + length`` of ``x`` along ``axis`` (torch's ``narrow``; exact).
+    As torch's, ``axis`` lies in [-ndim, ndim) and a negative ``start`` counts from the end.
 
     >>> narrow(Tensor([[1.0, 2.0, 3.0]]), 1, 1, 2).data.tolist()
     [[2.0, 3.0]]
+    >>> narrow(Tensor([[1.0, 2.0, 3.0]]), -1, -1, 1).data.tolist()
+    [[3.0]]
     """
     x = _operand(x, "narrow: x")
-    axis = axis % x.ndim
-    if not (0 <= start and length >= 0 and start + length <= x.shape[axis]):
+    if x.ndim == 0:  # torch: "narrow() cannot be applied to a 0-dim tensor"
+        raise ValueError("narrow: x is 0-d and has no axis to slice; pass at least a 1-D tensor")
+    if isinstance(axis, (tuple, list)):
+        raise TypeError(f"narrow: axis must be one int, got {axis!r}")
+    # checked, not taken modulo ndim: axis 5 of a 2-D tensor silently sliced axis 1
+    axis = check_axes("narrow", axis, x.ndim) % x.ndim
+    size = x.shape[axis]
+    start = whole("narrow: start", start, minimum=-size)
+    start = start + size if start < 0 else start  # torch: a negative start counts from the end
+    length = whole("narrow: length", length, minimum=0)
+    if not start + length <= size:
         raise ValueError(f"narrow: [{start}, {start + length}) is outside axis {axis} of "
                          f"size {x.shape[axis]}")
     key = (slice(None),) * axis + (slice(start, start + length),)
