@@ -992,3 +992,19 @@ def test_narrow_checks_its_axis_and_takes_torchs_negative_start():
         fm.layers.narrow(x, 1, -4, 1)
     assert fm.layers.narrow(x, -1, -2, 2).data.tolist() == [[1.0, 2.0], [4.0, 5.0]]
     assert fm.layers.narrow(x, 1, 3, 0).shape == (2, 0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fm.embedding([0, 5], fm.parameter(np.zeros((5, 2)))),
+    lambda: fm.embedding([[-1]], fm.parameter(np.zeros((5, 2)))),
+    lambda: fm.cross_entropy(Tensor(np.zeros((2, 3))), [3, 0]),
+    lambda: fm.sequence_loss(Tensor(np.zeros((1, 2, 3))), [[0, 3]]),
+])
+def test_out_of_range_ids_and_targets_are_also_torchs_index_error(call):
+    """torch raises IndexError ("index out of range in self", "Target 3 is out of bounds");
+    these were plain ValueErrors, so `except IndexError` written for torch missed them."""
+    from floatlab.mixed.checks import IndexRangeError
+
+    with pytest.raises(IndexRangeError, match=r"must lie in \[0, \d\)") as info:
+        call()
+    assert isinstance(info.value, IndexError) and isinstance(info.value, ValueError)

@@ -38,8 +38,8 @@ import numpy as np
 from floatlab._validate import as_array, resolve_rng
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
+from floatlab.mixed.checks import IndexRangeError, flag, number, tensor, whole
 from floatlab.mixed.checks import axes as check_axes
-from floatlab.mixed.checks import flag, number, tensor, whole
 from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.reductions import cross_entropy
@@ -133,9 +133,9 @@ def _token_ids(ids: Any, vocab: int, what: str = "embedding") -> np.ndarray:
             arr = arr.astype(np.int64)
     if arr.size and (arr.min() < 0 or arr.max() >= vocab):
         bad = arr[(arr < 0) | (arr >= vocab)]
-        raise ValueError(f"{what}: token ids must lie in [0, {vocab}) for a vocabulary of "
-                         f"{vocab}, got {bad.size} outside it (e.g. {int(bad.flat[0])}); check "
-                         "that the data was encoded with the model's vocabulary")
+        raise IndexRangeError(f"{what}: token ids must lie in [0, {vocab}) for a vocabulary of "
+                              f"{vocab}, got {bad.size} outside it (e.g. {int(bad.flat[0])}); "
+                              "check that the data was encoded with the model's vocabulary")
     return arr
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from floatlab._validate import as_array
 from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
-from floatlab.mixed.checks import axes, flag
+from floatlab.mixed.checks import IndexRangeError, axes, flag
 from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = ["sum", "mean", "softmax", "log_softmax", "cross_entropy"]
@@ -166,8 +166,8 @@ def _check_targets(targets: Any, batch: int, classes: int,
         raise ValueError(f"{what}: targets have shape {t.shape} but the logits have "
                          f"{batch} rows: pass one class index per row, shape ({batch},)")
     if t.size and (t.min() < 0 or t.max() >= classes):
-        raise ValueError(f"{what}: targets must lie in [0, {classes}) for {classes} "
-                         f"classes, got values from {t.min()} to {t.max()}")
+        raise IndexRangeError(f"{what}: targets must lie in [0, {classes}) for {classes} "
+                              f"classes, got values from {t.min()} to {t.max()}")
     return t
 
 
