@@ -1008,3 +1008,21 @@ def test_out_of_range_ids_and_targets_are_also_torchs_index_error(call):
     with pytest.raises(IndexRangeError, match=r"must lie in \[0, \d\)") as info:
         call()
     assert isinstance(info.value, IndexError) and isinstance(info.value, ValueError)
+
+
+def test_permute_takes_torchs_negative_axes_and_checks_them():
+    """(-1, 0) was refused as 'not a permutation' (torch takes negative dims), and (0.0, 1.0)
+    passed the check (0.0 == 0) to fail inside np.transpose."""
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = fm.layers.permute(x, (-1, 0))
+    assert y.data.tolist() == x.data.T.tolist()
+    y.backward(grad=np.arange(6.0).reshape(3, 2))
+    assert x.grad.tolist() == np.arange(6.0).reshape(3, 2).T.tolist()
+    with pytest.raises(TypeError, match="permute: axis must be an int"):
+        fm.layers.permute(x, (0.0, 1.0))
+    with pytest.raises(RuntimeError, match="permute: axis .* names axis 1 twice"):
+        fm.layers.permute(x, (1, -1))
+    with pytest.raises(IndexError, match="permute: axis 2 is out of range"):
+        fm.layers.permute(x, (0, 2))
+    with pytest.raises(ValueError, match=r"permute: axes \(0,\) are not a permutation of 2"):
+        fm.layers.permute(x, (0,))

@@ -70,15 +70,21 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
 
 
 def permute(x: Any, axes: Sequence[int]) -> Tensor:
-    """``x`` with its axes reordered (torch's ``permute``; exact).
+    """``x`` with its axes reordered (torch's ``permute``; exact). As torch's, an axis may be
+    negative (counted from the end).
 
     >>> permute(Tensor(np.zeros((2, 3, 4))), (2, 0, 1)).shape
+    (4, 2, 3)
+    >>> permute(Tensor(np.zeros((2, 3, 4))), (-1, 0, 1)).shape
     (4, 2, 3)
     """
     x = _operand(x, "permute: x")
     axes = tuple(axes)
-    if sorted(axes) != list(range(x.ndim)):
+    if len(axes) != x.ndim:
         raise ValueError(f"permute: axes {axes} are not a permutation of {x.ndim} axes")
+    # ints in [-ndim, ndim), each axis once (torch's negative axes; a float axis, or 0.0 == 0,
+    # was a TypeError from inside np.transpose)
+    axes = tuple(a % x.ndim for a in check_axes("permute", axes, x.ndim) or ())
     inverse = tuple(np.argsort(axes))
     return _result(np.transpose(x.data, axes), x.fmt, (x,),
                    lambda g: _send(x, np.transpose(g, inverse), x.fmt, exact=True), "permute")
