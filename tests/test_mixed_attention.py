@@ -77,3 +77,19 @@ def test_rows_with_no_key_are_zero_in_low_precision_and_send_no_nan():
     assert np.all(out.data[..., :2, :] == 0) and np.all(np.isfinite(out.data))
     out.sum().backward()
     assert np.all(q.grad[..., :2, :] == 0) and np.all(np.isfinite(k.grad))
+
+
+def test_values_may_have_their_own_width_as_in_torch():
+    """torch's sdpa takes v of shape (..., S, E_v) and returns (..., L, E_v); this refused any
+    v whose shape differed from k's."""
+    q, k, v = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 5, 4)), RNG.normal(size=(2, 5, 6))
+    with use_precision("64-true"):
+        out = A.scaled_dot_product_attention(Tensor(q, "fp64"), Tensor(k, "fp64"),
+                                             Tensor(v, "fp64"))
+    assert out.shape == (2, 3, 6)
+    np.testing.assert_allclose(out.data, _reference(q, k, v, 0.5), rtol=1e-12, atol=1e-14)
+    assert_gradients_match_finite_differences(
+        "attention E_v != E", lambda a, b, c: A.scaled_dot_product_attention(a, b, c), [q, k, v],
+        RNG)
+    with pytest.raises(ValueError, match="k, v of one length T"):
+        A.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v[:, :4]))

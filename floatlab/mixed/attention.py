@@ -172,8 +172,9 @@ def scaled_dot_product_attention(
     subtract_max: bool = True,
 ) -> Tensor:
     """``softmax(q k^T * scale + mask) v`` over the last two axes of (..., heads, T, head_dim)
-    tensors, written the unfused way (nanoGPT's "manual" path): ``bmm`` for the scores, the
-    scale, the causal mask (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
+    tensors (``v``'s last axis may differ from q's and k's, as torch's E_v), written the
+    unfused way (nanoGPT's "manual" path): ``bmm`` for the scores, the scale, the causal mask
+    (``-inf`` above the diagonal), :func:`softmax`, ``bmm`` with ``v``.
 
     ``scale`` defaults to ``1 / sqrt(head_dim)``. With ``scale_queries=True`` the queries are
     multiplied by it *before* the product, so the scores are born small: in float16 ``q k^T``
@@ -199,11 +200,12 @@ def scaled_dot_product_attention(
                for t, name in ((q, "q"), (k, "k"), (v, "v")))
     causal = flag("scaled_dot_product_attention: causal", causal)
     scale_queries = flag("scaled_dot_product_attention: scale_queries", scale_queries)
-    if q.ndim < 2 or k.shape != v.shape or q.shape[-1] != k.shape[-1] \
+    # v may have its own last axis (torch's E_v): the output is (..., t_q, E_v)
+    if q.ndim < 2 or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1] \
             or q.shape[:-2] != k.shape[:-2] or q.shape[-1] == 0:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} "
                          "must be (..., T, head_dim) with equal batch/head axes, head_dim >= 1 "
-                         "and k, v alike")
+                         "for q and k, and k, v of one length T (v's last axis may differ)")
     # a number: float("0.1") would take a string, float(True) a flag, and NaN / inf would
     # turn every score into NaN
     s = (1 / math.sqrt(q.shape[-1]) if scale is None
