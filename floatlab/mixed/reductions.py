@@ -175,6 +175,13 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     """Softmax cross-entropy of ``logits`` (batch, classes) against class indices, in float32
     in mixed modes (autocast's float32 list on CUDA and CPU).
 
+    Where it differs from torch's ``cross_entropy``: ``targets`` may be class indices of any
+    integer dtype (torch wants int64) or floats holding whole numbers, read as indices (torch
+    reads float targets as class probabilities, of the logits' shape, which this does not
+    take); an index outside [0, classes) is an IndexError, as torch's. Only 2-D logits, and
+    no ``weight``, ``ignore_index`` or ``label_smoothing`` (``reduction`` is torch's: "mean",
+    "sum", "none"; the mean of an empty batch is NaN, as torch's).
+
     >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
     0.693147
     """
