@@ -43,7 +43,8 @@ def sum(  # noqa: A001 - torch's name
     x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
 ) -> Tensor:
     """Sum over ``axis`` (all axes by default), accumulated in float32 (or wider); the result is
-    float32 in mixed modes on CUDA, in the input's format on CPU.
+    float32 in mixed modes on CUDA, in the input's format on CPU. ``axis=()`` reduces over no
+    axis, as numpy's does; torch's ``dim=()`` reduces over all of them (pytorch issue 29137).
 
     >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
     [4.0, 6.0]
@@ -61,7 +62,8 @@ def sum(  # noqa: A001 - torch's name
 
 def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
-    to the input's format: autocast lists mean on neither device."""
+    to the input's format: autocast lists mean on neither device. ``axis=()`` reduces over no
+    axis, as numpy's does (torch's ``dim=()`` reduces over all: see :func:`sum`)."""
     x = _operand(x, "mean: x")
     axis, keepdims = axes("mean", axis, x.ndim), flag("mean: keepdims", keepdims)
     fmt = active_policy().op_format("mean", x.fmt)
