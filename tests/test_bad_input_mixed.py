@@ -204,6 +204,15 @@ def test_gelu_of_0d_is_0d(approximate):
     assert x.grad.shape == ()
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_an_empty_batch_has_an_empty_gradient(approximate):
+    # the tanh form's backward crashed in NumPy ("zero-size array to reduction operation
+    # minimum which has no identity") checking an empty derivative for infinities
+    x = Tensor(np.zeros((0, 4), np.float32), requires_grad=True)
+    fm.gelu(x, approximate).sum().backward()
+    assert x.grad.shape == (0, 4)
+
+
 @pytest.mark.parametrize("p, error, match", [
     ("0.5", TypeError, "dropout: p must be a number such as 0.5, got '0.5'"),
     (None, TypeError, "dropout: p must be a number"),
@@ -928,3 +937,92 @@ def test_sequence_dataset_checks_its_splits_vocab_and_answer_span(kwargs, messag
     with pytest.raises((ValueError, TypeError), match=message):
         SequenceDataset(**{**base, **kwargs})
     SequenceDataset(**base)  # the same data with a window in each split is fine
+
+
+@pytest.mark.parametrize("mask", [
+    np.array([[0, 1, 2]]), np.array([[0.5, 0.0, 0.0]]), [[1, 0, 0]], Tensor([[1.0, 0.0, 0.0]]),
+])
+def test_masked_fill_mask_must_be_boolean_as_torchs(mask):
+    """An integer or float mask was read as 'nonzero is filled' (0.5 and 2 filled silently);
+    torch's masked_fill refuses it with a RuntimeError, which this error also is."""
+    from floatlab.mixed.attention import MaskError, masked_fill
+
+    x = Tensor([[1.0, 2.0, 3.0]])
+    with pytest.raises(MaskError, match=r"mask must be a boolean array .* got dtype "
+                                        r".*; pass mask.astype\(bool\)") as info:
+        masked_fill(x, mask, -1.0)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, RuntimeError)
+    assert x.data.tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_masked_fill_mask_must_broadcast():
+    """A mask of another shape was a ValueError from inside np.where ('operands could not be
+    broadcast together with shapes (2,) () (1,3)')."""
+    from floatlab.mixed.attention import MaskShapeError, masked_fill
+
+    with pytest.raises(MaskShapeError, match=r"mask of shape \(2,\) does not broadcast with "
+                                             r"the tensor's shape \(1, 3\)") as info:
+        masked_fill(Tensor([[1.0, 2.0, 3.0]]), np.array([True, False]), -1.0)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+    with pytest.raises(TypeError, match="masked_fill: value must be a number"):
+        masked_fill(Tensor([1.0]), np.array([True]), "x")
+    # valid: a boolean list, a mask that broadcasts, a 0-d Tensor value (torch takes one)
+    assert masked_fill(Tensor([[1.0, 2.0]]), [True, False], Tensor(5.0)).data.tolist() == \
+        [[5.0, 2.0]]
+
+
+def test_narrow_checks_its_axis_and_takes_torchs_negative_start():
+    """axis was taken modulo ndim: axis 5 of a 2-D tensor silently narrowed axis 1 (torch
+    raises IndexError), a 0-d tensor was a ZeroDivisionError and a float axis a TypeError from
+    tuple indexing; torch's negative start (from the end) was refused."""
+    from floatlab.mixed.checks import AxisRangeError
+
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(AxisRangeError, match=r"narrow: axis 5 is out of range for a tensor of 2"):
+        fm.layers.narrow(x, 5, 0, 1)
+    with pytest.raises(IndexError, match="narrow: axis -3 is out of range"):
+        fm.layers.narrow(x, -3, 0, 1)
+    with pytest.raises(TypeError, match="narrow: axis must be an int"):
+        fm.layers.narrow(x, 1.0, 0, 1)
+    with pytest.raises(TypeError, match=r"narrow: start must be a whole number"):
+        fm.layers.narrow(x, 1, 0.5, 1)
+    with pytest.raises(ValueError, match="narrow: x is 0-d"):
+        fm.layers.narrow(Tensor(1.0), 0, 0, 1)
+    with pytest.raises(ValueError, match=r"narrow: start must be >= -3, got -4"):
+        fm.layers.narrow(x, 1, -4, 1)
+    assert fm.layers.narrow(x, -1, -2, 2).data.tolist() == [[1.0, 2.0], [4.0, 5.0]]
+    assert fm.layers.narrow(x, 1, 3, 0).shape == (2, 0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fm.embedding([0, 5], fm.parameter(np.zeros((5, 2)))),
+    lambda: fm.embedding([[-1]], fm.parameter(np.zeros((5, 2)))),
+    lambda: fm.cross_entropy(Tensor(np.zeros((2, 3))), [3, 0]),
+    lambda: fm.sequence_loss(Tensor(np.zeros((1, 2, 3))), [[0, 3]]),
+])
+def test_out_of_range_ids_and_targets_are_also_torchs_index_error(call):
+    """torch raises IndexError ("index out of range in self", "Target 3 is out of bounds");
+    these were plain ValueErrors, so `except IndexError` written for torch missed them."""
+    from floatlab.mixed.checks import IndexRangeError
+
+    with pytest.raises(IndexRangeError, match=r"must lie in \[0, \d\)") as info:
+        call()
+    assert isinstance(info.value, IndexError) and isinstance(info.value, ValueError)
+
+
+def test_permute_takes_torchs_negative_axes_and_checks_them():
+    """(-1, 0) was refused as 'not a permutation' (torch takes negative dims), and (0.0, 1.0)
+    passed the check (0.0 == 0) to fail inside np.transpose."""
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = fm.layers.permute(x, (-1, 0))
+    assert y.data.tolist() == x.data.T.tolist()
+    y.backward(grad=np.arange(6.0).reshape(3, 2))
+    assert x.grad.tolist() == np.arange(6.0).reshape(3, 2).T.tolist()
+    with pytest.raises(TypeError, match="permute: axis must be an int"):
+        fm.layers.permute(x, (0.0, 1.0))
+    with pytest.raises(RuntimeError, match="permute: axis .* names axis 1 twice"):
+        fm.layers.permute(x, (1, -1))
+    with pytest.raises(IndexError, match="permute: axis 2 is out of range"):
+        fm.layers.permute(x, (0, 2))
+    with pytest.raises(ValueError, match=r"permute: axes \(0,\) are not a permutation of 2"):
+        fm.layers.permute(x, (0,))

@@ -360,7 +360,7 @@ def test_cpu_lists_keep_softmax_and_layer_norm_in_bf16():
     (lambda: A.scaled_dot_product_attention(*[Tensor(np.ones((2, 4)))] * 3, causal="yes"),
      TypeError, "causal must be True or False"),
     (lambda: L.reshape(Tensor(np.ones(6)), (4, 2)), ValueError, "cannot reshape"),
-    (lambda: L.permute(Tensor(np.ones((2, 3))), (0, 0)), ValueError, "not a permutation"),
+    (lambda: L.permute(Tensor(np.ones((2, 3))), (0, 0)), ValueError, "names axis 0 twice"),
     (lambda: L.narrow(Tensor(np.ones((2, 3))), 1, 2, 2), ValueError, "outside axis 1"),
     (lambda: A.scaled_dot_product_attention(Tensor(np.ones((2, 3))), Tensor(np.ones((2, 4))),
                                             Tensor(np.ones((2, 4)))), ValueError, "head_dim"),

@@ -140,6 +140,8 @@ def test_tied_embedding_gradient_matches_finite_differences():
 @pytest.mark.parametrize("call, error, match", [
     (lambda m: m(np.array([[0, 11]])), ValueError, r"\[0, 11\)"),
     (lambda m: m(np.zeros((1, 9), np.int64)), ValueError, "context is 8"),
+    (lambda m: m(np.zeros((2, 0), np.int64)), ValueError,
+     r"sequences of 0 tokens \(ids of shape \(2, 0\)\); pass at least one token"),
     (lambda m: m(np.zeros(4, np.int64)), ValueError, r"\(batch, T\)"),
     (lambda m: m(np.full((1, 2), 0.5)), TypeError, "integers"),
 ])

@@ -22,7 +22,7 @@ import numpy as np
 from floatlab._validate import resolve_rng
 
 __all__ = ["number", "whole", "flag", "seed", "axes", "fraction", "tensor", "sizes_fit",
-           "update_rounding", "AxisRangeError", "RepeatedAxisError"]
+           "update_rounding", "AxisRangeError", "RepeatedAxisError", "IndexRangeError"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -135,6 +135,12 @@ class AxisRangeError(ValueError, IndexError):
     """An axis out of range for the tensor. Also an IndexError: torch raises IndexError
     ("Dimension out of range") there, and numpy's AxisError, which the ops raised before
     :func:`axes` checked up front, is one too, so ``except IndexError`` keeps catching it."""
+
+
+class IndexRangeError(ValueError, IndexError):
+    """A token id or class index outside [0, n). Also an IndexError, as torch's: embedding
+    raises "index out of range in self" and cross_entropy "Target 3 is out of bounds", both
+    IndexErrors, so ``except IndexError`` written for torch catches it."""
 
 
 class RepeatedAxisError(ValueError, RuntimeError):

@@ -38,7 +38,8 @@ import numpy as np
 from floatlab._validate import as_array, resolve_rng
 from floatlab.formats import Format
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send
-from floatlab.mixed.checks import flag, number, tensor
+from floatlab.mixed.checks import IndexRangeError, flag, number, tensor, whole
+from floatlab.mixed.checks import axes as check_axes
 from floatlab.mixed.elementwise import mul
 from floatlab.mixed.policy import storage_dtype
 from floatlab.mixed.reductions import cross_entropy
@@ -69,15 +70,21 @@ def reshape(x: Any, shape: Sequence[int]) -> Tensor:
 
 
 def permute(x: Any, axes: Sequence[int]) -> Tensor:
-    """``x`` with its axes reordered (torch's ``permute``; exact).
+    """``x`` with its axes reordered (torch's ``permute``; exact). As torch's, an axis may be
+    negative (counted from the end).
 
     >>> permute(Tensor(np.zeros((2, 3, 4))), (2, 0, 1)).shape
+    (4, 2, 3)
+    >>> permute(Tensor(np.zeros((2, 3, 4))), (-1, 0, 1)).shape
     (4, 2, 3)
     """
     x = _operand(x, "permute: x")
     axes = tuple(axes)
-    if sorted(axes) != list(range(x.ndim)):
+    if len(axes) != x.ndim:
         raise ValueError(f"permute: axes {axes} are not a permutation of {x.ndim} axes")
+    # ints in [-ndim, ndim), each axis once (torch's negative axes; a float axis, or 0.0 == 0,
+    # was a TypeError from inside np.transpose)
+    axes = tuple(a % x.ndim for a in check_axes("permute", axes, x.ndim) or ())
     inverse = tuple(np.argsort(axes))
     return _result(np.transpose(x.data, axes), x.fmt, (x,),
                    lambda g: _send(x, np.transpose(g, inverse), x.fmt, exact=True), "permute")
@@ -85,13 +92,25 @@ def permute(x: Any, axes: Sequence[int]) -> Tensor:
 
 def narrow(x: Any, axis: int, start: int, length: int) -> Tensor:
     """The slice ``start : start + length`` of ``x`` along ``axis`` (torch's ``narrow``; exact).
+    As torch's, ``axis`` lies in [-ndim, ndim) and a negative ``start`` counts from the end.
 
     >>> narrow(Tensor([[1.0, 2.0, 3.0]]), 1, 1, 2).data.tolist()
     [[2.0, 3.0]]
+    >>> narrow(Tensor([[1.0, 2.0, 3.0]]), -1, -1, 1).data.tolist()
+    [[3.0]]
     """
     x = _operand(x, "narrow: x")
-    axis = axis % x.ndim
-    if not (0 <= start and length >= 0 and start + length <= x.shape[axis]):
+    if x.ndim == 0:  # torch: "narrow() cannot be applied to a 0-dim tensor"
+        raise ValueError("narrow: x is 0-d and has no axis to slice; pass at least a 1-D tensor")
+    if isinstance(axis, (tuple, list)):
+        raise TypeError(f"narrow: axis must be one int, got {axis!r}")
+    # checked, not taken modulo ndim: axis 5 of a 2-D tensor silently sliced axis 1
+    axis = check_axes("narrow", axis, x.ndim) % x.ndim
+    size = x.shape[axis]
+    start = whole("narrow: start", start, minimum=-size)
+    start = start + size if start < 0 else start  # torch: a negative start counts from the end
+    length = whole("narrow: length", length, minimum=0)
+    if not start + length <= size:
         raise ValueError(f"narrow: [{start}, {start + length}) is outside axis {axis} of "
                          f"size {x.shape[axis]}")
     key = (slice(None),) * axis + (slice(start, start + length),)
@@ -120,9 +139,9 @@ def _token_ids(ids: Any, vocab: int, what: str = "embedding") -> np.ndarray:
             arr = arr.astype(np.int64)
     if arr.size and (arr.min() < 0 or arr.max() >= vocab):
         bad = arr[(arr < 0) | (arr >= vocab)]
-        raise ValueError(f"{what}: token ids must lie in [0, {vocab}) for a vocabulary of "
-                         f"{vocab}, got {bad.size} outside it (e.g. {int(bad.flat[0])}); check "
-                         "that the data was encoded with the model's vocabulary")
+        raise IndexRangeError(f"{what}: token ids must lie in [0, {vocab}) for a vocabulary of "
+                              f"{vocab}, got {bad.size} outside it (e.g. {int(bad.flat[0])}); "
+                              "check that the data was encoded with the model's vocabulary")
     return arr
 
 
@@ -354,8 +373,9 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
             dy += 1
             dy *= sig
             # all finite iff min and max are (NaN propagates through both): two reductions
-            # without a temporary array; the repair runs only where it is needed
-            if not (np.isfinite(dy.min()) and np.isfinite(dy.max())):
+            # without a temporary array; the repair runs only where it is needed (an empty
+            # batch has no min: numpy's "zero-size array to reduction operation")
+            if dy.size and not (np.isfinite(dy.min()) and np.isfinite(dy.max())):
                 _tanh_gelu_grad_far_left(z, dy, c, a)
         else:
             dy = cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)

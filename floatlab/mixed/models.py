@@ -262,7 +262,10 @@ class Transformer(Module):
             raise ValueError(f"Transformer: token ids must be (batch, T), got shape {idx.shape}; "
                              "wrap a single sequence as ids[None, :]")
         batch, t = idx.shape
-        if t > self.context or t == 0:
+        if t == 0:  # (the message below said "pass at most 8 tokens" to 0 tokens)
+            raise ValueError("Transformer: sequences of 0 tokens (ids of shape "
+                             f"{idx.shape}); pass at least one token per sequence")
+        if t > self.context:
             raise ValueError(f"Transformer: sequences of {t} tokens, but the model's context is "
                              f"{self.context}; pass at most {self.context} tokens (crop "
                              "ids[:, -context:]) or build the model with a larger context")

@@ -18,7 +18,7 @@ import numpy as np
 from floatlab._validate import as_array
 from floatlab.mixed import elementwise as _elementwise
 from floatlab.mixed.autograd import Tensor, _operand, _result, _send, _work
-from floatlab.mixed.checks import axes, flag
+from floatlab.mixed.checks import IndexRangeError, axes, flag
 from floatlab.mixed.scope import active_policy, quantize
 
 __all__ = ["sum", "mean", "softmax", "log_softmax", "cross_entropy"]
@@ -43,7 +43,8 @@ def sum(  # noqa: A001 - torch's name
     x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
 ) -> Tensor:
     """Sum over ``axis`` (all axes by default), accumulated in float32 (or wider); the result is
-    float32 in mixed modes on CUDA, in the input's format on CPU.
+    float32 in mixed modes on CUDA, in the input's format on CPU. ``axis=()`` reduces over no
+    axis, as numpy's does; torch's ``dim=()`` reduces over all of them (pytorch issue 29137).
 
     >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).sum(axis=0).data.tolist()
     [4.0, 6.0]
@@ -61,7 +62,8 @@ def sum(  # noqa: A001 - torch's name
 
 def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all axes by default), accumulated in float32 (or wider) and rounded
-    to the input's format: autocast lists mean on neither device."""
+    to the input's format: autocast lists mean on neither device. ``axis=()`` reduces over no
+    axis, as numpy's does (torch's ``dim=()`` reduces over all: see :func:`sum`)."""
     x = _operand(x, "mean: x")
     axis, keepdims = axes("mean", axis, x.ndim), flag("mean: keepdims", keepdims)
     fmt = active_policy().op_format("mean", x.fmt)
@@ -166,14 +168,21 @@ def _check_targets(targets: Any, batch: int, classes: int,
         raise ValueError(f"{what}: targets have shape {t.shape} but the logits have "
                          f"{batch} rows: pass one class index per row, shape ({batch},)")
     if t.size and (t.min() < 0 or t.max() >= classes):
-        raise ValueError(f"{what}: targets must lie in [0, {classes}) for {classes} "
-                         f"classes, got values from {t.min()} to {t.max()}")
+        raise IndexRangeError(f"{what}: targets must lie in [0, {classes}) for {classes} "
+                              f"classes, got values from {t.min()} to {t.max()}")
     return t
 
 
 def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy of ``logits`` (batch, classes) against class indices, in float32
     in mixed modes (autocast's float32 list on CUDA and CPU).
+
+    Where it differs from torch's ``cross_entropy``: ``targets`` may be class indices of any
+    integer dtype (torch wants int64) or floats holding whole numbers, read as indices (torch
+    reads float targets as class probabilities, of the logits' shape, which this does not
+    take); an index outside [0, classes) is an IndexError, as torch's. Only 2-D logits, and
+    no ``weight``, ``ignore_index`` or ``label_smoothing`` (``reduction`` is torch's: "mean",
+    "sum", "none"; the mean of an empty batch is NaN, as torch's).
 
     >>> round(cross_entropy(Tensor([[0.0, 0.0]]), [1]).item(), 6)   # log 2
     0.693147
