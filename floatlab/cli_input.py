@@ -11,7 +11,7 @@ import argparse
 import math
 import re
 import sys
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -107,11 +107,21 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
                          "as float64")
 
 
+_POWER_BITS = 1 << 23  # the largest exact power built: about 2.5 million digits, under 1 s
+
+
 def _parse_power(text: str, cleaned: str) -> tuple[float, Fraction]:
     """``base**exponent`` computed exactly (returned with its nearest float64, so 0.1**2 is
-    the float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002)."""
+    the float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002).
+
+    Refused: a result beyond float64's range, told from its size log10|base| * exponent
+    before the exact number is built (so 10**10000000000 is refused at once, and
+    1.0001**10001 = 2.7 is fine), and an exact power too long to build quickly."""
     base_text, _, exponent_text = cleaned.partition("**")
     sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
+    if "**" in exponent_text:
+        raise ValueError(f"{text!r}: one power only (a**b**c would be a**(b**c)); write the "
+                         "exponent as an integer, e.g. 10**100 or 2**-24")
     # The base is one optional sign and a decimal number, as a value without a power:
     # Fraction also read '+-2' as 2 (+-2**2 gave 4, Python's -4) and '2/3' as a fraction
     # (2/3**2 gave 4/9, Python's 2/9), and turned '1e-99999999' into a 10**99999999 (a hang).
@@ -129,12 +139,22 @@ def _parse_power(text: str, cleaned: str) -> tuple[float, Fraction]:
         ) from None
     if decimal == 0 and exponent < 0:
         raise ValueError(f"{text!r} divides by zero")
-    # An exact power would be huge (beyond 10**±400 every nonzero power of a base is out of
-    # float64's range): say so before the exact arithmetic builds the number
-    if exponent != 0 and decimal not in (0, 1) and (
-            abs(decimal.adjusted()) > 400 or abs(exponent) > 10_000):
-        big = (decimal > 1) == (exponent > 0)
-        raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
+    if exponent != 0 and decimal not in (0, 1):
+        # float64 spans 10**-323.3 .. 10**308.3; a margin leaves the edges to the exact test
+        if abs(decimal.adjusted()) > 400:
+            size = decimal.adjusted() * exponent
+        else:
+            with localcontext() as context:
+                context.prec = 40
+                size = abs(decimal).log10() * exponent
+        if size > 310 or size < -326:
+            raise ValueError(f"{text!r} {_TOO_BIG if size > 0 else _TOO_SMALL}")
+        base = Fraction(decimal)
+        if abs(exponent) * (base.numerator.bit_length() + base.denominator.bit_length()) \
+                > _POWER_BITS:
+            raise ValueError(f"{text!r}: the exact power has too many digits to compute "
+                             f"(about {abs(exponent)} times those of {unsigned}); use a base "
+                             "with fewer digits or a smaller exponent")
     exact = sign * (Fraction(decimal) ** exponent if exponent else Fraction(1))  # x**0 = 1
     try:
         value = float(exact)

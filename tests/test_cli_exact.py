@@ -149,3 +149,29 @@ def test_quantize_rounds_a_typed_decimal_once(capsys):
     """Above e4m3's tie 1 + 2**-4 by 1e-29: MXFP8 (a power-of-two scale) stores 1.125."""
     out = run(capsys, "quantize", "-s", "mxfp8", "1.06250000000000000000000000001", "4")
     assert out.splitlines()[2].split()[-1] == "1.125"
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [("1.0001**10001", Fraction(10001, 10000) ** 10001),
+     ("0.9999**-20000", Fraction(9999, 10000) ** -20000),
+     ("2**-1074", Fraction(2) ** -1074), ("-0.5**1074", -(Fraction(1, 2) ** 1074)),
+     ("1.5**1750", Fraction(3, 2) ** 1750)],
+)
+def test_a_power_is_limited_by_its_size_not_its_exponent(capsys, text, exact):
+    """1.0001**10001 = 2.718... was refused as 'beyond float64's range' (any exponent above
+    10_000 was); the limit is now the result's size, log10|base| * exponent."""
+    out = run(capsys, "round", "-f", "float64", "--", text)
+    assert out.split(" -> ")[1] == f"{float(exact)!r}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("10**10**10", "one power only"), ("10**10000000000", "beyond float64's range"),
+     ("1.0001**-100000000000", "below float64's smallest"), ("1.5**1751", "beyond float64"),
+     ("1.0000000001**1000000000", "too many digits")],
+)
+def test_big_exponents_are_clear_errors_at_once(capsys, text, message):
+    code = main(["round", "-f", "fp16", "--", text])
+    _, err = capsys.readouterr()
+    assert code == 1 and message in err and "Traceback" not in err
