@@ -162,7 +162,7 @@ def _parse_power(text: str, cleaned: str) -> tuple[float, Fraction]:
         raise ValueError(f"{text!r} {_TOO_BIG}") from None
     if value == 0 and exact != 0:
         raise ValueError(f"{text!r} {_TOO_SMALL}")
-    return value, exact
+    return math.copysign(value, sign) if exact == 0 else value, exact  # -0**3 is -(0**3): -0.0
 
 
 def parse_code(text: str, fmt: Format) -> int:

@@ -175,3 +175,10 @@ def test_big_exponents_are_clear_errors_at_once(capsys, text, message):
     code = main(["round", "-f", "fp16", "--", text])
     _, err = capsys.readouterr()
     assert code == 1 and message in err and "Traceback" not in err
+
+
+def test_a_negated_zero_power_is_negative_zero(capsys):
+    """-0**3 is -(0**3), as in Python: -0.0 (it gave +0.0: the sign went into an exact 0)."""
+    assert run(capsys, "round", "-f", "fp16", "-0**3", "0**3", "-0") == \
+        "-0.0 -> -0.0\n0.0 -> 0.0\n-0.0 -> -0.0\n"
+    assert run(capsys, "encode", "-f", "bf16", "-0.0**5") == "0x8000\n"
