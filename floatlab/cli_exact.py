@@ -147,6 +147,7 @@ def explain_typed(number: Typed, fmt: Format, options: dict) -> str:
     from dataclasses import replace
 
     from floatlab.explain import explain, result_grid
+    from floatlab.explain_steps import _float
     from floatlab.grid import ulp
 
     rng = np.random.default_rng(options["rng"]) if options["rounding"] == "stochastic" else None
@@ -170,8 +171,8 @@ def explain_typed(number: Typed, fmt: Format, options: dict) -> str:
         elif label == "error" and math.isfinite(e.value):
             err = Fraction(e.value) - q
             in_ulps = err / Fraction(float(ulp(c, result_grid(fmt, options["subnormals"]))))
-            exact_text = (f"stored - x = {float(err):.6g} ({float(in_ulps):+.3g} ulp); "
-                          f"relative {float(err / q):.3g}")
+            exact_text = (f"stored - x = {_float(err):.6g} ({_float(in_ulps):+.3g} ulp); "
+                          f"relative {_float(err / q):.3g}")
             step = re.sub(r"^stored - x = \S+ \(\S+ ulp\); relative [^,;]+", exact_text, step) \
                 if step.startswith("stored") else exact_text
         steps.append((label, step))

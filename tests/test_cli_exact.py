@@ -182,3 +182,10 @@ def test_a_negated_zero_power_is_negative_zero(capsys):
     assert run(capsys, "round", "-f", "fp16", "-0**3", "0**3", "-0") == \
         "-0.0 -> -0.0\n0.0 -> 0.0\n-0.0 -> -0.0\n"
     assert run(capsys, "encode", "-f", "bf16", "-0.0**5") == "0x8000\n"
+
+
+def test_explain_of_a_tiny_typed_value_rounded_up_has_an_infinite_relative_error(capsys):
+    """The relative error of 2.5e-324 rounded up to fp16's 2**-24 is beyond float64's range:
+    it reads inf (as explain's own), not an OverflowError."""
+    out = run(capsys, "explain", "-f", "fp16", "-r", "up", "2.5e-324")
+    assert "stored - x = 5.96046e-08 (+1 ulp); relative inf" in out
