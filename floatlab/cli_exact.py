@@ -12,9 +12,13 @@ How the carrier is chosen, for a typed value q that is not itself a float64:
   at least three float64s, so the odd float64 lies strictly on the same side of every value and
   midpoint of the format as q: every mode (nearest_even, nearest_away, toward_zero, up, down,
   odd) rounds it to what it rounds q to; stochastic rounding sees a probability off by less
-  than 2**-(53 - p).
-* wider formats (float64, e11m51, e11m52): the format's values are float64s, so the carrier is
-  the correctly rounded result itself, chosen from q's two neighbours in the format.
+  than 2**-(53 - p). (With --ftz floatlab rounds the binade just below 2**emin on its own grid;
+  it refuses --ftz for the formats whose normals start at float64's, the only ones where that
+  grid could be finer than 2**-1072.)
+* wider formats (float64, e11m51, e11m52: p > 51, smallest quantum below 2**-1072): the
+  format's values are float64s, so the carrier is the correctly rounded result itself, chosen
+  from q's two neighbours in the format (ties to even by the code's last bit; stochastic from
+  64 random bits; an overflow is inf, or max with --saturate).
 
 Range edges: values float64 cannot hold (the nearest float64 is inf or 0: 1e400, 1e-400) are
 refused by the parser; a value between float64's max and max + half an ulp is kept (its odd
@@ -40,8 +44,6 @@ from floatlab.formats import Format
 from floatlab.rounding import round as round_to_format
 
 __all__ = ["Typed", "typed", "round_to_odd_f64"]
-
-_MAX = Fraction(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
