@@ -166,13 +166,16 @@ def explain_typed(number: Typed, fmt: Format, options: dict) -> str:
     for label, step in e.steps:
         if label == "input":
             step = f"x = {text}\n(no float64 is x: the nearest is {number.nearest!r}; {how})"
+        elif label == "window" and wide:  # a carry can put the result in the next window
+            step = _window_text(q, fmt, options)
         elif label == "offset":  # the carrier's offset, moved to x's exact one
-            step = step.rpartition(" = ")[0] + " = " + _offset_text(q, fmt, options)[0]
+            step = _offset_step(q, fmt, options)
         elif label == "rounding" and wide and math.isfinite(e.value):  # the carrier is exact
             step = _wide_rounding_text(q, e.value, fmt, options)
         elif label == "error" and math.isfinite(e.value):
             err = Fraction(e.value) - q
-            in_ulps = err / Fraction(float(ulp(c, result_grid(fmt, options["subnormals"]))))
+            grid = result_grid(fmt, options["subnormals"])  # (x's ulp: its odd float64's)
+            in_ulps = err / Fraction(float(ulp(round_to_odd_f64(q), grid)))
             exact_text = (f"stored - x = {_float(err):.6g} ({_float(in_ulps):+.3g} ulp); "
                           f"relative {_float(err / q):.3g}")
             step = re.sub(r"^stored - x = \S+ \(\S+ ulp\); relative [^,;]+", exact_text, step) \
@@ -206,6 +209,33 @@ def _offset_text(q: Fraction, fmt: Format, options: dict) -> tuple[str, Fraction
         return f"{float(offset):.6g}...", offset
     decimals = str(math.floor((offset - whole) * 10**6)).rjust(6, "0").rstrip("0")
     return f"{whole}.{decimals or '0'}...", offset
+
+
+def _offset_step(q: Fraction, fmt: Format, options: dict) -> str:
+    """explain's offset step (floatlab.explain_steps, finite_input) for the typed value."""
+    from floatlab.explain_steps import _pow2, _short
+
+    start, _, exp_for_width, _ = _window(q, fmt, options)
+    width, buckets = Fraction(2) ** (exp_for_width - fmt.man_bits), 2**fmt.man_bits
+    return (f"the window holds 2^{fmt.man_bits} = {buckets} bucket{'s' if buckets > 1 else ''} "
+            f"of width {_pow2(exp_for_width - fmt.man_bits)} = {_short(width)};\n"
+            f"(|x| - {_short(start)}) / {_short(width)} = {_offset_text(q, fmt, options)[0]}")
+
+
+def _window_text(q: Fraction, fmt: Format, options: dict) -> str:
+    """explain's window step (floatlab.explain_steps, finite_input) for the typed value."""
+    from floatlab.explain_steps import _pow2, _short
+
+    start, e_x, _, subnormal = _window(q, fmt, options)
+    if subnormal:
+        return (f"|x| < {_pow2(fmt.emin)} = {_short(math.ldexp(1.0, fmt.emin))}, where normals "
+                f"start: x lies in the subnormal window [0, {_pow2(fmt.emin)}), where the "
+                f"exponent is fixed at emin = {fmt.emin} and the hidden bit is 0")
+    text = (f"{_pow2(e_x)} <= |x| < {_pow2(e_x + 1)}, so e = {e_x}: x lies in the window "
+            f"[{_short(start)}, {_short(2 * start)})")
+    if e_x < fmt.emin:
+        text += f", but the smallest exponent of {fmt.name} is emin = {fmt.emin}"
+    return text
 
 
 def _wide_rounding_text(q: Fraction, value: float, fmt: Format, options: dict) -> str:

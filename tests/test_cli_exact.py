@@ -189,3 +189,12 @@ def test_explain_of_a_tiny_typed_value_rounded_up_has_an_infinite_relative_error
     it reads inf (as explain's own), not an OverflowError."""
     out = run(capsys, "explain", "-f", "fp16", "-r", "up", "2.5e-324")
     assert "stored - x = 5.96046e-08 (+1 ulp); relative inf" in out
+
+
+def test_explain_of_a_wide_format_tells_the_window_of_the_typed_value(capsys):
+    """Just below 0.125, rounded up to float64: x lies in [0.0625, 0.125) and the result
+    carries into the next window (the steps told x's window from the result 0.125)."""
+    out = run(capsys, "explain", "-f", "float64", "-r", "up", "0.12499999999999999999999")
+    assert "2^-4 <= |x| < 2^-3, so e = -4: x lies in the window [0.0625, 0.125)" in out
+    assert "(|x| - 0.0625) / 1.38778e-17 = 4503599627370495.999999..." in out
+    assert "(a carry)" in out
