@@ -11,8 +11,8 @@ a pipe on stdin, the values are read from stdin (``echo 3.141 | floatlab round -
 >>> main(["bits", "3.141", "--format", "fp16"])
 float16        0 10000 1001001000  0x4248  3.140625
 0
->>> main(["round", "-f", "bf16", "-1e-8"])
--1e-08 -> -1.0011717677116394e-08
+>>> main(["round", "-f", "bf16", "-1e-8"])  # echoed as typed: no float64 is -1e-8
+-1e-8 -> -1.0011717677116394e-08
 0
 """
 
@@ -27,22 +27,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from floatlab.cli_exact import explain_typed
 from floatlab.cli_input import (
     add_input_arguments,
+    carriers,
     format_list,
     nonnegative_int,
     one_format,
     parse_code,
     positive_int,
     positive_number,
-    read_numbers,
+    read_typed,
     read_words,
     rounding_mode,
     rounding_options,
 )
 from floatlab.cli_quant import add_quantize_parser, add_schemes_parser
 from floatlab.codec import codes_to_bin, codes_to_hex, decode, encode
-from floatlab.explain import explain
 from floatlab.finfo import compare_formats, finfo
 from floatlab.formats import Format, FormatNameError, format_aliases, format_names, get_format
 from floatlab.grid import values
@@ -116,12 +117,15 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 def cmd_bits(args: argparse.Namespace) -> int:
     formats = format_list(args.format)
-    words, x = read_numbers(args)
+    numbers = read_typed(args)
+    words = [t.text for t in numbers]
     options = rounding_options(args)
     if len(formats) == 1:
+        x = carriers(numbers, formats[0], options)
         _print_table(_bits_rows(x, formats[0], options), formats)
         return EXIT_OK
-    per_format = [_bits_rows_or_refusals(x, fmt, options) for fmt in formats]
+    per_format = [_bits_rows_or_refusals(carriers(numbers, fmt, options), fmt, options)
+                  for fmt in formats]
     for i, word in enumerate(words):
         if len(words) > 1:  # one block per value, a blank line between blocks
             print(f"\nx = {word}" if i else f"x = {word}")
@@ -132,17 +136,17 @@ def cmd_bits(args: argparse.Namespace) -> int:
 
 def cmd_round(args: argparse.Namespace) -> int:
     fmt = one_format(args.format, "round")
-    _, x = read_numbers(args)
-    rounded = round_to_format(x, fmt, **rounding_options(args))
-    for value, r in zip(x, rounded, strict=True):
-        print(f"{_format_value(value)} -> {_format_value(r)}")
+    numbers, options = read_typed(args), rounding_options(args)
+    rounded = round_to_format(carriers(numbers, fmt, options), fmt, **options)
+    for number, r in zip(numbers, rounded, strict=True):
+        print(f"{number.echo} -> {_format_value(r)}")  # x as typed, if no float64 is x
     return EXIT_OK
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
     fmt = one_format(args.format, "encode")
-    _, x = read_numbers(args)
-    codes = encode(x, fmt, **rounding_options(args))
+    numbers, options = read_typed(args), rounding_options(args)
+    codes = encode(carriers(numbers, fmt, options), fmt, **options)
     for code in codes_to_hex(codes, fmt).reshape(-1):
         print(code)
     return EXIT_OK
@@ -159,9 +163,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     formats = format_list(args.format)
-    _, x = read_numbers(args)
-    options = rounding_options(args)
-    texts = [str(explain(value, fmt, **options)) for value in x for fmt in formats]
+    numbers, options = read_typed(args), rounding_options(args)
+    texts = [explain_typed(number, fmt, options) for number in numbers for fmt in formats]
     print("\n\n".join(texts))
     return EXIT_OK
 

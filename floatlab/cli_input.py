@@ -11,7 +11,7 @@ import argparse
 import math
 import re
 import sys
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -22,7 +22,7 @@ from floatlab.rounding import _resolve_mode
 __all__ = [
     "parse_number", "parse_code", "positive_int", "nonnegative_int", "rounding_mode",
     "positive_number", "stdin_is_piped", "read_words", "read_numbers", "format_list",
-    "one_format", "rounding_options",
+    "one_format", "rounding_options", "read_typed", "carriers",
 ]
 
 
@@ -33,32 +33,45 @@ def parse_number(text: str) -> float:
     (``0x1.8p1``, as ``float.hex`` writes) or a power with an integer exponent (``2**-24``).
 
     Numbers float64 cannot hold (``1e400``, ``1e-400``, ``2**10000``) are refused rather than
-    silently turned into inf or 0.
+    silently turned into inf or 0. This is the float64 nearest to the text; the commands that
+    round keep the exact value (:mod:`floatlab.cli_exact`) so that they round only once.
 
     >>> parse_number("2**-24"), parse_number("-0x1.8p1"), parse_number("-inf")
     (5.960464477539063e-08, -3.0, -inf)
     """
+    return _parse_exact(text)[0]
+
+
+def _parse_exact(text: str) -> tuple[float, Fraction | None]:
+    """The float64 nearest to ``text`` and its exact value (None for inf and nan)."""
     cleaned = text.strip().replace(" ", "")
     if "**" in cleaned:
         return _parse_power(text, cleaned)
     try:
         value = float(cleaned)
     except ValueError:
-        value = _parse_hex_float(text, cleaned)
-        if value is None:
+        parsed = _parse_hex_float(text, cleaned)
+        if parsed is None:
             raise ValueError(
                 f"{text!r} is not a number (try 3.141, -1e-8, inf, nan, 0x1.8p1 or 2**-24)"
             ) from None
-        return value
+        return parsed
     _check_decimal_fits(text, cleaned, value)
-    return value
+    if not math.isfinite(value) or value == 0:  # (a zero's digits may have any exponent)
+        return value, None if value else Fraction(0)
+    try:  # finite: Decimal's exponent is within float64's range plus the digits typed
+        return value, Fraction(Decimal(cleaned))
+    except InvalidOperation:  # float() and Decimal() read the same numbers; just in case
+        raise ValueError(f"{text!r} is not a decimal number floatlab can read exactly "
+                         "(try 3.141, -1e-8 or 0x1.8p1)") from None
 
 
 _TOO_BIG = "is beyond float64's range (max about 1.8e308 = 2**1024)"
 _TOO_SMALL = "is below float64's smallest positive value (about 4.9e-324 = 2**-1074)"
+_HEX = re.compile(r"([+-]?)0x([0-9a-f]*)\.?([0-9a-f]*)(?:p([+-]?[0-9]+))?")
 
 
-def _parse_hex_float(text: str, cleaned: str) -> float | None:
+def _parse_hex_float(text: str, cleaned: str) -> tuple[float, Fraction] | None:
     if "0x" not in cleaned.lower():
         return None
     try:
@@ -70,9 +83,14 @@ def _parse_hex_float(text: str, cleaned: str) -> float | None:
     digits = cleaned.lower().split("0x", 1)[1].split("p", 1)[0]
     if value == 0 and digits.strip("0.") != "":  # fromhex rounds 0x1p-1080 to 0 silently
         raise ValueError(f"{text!r} {_TOO_SMALL}")
-    return value
-
-
+    # fromhex rounds digits beyond float64's 53 bits: the exact value is the digits' own
+    match = _HEX.fullmatch(cleaned.lower())
+    if match is None or value == 0:
+        return value, Fraction(0) if value == 0 else Fraction(value)
+    sign, whole, fraction, exponent = match.groups()
+    exact = Fraction(int(whole + fraction or "0", 16)) * Fraction(2) ** (
+        int(exponent or 0) - 4 * len(fraction))  # value is finite and nonzero: a small power
+    return value, -exact if sign == "-" else exact
 def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
     """float() turns 1e400 into inf and 1e-400 into 0 without a word: refuse both."""
     if math.isfinite(value) and value != 0:
@@ -89,11 +107,21 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
                          "as float64")
 
 
-def _parse_power(text: str, cleaned: str) -> float:
-    """``base**exponent`` computed exactly, then rounded once to float64 (so 0.1**2 is the
-    float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002)."""
+_POWER_BITS = 1 << 23  # the largest exact power built: about 2.5 million digits, under 1 s
+
+
+def _parse_power(text: str, cleaned: str) -> tuple[float, Fraction]:
+    """``base**exponent`` computed exactly (returned with its nearest float64, so 0.1**2 is
+    the float64 nearest 1/100, not Python's 0.1**2 = 0.010000000000000002).
+
+    Refused: a result beyond float64's range, told from its size log10|base| * exponent
+    before the exact number is built (so 10**10000000000 is refused at once, and
+    1.0001**10001 = 2.7 is fine), and an exact power too long to build quickly."""
     base_text, _, exponent_text = cleaned.partition("**")
     sign = -1 if base_text.startswith("-") else 1  # as in Python, -2**-24 is -(2**-24)
+    if "**" in exponent_text:
+        raise ValueError(f"{text!r}: one power only (a**b**c would be a**(b**c)); write the "
+                         "exponent as an integer, e.g. 10**100 or 2**-24")
     # The base is one optional sign and a decimal number, as a value without a power:
     # Fraction also read '+-2' as 2 (+-2**2 gave 4, Python's -4) and '2/3' as a fraction
     # (2/3**2 gave 4/9, Python's 2/9), and turned '1e-99999999' into a 10**99999999 (a hang).
@@ -111,12 +139,22 @@ def _parse_power(text: str, cleaned: str) -> float:
         ) from None
     if decimal == 0 and exponent < 0:
         raise ValueError(f"{text!r} divides by zero")
-    # An exact power would be huge (beyond 10**±400 every nonzero power of a base is out of
-    # float64's range): say so before the exact arithmetic builds the number
-    if exponent != 0 and decimal not in (0, 1) and (
-            abs(decimal.adjusted()) > 400 or abs(exponent) > 10_000):
-        big = (decimal > 1) == (exponent > 0)
-        raise ValueError(f"{text!r} {_TOO_BIG if big else _TOO_SMALL}")
+    if exponent != 0 and decimal not in (0, 1):
+        # float64 spans 10**-323.3 .. 10**308.3; a margin leaves the edges to the exact test
+        if abs(decimal.adjusted()) > 400:
+            size = decimal.adjusted() * exponent
+        else:
+            with localcontext() as context:
+                context.prec = 40
+                size = abs(decimal).log10() * exponent
+        if size > 310 or size < -326:
+            raise ValueError(f"{text!r} {_TOO_BIG if size > 0 else _TOO_SMALL}")
+        base = Fraction(decimal)
+        if abs(exponent) * (base.numerator.bit_length() + base.denominator.bit_length()) \
+                > _POWER_BITS:
+            raise ValueError(f"{text!r}: the exact power has too many digits to compute "
+                             f"(about {abs(exponent)} times those of {unsigned}); use a base "
+                             "with fewer digits or a smaller exponent")
     exact = sign * (Fraction(decimal) ** exponent if exponent else Fraction(1))  # x**0 = 1
     try:
         value = float(exact)
@@ -124,7 +162,7 @@ def _parse_power(text: str, cleaned: str) -> float:
         raise ValueError(f"{text!r} {_TOO_BIG}") from None
     if value == 0 and exact != 0:
         raise ValueError(f"{text!r} {_TOO_SMALL}")
-    return value
+    return math.copysign(value, sign) if exact == 0 else value, exact  # -0**3 is -(0**3): -0.0
 
 
 def parse_code(text: str, fmt: Format) -> int:
@@ -238,9 +276,26 @@ def add_input_arguments(p: argparse.ArgumentParser, what: str = "values",
 
 
 def read_numbers(args: argparse.Namespace) -> tuple[list[str], np.ndarray]:
-    """The words as typed and their float64 values."""
+    """The words as typed and their nearest float64 values."""
     words = read_words(args)
     return words, np.array([parse_number(w) for w in words], dtype=np.float64)
+
+
+def read_typed(args: argparse.Namespace) -> list:
+    """The words as :class:`floatlab.cli_exact.Typed` numbers: exact values, rounded once."""
+    from floatlab.cli_exact import typed
+
+    return [typed(word) for word in read_words(args)]
+
+
+def carriers(numbers: list, fmt: Format, options: dict) -> np.ndarray:
+    """The float64s that ``floatlab.round(., fmt, **options)`` rounds as it rounds the typed
+    values (floatlab.cli_exact): the typed decimal is rounded once, not via float64."""
+    rng = None
+    if options["rounding"] == "stochastic":  # only the wide formats' (float64's) draw uses it
+        rng = np.random.default_rng(options["rng"])
+    return np.array([t.carrier(fmt, options["rounding"], options["saturate"], rng)
+                     for t in numbers], dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- formats

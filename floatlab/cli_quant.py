@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 
-from floatlab.cli_input import add_input_arguments, positive_int, read_numbers
+import numpy as np
+
+from floatlab.cli_exact import round_to_odd_f64
+from floatlab.cli_input import add_input_arguments, positive_int, read_typed
 
 EXIT_OK = 0
 
@@ -23,7 +26,10 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     from floatlab.quant import get_scheme, quantize
 
     scheme = get_scheme(args.scheme)
-    _, x = read_numbers(args)
+    # A typed decimal that is no float64 goes in rounded to odd (floatlab.cli_exact): the
+    # elements (at most 24 bits) then round once, exactly, after a power-of-two scale (MX).
+    x = np.array([t.nearest if t.is_float64 else round_to_odd_f64(t.exact)
+                  for t in read_typed(args)], dtype=np.float64)
     if args.rows:
         if x.size % args.rows:
             raise ValueError(f"{x.size} values do not fill {args.rows} rows: give a multiple "
