@@ -428,3 +428,35 @@ def test_trainer_checks_update_rounding_up_front_as_the_optimizers(bad, error, m
         SGD([parameter([1.0])], lr=0.1, update_rounding=bad, kahan=kahan)
     with pytest.raises(error, match=match):  # was accepted, then failed at fit()
         Trainer("bf16-true", update_rounding=bad, kahan=kahan)
+
+
+@pytest.mark.parametrize("betas", [[0.8, 0.95], np.array([0.8, 0.95]),
+                                   (np.float64(0.8), np.float64(0.95))])
+def test_betas_take_any_pair_torch_takes(betas):
+    """torch.optim reads betas[0], betas[1] and unpacks the pair: a list or a NumPy array of
+    two floats works there; floatlab refused both ("betas must be a pair ... got [0.8, 0.95]").
+    They now give the tuple's result bit for bit."""
+    def run(b):
+        w = parameter([1.0, -2.0])
+        opt = Adam([w], lr=0.01, betas=b)
+        for g in ([0.5, 0.25], [-0.125, 1.0]):
+            w.grad = np.array(g, np.float32)
+            opt.step()
+        return w.data, opt.betas
+
+    w, b = run(betas)
+    w0, b0 = run((0.8, 0.95))
+    assert np.array_equal(w, w0) and b == b0 and all(type(x) is float for x in b)
+
+
+@pytest.mark.parametrize("betas, match", [
+    (np.array([[0.9, 0.999]]), r"Adam: betas must be a pair.*shape \(1, 2\).*betas=\(0.9, 0.999\)"),
+    ([0.9, 0.99, 0.999], r"Adam: betas must be a pair.*got 3 values"),
+    ("ab", r"Adam: betas must be a pair"),
+    ({0.9, 0.999}, r"Adam: betas must be a pair"),
+    (np.array([True, False]), r"betas\[0\] must be a number"),
+    (np.array([1.0, 0.5]), "Adam: Invalid beta parameter at index 0: 1.0"),
+])
+def test_betas_that_are_not_a_pair_of_numbers_are_refused(betas, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        Adam([parameter([1.0])], betas=betas)

@@ -22,7 +22,7 @@ of Zamirai et al. (2020) for updates that are too small to change a bf16 weight.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,6 +318,24 @@ def _check_ranges(who: str, **values: float) -> None:
             raise ValueError(f"{who}: {torch_words}: {value} ({rule}; e.g. {example})")
 
 
+def _betas(who: str, betas: Any) -> tuple[float, float]:
+    """``betas`` as two floats. torch.optim reads ``betas[0]``, ``betas[1]`` and unpacks the
+    pair at each step, so any sequence of two numbers works there: a tuple, a list, a NumPy
+    array of shape (2,) (whose items are NumPy floats). Refused: anything else (a number, a
+    string, a set or dict, an array of another shape), with the pair to pass."""
+    fix = "pass two numbers such as betas=(0.9, 0.999)"
+    if isinstance(betas, np.ndarray):
+        if betas.shape != (2,):
+            raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got an array of shape "
+                            f"{betas.shape}; {fix}")
+        betas = betas.tolist()
+    elif isinstance(betas, (str, bytes, dict, set, frozenset)) or \
+            not isinstance(betas, Sequence) or len(betas) != 2:
+        got = f"{len(betas)} values" if isinstance(betas, (tuple, list)) else repr(betas)
+        raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {got}; {fix}")
+    return number("betas[0]", betas[0]), number("betas[1]", betas[1])
+
+
 def _copies_unread() -> bool:
     """Whether the per-step low-precision weight copies would be neither read nor recorded, so
     the optimizer need not make them: under a training recipe the Linear layers' GEMMs quantise
@@ -425,10 +443,7 @@ class Adam(Optimizer):
     ) -> None:
         lr, eps = number("lr", lr), number("eps", eps)
         weight_decay = number("weight_decay", weight_decay)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
-                            f"got {betas!r}")
-        b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
+        b1, b2 = _betas(type(self).__name__, betas)
         _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
                       weight_decay=weight_decay)
         self.fused = flag("fused", fused)
