@@ -269,7 +269,7 @@ def _check_flat_scheme(who: str, key: str, spec: Scheme, expand: bool, sizes: li
             else "per-column scales"
         raise ValueError(f"{label} has {what}, which need a 2-D tensor, but each parameter's "
                          f"moment is stored as one flat vector; {fix}")
-    if (isinstance(spec.block, int) or spec.hadamard) and spec.axis not in (0, -1):
+    if (isinstance(spec.block, int) or spec.hadamard) and spec.axis not in (0, -1, None):
         raise ValueError(f"{label} runs along axis {spec.axis}, but each parameter's moment is "
                          "stored as one flat vector (axis -1); use axis=-1")
     if spec.hadamard:
