@@ -460,3 +460,22 @@ def test_betas_take_any_pair_torch_takes(betas):
 def test_betas_that_are_not_a_pair_of_numbers_are_refused(betas, match):
     with pytest.raises((TypeError, ValueError), match=match):
         Adam([parameter([1.0])], betas=betas)
+
+
+def test_zero_grad_takes_torchs_set_to_none():
+    """torch's Optimizer.zero_grad(set_to_none=True) (the default since torch 2.0): code
+    written for torch that passes it got "zero_grad() got an unexpected keyword argument".
+    set_to_none=False zeroes existing gradients (new arrays: the caller's is not written to)."""
+    a, b, c = parameter([1.0, 2.0]), parameter([3.0]), parameter([4.0])
+    g = np.array([0.5, -0.25], np.float32)
+    a.grad, b.grad = g, np.array([1.0], np.float32)
+    opt = SGD([a, b, c], lr=0.1)
+    opt.zero_grad(set_to_none=False)
+    assert a.grad.tolist() == [0.0, 0.0] and a.grad.dtype == np.float32 and c.grad is None
+    assert g.tolist() == [0.5, -0.25]                       # not mutated
+    assert opt.step().nonzero_grads == 0 and a.data.tolist() == [1.0, 2.0]
+    opt.zero_grad(set_to_none=True)
+    assert a.grad is None and b.grad is None
+    opt.zero_grad()
+    with pytest.raises(TypeError, match="set_to_none must be True or False"):
+        opt.zero_grad(set_to_none="False")

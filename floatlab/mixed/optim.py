@@ -212,10 +212,13 @@ class Optimizer:
         return group.state[key]
 
     # ------------------------------------------------------------------ public
-    def zero_grad(self) -> None:
-        """Drop every parameter's gradient (the next backward starts from zero)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every parameter's gradient (the next backward starts from zero), torch's
+        ``zero_grad(set_to_none=True)``; ``set_to_none=False`` gives each existing gradient
+        zeros instead (a new array: one assigned by hand is not written to), None stays None."""
+        set_to_none = flag("set_to_none", set_to_none)
         for p in self.params:
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     def step(self) -> UpdateReport:
         """Update every parameter that has a gradient; report how many updates were lost."""
