@@ -479,3 +479,28 @@ def test_zero_grad_takes_torchs_set_to_none():
     opt.zero_grad()
     with pytest.raises(TypeError, match="set_to_none must be True or False"):
         opt.zero_grad(set_to_none="False")
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_torch_only_options_at_their_inert_values_are_accepted(cls):
+    """Code written for torch.optim passes amsgrad=False, maximize=False, foreach=None ...: they
+    were "Optimizer.__init__() got an unexpected keyword argument 'amsgrad'". At the value that
+    changes nothing they are accepted (same result); any other value is refused by name."""
+    def run(**kw):
+        w = parameter([1.0, -2.0])
+        opt = cls([w], lr=0.1, **kw)
+        w.grad = np.array([0.5, 0.25], np.float32)
+        opt.step()
+        return w.data
+
+    inert = dict(maximize=False, foreach=None, capturable=False, differentiable=False)
+    if cls is Adam:
+        inert.update(amsgrad=False, decoupled_weight_decay=False)
+    assert np.array_equal(run(**inert), run()) and np.array_equal(run(foreach=False), run())
+    name = cls.__name__
+    with pytest.raises(ValueError, match=rf"{name}: maximize=True is a torch.optim option "
+                                         rf"that floatlab's {name} does not model.*maximize"
+                                         "=False"):
+        run(maximize=True)
+    with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument 'lrr'"):
+        run(lrr=0.1)

@@ -129,7 +129,9 @@ class Optimizer:
         kahan: bool = False,
         seed: int = 0,
         low_copies: str | Format | None = "auto",
+        **torch_options: Any,
     ) -> None:
+        _check_torch_options(type(self).__name__, torch_options)
         kahan = flag("kahan", kahan)
         if isinstance(params, Tensor) or not isinstance(params, Iterable):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
@@ -308,6 +310,28 @@ _RANGES = {
     "beta2": ("Invalid beta parameter at index 1", "need 0 <= betas[1] < 1",
               "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
 }
+
+
+#: torch.optim's options that floatlab's SGD / Adam do not model, and the value at which each
+#: changes nothing (code written for torch often passes them at that value).
+_TORCH_ONLY = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+               "differentiable": False, "decoupled_weight_decay": False}
+
+
+def _check_torch_options(who: str, options: dict[str, Any]) -> None:
+    """Accept torch.optim's options at the values that change nothing (``amsgrad=False``,
+    ``foreach=None``, ...); refuse any other value, and unknown keywords, by name. They were
+    "Optimizer.__init__() got an unexpected keyword argument 'amsgrad'", whatever the value."""
+    for name, value in options.items():
+        if name not in _TORCH_ONLY:
+            raise TypeError(f"{who}() got an unexpected keyword argument {name!r}")
+        inert = _TORCH_ONLY[name]
+        if value is inert or (name == "foreach" and value is False):
+            continue
+        raise ValueError(f"{who}: {name}={value!r} is a torch.optim option that floatlab's "
+                         f"{who} does not model (it follows torch's single-tensor "
+                         f"{'SGD' if who == 'SGD' else 'Adam'} without it); drop it, or pass "
+                         f"{name}={inert!r}")
 
 
 def _check_ranges(who: str, **values: float) -> None:
