@@ -658,3 +658,36 @@ def test_dq8_blocks_run_over_the_flattened_tensor_as_bitsandbytes(shape):
 def test_dq8_int_blocks_take_no_axis():
     with pytest.raises(ValueError, match="axis=0 does not apply to dq8.*flattened tensor"):
         floatlab.Scheme("nf4", 64, "dq8", "even", axis=0)
+
+
+@pytest.mark.parametrize("name", ["nf4", "dynamic8", "udynamic8"])
+@pytest.mark.parametrize("shape", [(3, 100), (7, 5, 33), (2, 64)])
+def test_bitsandbytes_presets_block_the_flattened_tensor(name, shape):
+    """bitsandbytes' quantize_4bit (nf4) and quantize_blockwise (the dynamic maps) block A as
+    one flat vector in C order: ceil(A.numel() / blocksize) blocks, the last one partial. The
+    presets blocked each row along the last axis (a (3, 100) tensor got 6 nf4 blocks, two of
+    36 padded values, instead of 5), so their codes and scales depended on the shape. Now a
+    tensor gives its flattened values' codes and scales (axis=None: blocks over the flattened
+    tensor), as nf4_dq already did."""
+    scheme = floatlab.get_scheme(name)
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    if name == "udynamic8":
+        x = np.abs(x)
+    flat = floatlab.quantize(x.reshape(-1), scheme)
+    for arr in (x, np.asfortranarray(x)):
+        q = floatlab.quantize(arr, scheme)
+        assert q.scales.shape == (-(-x.size // scheme.block),) and q.shape == shape
+        assert np.array_equal(q.unpack().reshape(-1), flat.unpack())
+        assert np.array_equal(q.scales, flat.scales)
+        assert np.array_equal(floatlab.fake_quantize(arr, scheme), q.dequantize())
+        assert np.array_equal(q.dequantize().reshape(-1), flat.dequantize())
+    assert scheme.axis is None and "over the flattened tensor" in scheme.describe()
+
+
+def test_axis_none_is_flat_blocks_and_takes_no_hadamard():
+    assert floatlab.Scheme("int8", 32, "float32", axis=None) != floatlab.Scheme("int8", 32,
+                                                                                "float32")
+    with pytest.raises(ValueError, match="hadamard runs along an axis.*axis=-1"):
+        floatlab.Scheme("e2m1", 16, "e4m3fn", hadamard=16, axis=None)
+    with pytest.raises(TypeError, match=r"axis must be an int, or None.*got 'x'"):
+        floatlab.Scheme("e2m1", 16, axis="x")

@@ -428,3 +428,79 @@ def test_trainer_checks_update_rounding_up_front_as_the_optimizers(bad, error, m
         SGD([parameter([1.0])], lr=0.1, update_rounding=bad, kahan=kahan)
     with pytest.raises(error, match=match):  # was accepted, then failed at fit()
         Trainer("bf16-true", update_rounding=bad, kahan=kahan)
+
+
+@pytest.mark.parametrize("betas", [[0.8, 0.95], np.array([0.8, 0.95]),
+                                   (np.float64(0.8), np.float64(0.95))])
+def test_betas_take_any_pair_torch_takes(betas):
+    """torch.optim reads betas[0], betas[1] and unpacks the pair: a list or a NumPy array of
+    two floats works there; floatlab refused both ("betas must be a pair ... got [0.8, 0.95]").
+    They now give the tuple's result bit for bit."""
+    def run(b):
+        w = parameter([1.0, -2.0])
+        opt = Adam([w], lr=0.01, betas=b)
+        for g in ([0.5, 0.25], [-0.125, 1.0]):
+            w.grad = np.array(g, np.float32)
+            opt.step()
+        return w.data, opt.betas
+
+    w, b = run(betas)
+    w0, b0 = run((0.8, 0.95))
+    assert np.array_equal(w, w0) and b == b0 and all(type(x) is float for x in b)
+
+
+@pytest.mark.parametrize("betas, match", [
+    (np.array([[0.9, 0.999]]), r"Adam: betas must be a pair.*shape \(1, 2\).*betas=\(0.9, 0.999\)"),
+    ([0.9, 0.99, 0.999], r"Adam: betas must be a pair.*got 3 values"),
+    ("ab", r"Adam: betas must be a pair"),
+    ({0.9, 0.999}, r"Adam: betas must be a pair"),
+    (np.array([True, False]), r"betas\[0\] must be a number"),
+    (np.array([1.0, 0.5]), "Adam: Invalid beta parameter at index 0: 1.0"),
+])
+def test_betas_that_are_not_a_pair_of_numbers_are_refused(betas, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        Adam([parameter([1.0])], betas=betas)
+
+
+def test_zero_grad_takes_torchs_set_to_none():
+    """torch's Optimizer.zero_grad(set_to_none=True) (the default since torch 2.0): code
+    written for torch that passes it got "zero_grad() got an unexpected keyword argument".
+    set_to_none=False zeroes existing gradients (new arrays: the caller's is not written to)."""
+    a, b, c = parameter([1.0, 2.0]), parameter([3.0]), parameter([4.0])
+    g = np.array([0.5, -0.25], np.float32)
+    a.grad, b.grad = g, np.array([1.0], np.float32)
+    opt = SGD([a, b, c], lr=0.1)
+    opt.zero_grad(set_to_none=False)
+    assert a.grad.tolist() == [0.0, 0.0] and a.grad.dtype == np.float32 and c.grad is None
+    assert g.tolist() == [0.5, -0.25]                       # not mutated
+    assert opt.step().nonzero_grads == 0 and a.data.tolist() == [1.0, 2.0]
+    opt.zero_grad(set_to_none=True)
+    assert a.grad is None and b.grad is None
+    opt.zero_grad()
+    with pytest.raises(TypeError, match="set_to_none must be True or False"):
+        opt.zero_grad(set_to_none="False")
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_torch_only_options_at_their_inert_values_are_accepted(cls):
+    """Code written for torch.optim passes amsgrad=False, maximize=False, foreach=None ...: they
+    were "Optimizer.__init__() got an unexpected keyword argument 'amsgrad'". At the value that
+    changes nothing they are accepted (same result); any other value is refused by name."""
+    def run(**kw):
+        w = parameter([1.0, -2.0])
+        opt = cls([w], lr=0.1, **kw)
+        w.grad = np.array([0.5, 0.25], np.float32)
+        opt.step()
+        return w.data
+
+    inert = dict(maximize=False, foreach=None, capturable=False, differentiable=False)
+    if cls is Adam:
+        inert.update(amsgrad=False, decoupled_weight_decay=False)
+    assert np.array_equal(run(**inert), run()) and np.array_equal(run(foreach=False), run())
+    name = cls.__name__
+    with pytest.raises(ValueError, match=rf"{name}: maximize=True is a torch.optim option "
+                                         rf"that floatlab's {name} does not model.*maximize"
+                                         "=False"):
+        run(maximize=True)
+    with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument 'lrr'"):
+        run(lrr=0.1)

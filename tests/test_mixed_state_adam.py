@@ -152,3 +152,15 @@ def test_state_names_keep_the_candidates_and_close_matches_of_the_resolvers(name
     # for one fixed sentence; it is a FormatNameError, as unknown names are everywhere
     with pytest.raises(floatlab.FormatNameError, match=match):
         StateAdam([parameter(np.ones(4))], state={"exp_avg": name})
+
+
+@pytest.mark.parametrize("state", [{"exp_avg": "e4m3fn"},
+                                   {"exp_avg": "mxfp8_e4m3", "exp_avg_sq": "fp16"}])
+def test_expand_with_a_plain_format_is_refused(state):
+    """expand=True with a plain Format moment was silently ignored (the format rounded the
+    unexpanded values): COAT's expansion needs the block scales of a Scheme to bring the
+    expanded values back into range. Now the constructor names the moment and the fix."""
+    key = "exp_avg" if len(state) == 1 else "exp_avg_sq"
+    with pytest.raises(ValueError, match=rf"expand=True \(COAT\).*state\['{key}'\] = "
+                                         r"float.* is a plain format.*expand=False"):
+        StateAdam([parameter(np.ones(300, np.float32))], state=state, expand=True)

@@ -22,7 +22,7 @@ of Zamirai et al. (2020) for updates that are too small to change a bf16 weight.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +129,9 @@ class Optimizer:
         kahan: bool = False,
         seed: int = 0,
         low_copies: str | Format | None = "auto",
+        **torch_options: Any,
     ) -> None:
+        _check_torch_options(type(self).__name__, torch_options)
         kahan = flag("kahan", kahan)
         if isinstance(params, Tensor) or not isinstance(params, Iterable):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors such "
@@ -212,10 +214,13 @@ class Optimizer:
         return group.state[key]
 
     # ------------------------------------------------------------------ public
-    def zero_grad(self) -> None:
-        """Drop every parameter's gradient (the next backward starts from zero)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every parameter's gradient (the next backward starts from zero), torch's
+        ``zero_grad(set_to_none=True)``; ``set_to_none=False`` gives each existing gradient
+        zeros instead (a new array: one assigned by hand is not written to), None stays None."""
+        set_to_none = flag("set_to_none", set_to_none)
         for p in self.params:
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     def step(self) -> UpdateReport:
         """Update every parameter that has a gradient; report how many updates were lost."""
@@ -307,6 +312,28 @@ _RANGES = {
 }
 
 
+#: torch.optim's options that floatlab's SGD / Adam do not model, and the value at which each
+#: changes nothing (code written for torch often passes them at that value).
+_TORCH_ONLY = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+               "differentiable": False, "decoupled_weight_decay": False}
+
+
+def _check_torch_options(who: str, options: dict[str, Any]) -> None:
+    """Accept torch.optim's options at the values that change nothing (``amsgrad=False``,
+    ``foreach=None``, ...); refuse any other value, and unknown keywords, by name. They were
+    "Optimizer.__init__() got an unexpected keyword argument 'amsgrad'", whatever the value."""
+    for name, value in options.items():
+        if name not in _TORCH_ONLY:
+            raise TypeError(f"{who}() got an unexpected keyword argument {name!r}")
+        inert = _TORCH_ONLY[name]
+        if value is inert or (name == "foreach" and value is False):
+            continue
+        raise ValueError(f"{who}: {name}={value!r} is a torch.optim option that floatlab's "
+                         f"{who} does not model (it follows torch's single-tensor "
+                         f"{'SGD' if who == 'SGD' else 'Adam'} without it); drop it, or pass "
+                         f"{name}={inert!r}")
+
+
 def _check_ranges(who: str, **values: float) -> None:
     """A ValueError naming the first argument out of its range, in torch.optim's words (code
     that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. The
@@ -316,6 +343,24 @@ def _check_ranges(who: str, **values: float) -> None:
         torch_words, rule, example, ok = _RANGES[name]
         if not ok(value):
             raise ValueError(f"{who}: {torch_words}: {value} ({rule}; e.g. {example})")
+
+
+def _betas(who: str, betas: Any) -> tuple[float, float]:
+    """``betas`` as two floats. torch.optim reads ``betas[0]``, ``betas[1]`` and unpacks the
+    pair at each step, so any sequence of two numbers works there: a tuple, a list, a NumPy
+    array of shape (2,) (whose items are NumPy floats). Refused: anything else (a number, a
+    string, a set or dict, an array of another shape), with the pair to pass."""
+    fix = "pass two numbers such as betas=(0.9, 0.999)"
+    if isinstance(betas, np.ndarray):
+        if betas.shape != (2,):
+            raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got an array of shape "
+                            f"{betas.shape}; {fix}")
+        betas = betas.tolist()
+    elif isinstance(betas, (str, bytes, dict, set, frozenset)) or \
+            not isinstance(betas, Sequence) or len(betas) != 2:
+        got = f"{len(betas)} values" if isinstance(betas, (tuple, list)) else repr(betas)
+        raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {got}; {fix}")
+    return number("betas[0]", betas[0]), number("betas[1]", betas[1])
 
 
 def _copies_unread() -> bool:
@@ -425,10 +470,7 @@ class Adam(Optimizer):
     ) -> None:
         lr, eps = number("lr", lr), number("eps", eps)
         weight_decay = number("weight_decay", weight_decay)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"Adam: betas must be a pair (beta1, beta2) such as (0.9, 0.999), "
-                            f"got {betas!r}")
-        b1, b2 = number("betas[0]", betas[0]), number("betas[1]", betas[1])
+        b1, b2 = _betas(type(self).__name__, betas)
         _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
                       weight_decay=weight_decay)
         self.fused = flag("fused", fused)

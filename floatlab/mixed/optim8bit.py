@@ -96,7 +96,8 @@ class StateAdam(Adam):
         is quantised as one flat vector, so a Scheme needs int blocks along axis -1, 'row' or
         'tensor' scales (2-D tiles and per-column scales are refused at construction).
     min_8bit_size : parameter tensors with fewer values keep float32 moments.
-    expand : COAT's dynamic range expansion before a Scheme's quantisation (group 128).
+    expand : COAT's dynamic range expansion before a Scheme's quantisation (group 128); a
+        plain Format spec has no scale to take the expanded values, so it is refused then.
 
     The update is Adam's fused float32 arithmetic (``Adam(fused=True)``); only the storage of
     the moments differs. ``weight_decay`` and the low-precision remedies are not offered.
@@ -129,6 +130,13 @@ class StateAdam(Adam):
                                  f"itself; got weights in {group.fmt.name} (use a mixed "
                                  "precision such as 'bf16-mixed')")
         for key, spec in self.specs.items():
+            if isinstance(spec, Format) and self.expand:  # it was ignored without a word
+                raise ValueError(
+                    f"{type(self).__name__}: expand=True (COAT) expands each group's range "
+                    f"before a block-scaled quantisation, whose scales bring the expanded "
+                    f"values back into range; state[{key!r}] = {spec.name} is a plain format "
+                    "with no scale, so it would not be expanded; give it a Scheme such as "
+                    "'fp8_tensorwise' or 'mxfp8_e4m3', or pass expand=False")
             if isinstance(spec, Scheme):
                 _check_flat_scheme(type(self).__name__, key, spec, self.expand,
                                    [p.size for p in self.params if self._quantized(p)])
@@ -261,7 +269,7 @@ def _check_flat_scheme(who: str, key: str, spec: Scheme, expand: bool, sizes: li
             else "per-column scales"
         raise ValueError(f"{label} has {what}, which need a 2-D tensor, but each parameter's "
                          f"moment is stored as one flat vector; {fix}")
-    if (isinstance(spec.block, int) or spec.hadamard) and spec.axis not in (0, -1):
+    if (isinstance(spec.block, int) or spec.hadamard) and spec.axis not in (0, -1, None):
         raise ValueError(f"{label} runs along axis {spec.axis}, but each parameter's moment is "
                          "stored as one flat vector (axis -1); use axis=-1")
     if spec.hadamard:

@@ -134,13 +134,14 @@ def _layout(shape: tuple[int, ...], scheme: Scheme) -> _Layout:
 
 
 def _over_flat(scheme: Scheme) -> bool:
-    """Whether the scheme's blocks run over the flattened tensor: QLoRA's double quantisation
-    (``scale="dq8"``) with int blocks is bitsandbytes' ``quantize_4bit`` / ``quantize_blockwise``,
-    which block ``A`` as one flat vector in C order (``n = A.numel()``, ``ceil(n / blocksize)``
-    blocks, the last one partial), whatever A's shape. Blocks along an axis instead made the
-    element blocks (rows padded on their own) and the order of the nested absmax blocks depend
-    on the shape and the axis."""
-    return scheme.scale == "dq8" and isinstance(scheme.block, int)
+    """Whether the scheme's blocks run over the flattened tensor, as bitsandbytes'
+    ``quantize_4bit`` / ``quantize_blockwise`` block ``A``: one flat vector in C order
+    (``n = A.numel()``, ``ceil(n / blocksize)`` blocks, the last one partial), whatever A's
+    shape. Int blocks with ``axis=None`` (the ``nf4`` / ``dynamic8`` / ``udynamic8``
+    presets) do, and so does QLoRA's double quantisation (``scale="dq8"``) with int blocks.
+    Blocks along an axis instead made the element blocks (rows padded on their own) and the
+    order of the nested absmax blocks depend on the shape and the axis."""
+    return isinstance(scheme.block, int) and (scheme.scale == "dq8" or scheme.axis is None)
 
 
 def _blocked(arr: np.ndarray, scheme: Scheme) -> _Blocked:

@@ -144,7 +144,10 @@ class Scheme:
     global_scale : NVFP4's second level: a per-tensor float32 scale ``amax / (scale.max *
         element.max)`` that the block scales are divided by before they are rounded.
     margin : headroom in powers of two: the scale is multiplied by ``2**margin``.
-    axis : the axis of int blocks (and of the Hadamard transform).
+    axis : the axis of int blocks (and of the Hadamard transform); None: int blocks over the
+        flattened tensor in C order (the last block partial, ``scales`` 1-D), as bitsandbytes'
+        ``quantize_blockwise`` / ``quantize_4bit`` block any tensor -- the ``nf4``,
+        ``dynamic8`` and ``udynamic8`` presets do.
     hadamard : None or a power of two ``h`` (NVFP4 uses 16): a random Hadamard transform over
         blocks of ``h`` along ``axis`` before quantising, inverted on dequantising.
     random_bits : None (exact stochastic rounding) or ``k`` in 1..16 with
@@ -162,7 +165,7 @@ class Scheme:
     rounding: str = "nearest_even"
     global_scale: bool = False
     margin: int = 0
-    axis: int = -1
+    axis: int | None = -1
     hadamard: int | None = None
     random_bits: int | None = None
     name: str = field(default="", compare=False)
@@ -182,8 +185,12 @@ class Scheme:
         # equality, hashing or repr.
         object.__setattr__(self, "_plans", {})
         for label, value in (("margin", self.margin), ("axis", self.axis)):
+            if label == "axis" and value is None:  # int blocks over the flattened tensor
+                continue
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{label} must be an int, got {value!r}")
+                what = "an int, or None (int blocks over the flattened tensor)" \
+                    if label == "axis" else "an int"
+                raise TypeError(f"{label} must be {what}, got {value!r}")
             object.__setattr__(self, label, int(value))
         if self.margin < 0:
             raise ValueError(f"margin must be >= 0, got {self.margin}")
@@ -198,8 +205,8 @@ class Scheme:
             raise ValueError("global_scale is NVFP4's second level for non-power-of-two block "
                              "scales (e4m3fn, bf16, float32); it makes no sense with "
                              f"{self.scale!r} scales")
-        if self.scale == "dq8" and isinstance(self.block, int) and self.axis != -1 and \
-                not self.hadamard:
+        if self.scale == "dq8" and isinstance(self.block, int) and \
+                self.axis not in (-1, None) and not self.hadamard:
             raise ValueError(f"axis={self.axis} does not apply to dq8 scales with int blocks: "
                              "they are bitsandbytes' (QLoRA's double quantisation), whose "
                              "blocks run over the flattened tensor in C order; drop axis")
@@ -219,6 +226,9 @@ class Scheme:
                                  f"element format, not {self.rounding!r} elements of "
                                  f"{self.element.name}")
         if self.hadamard is not None:
+            if self.axis is None:
+                raise ValueError("hadamard runs along an axis, but axis=None blocks the "
+                                 "flattened tensor; pass an axis (e.g. axis=-1) for it")
             h = self.hadamard
             if isinstance(h, bool) or not isinstance(h, int) or h < 2 or h & (h - 1):
                 raise ValueError(f"hadamard must be None or a power of two >= 2 (NVFP4 uses "
@@ -272,6 +282,8 @@ class Scheme:
             where = blocks[self.block]
         elif isinstance(self.block, int):
             where = f"blocks of {self.block}"
+            if self.axis is None or self.scale == "dq8":  # (blocks._over_flat)
+                where += " over the flattened tensor"
         else:
             where = f"{self.block[0]}x{self.block[1]} tiles"
         extra = ""
@@ -309,10 +321,12 @@ def _build_presets() -> dict[str, Scheme]:
         _preset("fp8_128x128", "e4m3fn", (128, 128), "float32", "even"),
         _preset("int8_tensor", "int8", "tensor", "float32", "even"),
         _preset("int8_row", "int8", "row", "float32", "even"),
-        _preset("nf4", "nf4", 64, "float32", "even"),
+        # bitsandbytes' blockwise quantisation (quantize_4bit, quantize_blockwise) blocks the
+        # flattened tensor; dq8's int blocks always do
+        _preset("nf4", "nf4", 64, "float32", "even", axis=None),
         _preset("nf4_dq", "nf4", 64, "dq8", "even"),
-        _preset("dynamic8", "dynamic8", 256, "float32", "even"),
-        _preset("udynamic8", "udynamic8", 256, "float32", "even"),
+        _preset("dynamic8", "dynamic8", 256, "float32", "even", axis=None),
+        _preset("udynamic8", "udynamic8", 256, "float32", "even", axis=None),
     ]
     return {s.name: s for s in presets}
 
