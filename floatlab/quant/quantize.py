@@ -173,7 +173,8 @@ class QuantizedTensor:
 
     def dequantize(self) -> np.ndarray:
         """``element * scale`` per block, in the working precision, x's shape."""
-        out = _unblock(self._elements * self._effective, self._padded, self.shape)
+        with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+            out = _unblock(self._elements * self._effective, self._padded, self.shape)
         if self.scheme.hadamard:
             out = _hadamard(out, self.scheme, inverse=True)
         return out
@@ -290,6 +291,11 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     return source, transformed, b, elements, codes, scales, scale_codes, g, eff, clipped, extra
 
 
+# _DEQ_NOTE: dequantising multiplies element * scale in the working precision; a small scale
+# (one clamped to the scale format's smallest normal, a tiny float32 block) puts the product in
+# float32's subnormals, or below them: that rounding is the emulation's result (the kernels'
+# float32 product), not a FloatingPointError under a caller's np.errstate(under="raise").
+
 _NARROW_AMAX = True  # switch for the tests, which check it against the widened array's amaxes
 
 
@@ -359,7 +365,8 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     parts = _core(x, scheme, rng, want_codes=stats)
     source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
-    deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
+    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
     rotated = rotated and bool(scheme.hadamard)
     if scheme.hadamard and not rotated:
@@ -510,7 +517,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
                          f"{global_scale!r} would be ignored; drop it (only two-level schemes "
                          "such as nvfp4 take one)")
-    out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded, b.shape)
+    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded,
+                       b.shape)
     if scheme.hadamard:
         out = _hadamard(out, scheme, inverse=True)
     return out

@@ -205,7 +205,9 @@ def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     # caller's np.errstate(under="raise"). An amax below float32's range gives g = 0, refused
     # as one in its subnormals is (it was cast to tmax = 0, an all-zero tensor's g = 1, and
     # every value flushed to zero without a word).
-    with np.errstate(under="ignore"):
+    # (A float64 tensor amax beyond float32's range overflows the cast to inf: refused below
+    # as a global scale outside float32's range, not an overflow warning or error first.)
+    with np.errstate(under="ignore", over="ignore"):
         return _global_block_scales(amax, scheme, fmt, tensor_amax)
 
 

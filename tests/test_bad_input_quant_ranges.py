@@ -1,0 +1,60 @@
+"""Quantisation at the ends of the float ranges: tiny and huge tensors under a caller's
+np.errstate, and scales that float32 cannot hold (found by the unusual-input survey)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import floatlab
+from floatlab.quant.quantize import quantize_elements
+
+
+def _calls(scheme):
+    rng = 0 if floatlab.get_scheme(scheme).rounding == "stochastic" else None
+
+    def dequantize(x):
+        q = floatlab.quantize(x, scheme, rng)
+        return floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape, dtype=x.dtype,
+                                   global_scale=q.global_scale)
+
+    return [lambda x: floatlab.quantize(x, scheme, rng).dequantize(),
+            lambda x: floatlab.fake_quantize(x, scheme, rng),
+            lambda x: floatlab.fake_quantize(x, scheme, rng, stats=True)[0],
+            lambda x: floatlab.fake_quantize(x, scheme, rng, rotated=True),
+            lambda x: quantize_elements(x, scheme, rng)[0] if not (
+                floatlab.get_scheme(scheme).hadamard or scheme == "nf4_dq") else x,
+            dequantize]
+
+
+@pytest.mark.parametrize("scheme", ["nf4", "nf4_dq", "dynamic8", "int8_row",
+                                    floatlab.get_scheme("nvfp4").replace(hadamard=16)])
+@pytest.mark.parametrize("exponent", [-140, -130, -125])
+def test_tiny_float32_tensors_quantise_under_errstate_raise(scheme, exponent):
+    # The dequantising product element * scale in float32 (a scale clamped to float32's
+    # smallest normal) and the Hadamard transform of tiny float32 values round into float32's
+    # subnormals: the emulation's own rounding, which a caller's np.errstate(all="raise")
+    # turned into "FloatingPointError: underflow encountered in multiply / matmul". Same
+    # values now, no error.
+    x = np.ldexp(np.random.default_rng(0).standard_normal((4, 64)), exponent).astype(np.float32)
+    for call in _calls(scheme):
+        want = call(x)
+        with np.errstate(all="raise"):
+            np.testing.assert_array_equal(call(x), want)
+    with np.errstate(all="raise"):
+        assert floatlab.quantize(x, scheme).stats.n == x.size
+
+
+def test_nvfp4_tensor_beyond_float32_is_refused_without_an_overflow_first():
+    # A float64 tensor amax beyond float32's range overflowed the cast to float32 first: a
+    # RuntimeWarning before the ValueError, and under np.errstate(all="raise") a
+    # FloatingPointError instead of the error that names the problem.
+    x = np.array([[1e300, -2.0, 3.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="global scale outside float32"):
+            floatlab.quantize(x, "nvfp4")
+        with np.errstate(all="raise"), pytest.raises(ValueError, match="global scale outside"):
+            floatlab.fake_quantize(x, "nvfp4")
