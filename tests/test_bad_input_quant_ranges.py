@@ -58,3 +58,22 @@ def test_nvfp4_tensor_beyond_float32_is_refused_without_an_overflow_first():
             floatlab.quantize(x, "nvfp4")
         with np.errstate(all="raise"), pytest.raises(ValueError, match="global scale outside"):
             floatlab.fake_quantize(x, "nvfp4")
+
+
+@pytest.mark.parametrize("exponent, dtype", [(125, np.float32), (125, np.float64),
+                                             (130, np.float64)])
+def test_dq8_absmaxes_whose_float32_mean_overflows_name_the_cause(exponent, dtype):
+    # nf4_dq stores the block absmaxes and their float32 mean (bitsandbytes' offset): a finite
+    # tensor whose absmaxes' float32 sum overflows (float64 absmaxes beyond float32's range are
+    # clamped to its max, as every float32 scale is) was refused as "x holds 0 NaN and 4 inf
+    # values", x holding none.
+    x = np.ldexp(np.random.default_rng(0).standard_normal((4, 64)), exponent).astype(dtype)
+    for call in (lambda: floatlab.quantize(x, "nf4_dq"),
+                 lambda: floatlab.fake_quantize(x, "nf4_dq")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match="dq8 scales store.*float32 sum for the mean"
+                               ".*scale the tensor down"):
+                call()
+    small = floatlab.quantize(np.ldexp(x, -10), "nf4_dq")  # 2**-10 of it: no overflow
+    assert np.isfinite(small.dequantize()).all()

@@ -306,8 +306,15 @@ def _double_quantize(absmax: np.ndarray, work: Any):
     dynamic8-blockwise(absmax - offset)`` with ``offset = mean(absmax)`` (float32) and blocks of
     256, so dequantising uses the approximated absmax.
     """
-    flat = absmax.reshape(-1).astype(np.float32)
-    offset = np.float32(flat.mean(dtype=np.float32))
+    flat = absmax.reshape(-1).astype(np.float32)  # (float32 scales: exact)
+    with np.errstate(over="ignore"):  # (overflow: refused below, with its cause)
+        offset = np.float32(flat.mean(dtype=np.float32))
+    if not np.isfinite(offset):
+        # (the nested quantisation then saw inf and blamed x for holding inf values)
+        raise ValueError(f"dq8 scales store the block absmaxes and their mean in float32, as "
+                         f"bitsandbytes does; these (the largest {float(flat.max()):g}) are so "
+                         "large that their float32 sum for the mean (the offset) overflows; "
+                         "scale the tensor down first, or use scale='float32'")
     nested = quantize(flat - offset, get_scheme("dynamic8").replace(block=DQ8_BLOCK))
     approx = (nested.dequantize().astype(np.float32) + offset).astype(np.float64)
     extra = nested.scale_codes.nbytes + 4  # the nested float32 absmax values + the offset
