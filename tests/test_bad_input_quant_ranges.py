@@ -77,3 +77,23 @@ def test_dq8_absmaxes_whose_float32_mean_overflows_name_the_cause(exponent, dtyp
                 call()
     small = floatlab.quantize(np.ldexp(x, -10), "nf4_dq")  # 2**-10 of it: no overflow
     assert np.isfinite(small.dequantize()).all()
+
+
+def test_scheme_takes_numpy_ints_for_random_bits_and_hadamard():
+    # margin, axis and block took np.int64 (a value read from an array or a config), but
+    # random_bits=np.int64(8) was refused as "must be None or an int in 1..16 ..., got
+    # np.int64(8)" and hadamard=np.int64(16) as "a power of two >= 2 ..., got np.int64(16)":
+    # errors claiming the value breaks the rule it keeps. Taken now, as Python ints.
+    nvfp4 = floatlab.get_scheme("nvfp4")
+    s = nvfp4.replace(rounding="stochastic", random_bits=np.int64(8), hadamard=np.int32(16))
+    assert s == nvfp4.replace(rounding="stochastic", random_bits=8, hadamard=16)
+    assert type(s.random_bits) is int and type(s.hadamard) is int
+    x = np.random.default_rng(0).standard_normal((2, 32)).astype(np.float32)
+    np.testing.assert_array_equal(
+        floatlab.fake_quantize(x, s, 0),
+        floatlab.fake_quantize(x, nvfp4.replace(rounding="stochastic", random_bits=8,
+                                                hadamard=16), 0))
+    for label, bad in (("random_bits", np.bool_(True)), ("hadamard", np.bool_(True)),
+                       ("random_bits", np.int64(17)), ("hadamard", np.int64(12))):
+        with pytest.raises(ValueError, match=label):
+            nvfp4.replace(rounding="stochastic", **{label: bad})

@@ -208,6 +208,10 @@ class Scheme:
             raise ValueError("scale_rounding='even' rounds amax to the element's mantissa "
                              "width: it needs a float element format, not "
                              f"{self.element.name}; use 'floor', 'ceil' or 'rceil'")
+        for label in ("random_bits", "hadamard"):  # numpy ints as margin and axis take them
+            value = getattr(self, label)
+            if isinstance(value, np.integer) and not isinstance(value, np.bool_):
+                object.__setattr__(self, label, int(value))
         if self.random_bits is not None:
             k = self.random_bits
             if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
