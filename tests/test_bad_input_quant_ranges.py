@@ -97,3 +97,16 @@ def test_scheme_takes_numpy_ints_for_random_bits_and_hadamard():
                        ("random_bits", np.int64(17)), ("hadamard", np.int64(12))):
         with pytest.raises(ValueError, match=label):
             nvfp4.replace(rounding="stochastic", **{label: bad})
+
+
+@pytest.mark.parametrize("scheme, shape, block", [
+    ("mxfp8", (0,), (1,)), ("fp8_rowwise", (3, 0), (1, 1)), ("fp8_1x128", (0, 200), (1, 128)),
+    ("fp8_128x128", (4, 0, 5), (1, 1, 5)), ("nvfp4", (2, 0), (1, 1))])
+def test_quantize_elements_of_an_empty_tensor(scheme, shape, block):
+    # quantize and fake_quantize take empty tensors (shape kept, no scales), but
+    # quantize_elements divided the padded shape by a block grid of 0: ZeroDivisionError.
+    x = np.zeros(shape, np.float32)
+    values, scales, got_block, stats = quantize_elements(x, scheme, stats=True)
+    assert values.shape == shape and values.dtype == np.float32 and scales.size == 0
+    assert got_block == block and stats.n == 0
+    assert floatlab.fake_quantize(x, scheme).shape == shape

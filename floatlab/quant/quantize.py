@@ -428,7 +428,8 @@ def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | i
     parts = _core(x, scheme, rng, want_codes=stats)
     source, _, b, elements, _, _, _, _, eff, _, _ = parts
     grid_scales = _grid_shape(eff, b.grid)
-    block = tuple(p // n for p, n in zip(b.padded, b.grid, strict=True))
+    # (an empty axis has no blocks: its tile is 1, as blocks._clamped cuts it)
+    block = tuple(p // n if n else 1 for p, n in zip(b.padded, b.grid, strict=True))
     values = _unblock(elements, b.padded, b.shape)
     if not stats:
         return values, grid_scales, block, None
