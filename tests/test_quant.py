@@ -302,6 +302,25 @@ def test_float32_rules_on_float64_amaxes_beyond_float32s_range(rule):
             quantize(np.array([amax, 1.0]), Scheme("e4m3fn", 32, "e8m0", rule))
 
 
+def test_rfloor_pow2_scales_of_float32_subnormal_amaxes():
+    """rfloor's float32 quotient 448 / amax overflows for subnormal amaxes: it took an
+    all-zero block's k, so pow2 scales (down to 2**-149) were 2**-149 where the rule gives
+    e.g. 2**-143, and the block was clipped to 448. Reference: the quotient with float32's
+    significand and an unbounded exponent; no clipping."""
+    rng = np.random.default_rng(8)
+    amaxes = np.float32(np.ldexp(1 + rng.random(60), rng.integers(-149, -120, 60)))
+    amaxes = np.concatenate([amaxes, np.float32([2.0**-149, 2.0**-126, 1e-36, 1e-30])])
+    for el in ("e4m3fn", "e5m2", "e2m1"):
+        fmt = get_format(el)
+        for amax in amaxes:
+            q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
+            k = max(-floor_log2(q), -149)
+            x = np.array([amax, -amax / 3, 0.0], np.float32)
+            got = quantize(x, Scheme(el, 32, "pow2", "rfloor"))
+            assert got.scales[0] == 2.0**k, (el, float(amax))
+            assert got.stats.clipped_fraction == 0, (el, float(amax))
+
+
 def test_448_times_the_float32_reciprocal_is_exactly_one():
     # the rceil row above relies on this float32 fact: 448 * fl32(1/448) rounds to 1.0
     assert np.float32(448) * np.float32(1 / np.float32(448)) == np.float32(1.0)

@@ -105,8 +105,17 @@ def _float32_rule_exponents(amax: np.ndarray, element: Format | object, rule: st
     range take the unscaled steps (the same values as before). Underflow into float32's
     subnormals is the emulation's own rounding (no FloatingPointError under a caller's
     np.errstate(under="raise")).
+
+    Likewise rfloor's quotient max / amax overflows float32 for amaxes below about
+    max * 2**-128 (float32 subnormals): it took the very negative k of an all-zero block, so
+    "pow2" scales (down to 2**-149) gave 2**-149 where the rule gives 2**-143 (E4M3, amax
+    2.3e-41), and x / 2**-149 clipped to max. Amaxes below 2**-100 are scaled by 2**64 first
+    (k - 64 after): the same values for every amax whose quotient was finite. (E8M0 scales
+    clamp such k to -127 either way.)
     """
     shift = np.where(amax > _F32_MAX, 64, 0) if amax.dtype == np.float64 else 0
+    if rule == "rfloor":
+        shift = np.where((amax > 0) & (amax < 2.0**-100), -64, shift)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         a = amax if np.isscalar(shift) else np.ldexp(amax, -shift)
         a32 = a.astype(np.float32)
