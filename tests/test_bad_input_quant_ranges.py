@@ -110,3 +110,31 @@ def test_quantize_elements_of_an_empty_tensor(scheme, shape, block):
     assert values.shape == shape and values.dtype == np.float32 and scales.size == 0
     assert got_block == block and stats.n == 0
     assert floatlab.fake_quantize(x, scheme).shape == shape
+
+
+@pytest.mark.parametrize("power_of_two", [False, True])
+def test_rowwise_float32_cast_of_float64_input_at_the_range_ends(power_of_two):
+    # torchao's rowwise scaling reads x as float32. A finite float64 x beyond float32's range
+    # cast to inf and was refused as "x holds 0 NaN and 128 inf values", x holding none; a
+    # float64 x in float32's underflow range (1e-310) raised "underflow encountered in cast"
+    # under np.errstate(all="raise"), the cast's own rounding.
+    from floatlab.quant.axiswise import fake_quantize_rowwise, quantize_rowwise
+
+    x = np.random.default_rng(0).standard_normal((4, 32))
+    for call in (lambda v: quantize_rowwise(v, "e4m3fn", power_of_two=power_of_two),
+                 lambda v: fake_quantize_rowwise(v, "e4m3fn", power_of_two=power_of_two)):
+        with pytest.raises(ValueError, match="finite values beyond float32's range.*scale x "
+                           "down"):
+            call(x * 1e300)
+        huge_and_nan = x * 1e300
+        huge_and_nan[1, 3] = np.nan
+        with pytest.raises(ValueError, match="1 NaN and 0 inf"):  # x's own, not the cast's
+            call(huge_and_nan)
+        tiny = x * 1e-310
+        want = call(tiny)
+        with np.errstate(all="raise"):
+            got = call(tiny)
+        if isinstance(want, tuple):  # fake_quantize_rowwise: (values, n_saturated)
+            np.testing.assert_array_equal(got[0], want[0])
+        else:
+            np.testing.assert_array_equal(got.dequantize(), want.dequantize())
