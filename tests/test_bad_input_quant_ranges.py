@@ -138,3 +138,22 @@ def test_rowwise_float32_cast_of_float64_input_at_the_range_ends(power_of_two):
             np.testing.assert_array_equal(got[0], want[0])
         else:
             np.testing.assert_array_equal(got.dequantize(), want.dequantize())
+
+
+@pytest.mark.parametrize("float32", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quantize_scaled_of_tiny_tensors_under_errstate_raise(float32, dtype):
+    # Transformer Engine's per-tensor scaling of a tiny tensor: dequantising (values / scale,
+    # or float32(1 / scale) and the float32 product) and float32=True's cast of float64
+    # subnormals land in float32's subnormals, the emulation's own rounding; under
+    # np.errstate(all="raise") that was "underflow encountered in divide / cast".
+    from floatlab.quant.delayed import quantize_scaled
+
+    x0 = np.random.default_rng(0).standard_normal((4, 32))
+    for exponent in (-149, -140, -126, -120):
+        x = np.ldexp(x0, exponent).astype(dtype)
+        for out in (np.float32, np.float64):
+            want = quantize_scaled(x, "e4m3fn", float32=float32).dequantize(out)
+            with np.errstate(all="raise"):
+                got = quantize_scaled(x, "e4m3fn", float32=float32).dequantize(out)
+            np.testing.assert_array_equal(got, want)
