@@ -157,3 +157,18 @@ def test_quantize_scaled_of_tiny_tensors_under_errstate_raise(float32, dtype):
             with np.errstate(all="raise"):
                 got = quantize_scaled(x, "e4m3fn", float32=float32).dequantize(out)
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scale", ["float32", "bf16", "e8m0", "pow2", "dq8"])
+def test_global_scale_needs_e4m3_block_scales(scale):
+    # Scheme took global_scale=True with float32 / bf16 block scales, but their max times the
+    # element's max overflows float32, so every quantize of every tensor (amax 3.1) raised
+    # "the tensor amax 3.10634 gives a global scale outside float32's normal range; scale the
+    # tensor first". The scheme is refused when built, naming the fix.
+    with pytest.raises(ValueError, match="global_scale is NVFP4's second level for E4M3.*"
+                       "use scale='e4m3fn' or drop global_scale"):
+        floatlab.Scheme("e2m1", 16, scale, "floor", global_scale=True)
+    s = floatlab.Scheme("e2m1", 16, "e4m3fn", "even", global_scale=True)
+    assert s == floatlab.get_scheme("nvfp4")
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    assert floatlab.quantize(x, s).global_scale > 0

@@ -202,9 +202,9 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
 
 def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     """NVFP4's two levels (``scheme.global_scale``), every step in float32 as torchao's
-    ``nvfp4_quantize``: ``(scales32, g)``, the block scales (values of the scale format as
-    float32: the formats a global scale allows, float32, e4m3fn and bf16, hold only float32
-    numbers) and the float32 global scale ``g``; a block's effective (dequantisation) scale
+    ``nvfp4_quantize``: ``(scales32, g)``, the block scales (values of E4M3, the one scale
+    format a global scale allows, as float32: exact) and the float32 global scale ``g``; a
+    block's effective (dequantisation) scale
     is the float32 product ``g * scales32``. Shared by :func:`block_scales` and the fused
     NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`), which needs no float64 copy.
     """
