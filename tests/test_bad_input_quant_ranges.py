@@ -172,3 +172,19 @@ def test_global_scale_needs_e4m3_block_scales(scale):
     assert s == floatlab.get_scheme("nvfp4")
     x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
     assert floatlab.quantize(x, s).global_scale > 0
+
+
+@pytest.mark.parametrize("element", ["int8", "e4m3fn", "dynamic8"])
+def test_two_level_scales_of_tiny_tensors_under_errstate_raise(element):
+    # Two-level schemes off the fused NVFP4 path: the effective scale, the float32 product
+    # g * block scale (torchao's total scale), lands in float32's subnormals for tiny tensors;
+    # under np.errstate(all="raise") that was "underflow encountered in multiply".
+    s = floatlab.Scheme(element, 16, "e4m3fn", "even", global_scale=True)
+    x = np.ldexp(np.random.default_rng(3).standard_normal((4, 32)), -112)  # g near 2**-125
+    x[:, 16:] = 0.0  # all-zero blocks: the smallest block scale, 2**-6, times g
+    for dtype in (np.float32, np.float64):
+        xd = x.astype(dtype)
+        want = floatlab.fake_quantize(xd, s)
+        with np.errstate(all="raise"):
+            np.testing.assert_array_equal(floatlab.fake_quantize(xd, s), want)
+            np.testing.assert_array_equal(floatlab.quantize(xd, s).dequantize(), want)

@@ -178,7 +178,8 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     if scheme.global_scale:
         scales32, g = global_block_scales(amax, scheme, tensor_amax)
         scales = scales32.astype(np.float64)
-        effective = (g * scales32).astype(np.float64)
+        with np.errstate(under="ignore"):  # (float32's subnormals: torchao's own product)
+            effective = (g * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     mode = _RULE_MODE[rule]
