@@ -270,6 +270,62 @@ def test_the_four_scale_rules_on_hand_worked_blocks(amax, expected):
         assert q.stats.clipped_fraction == (1 / 32 if amax / 2.0 ** (code - 127) > 448 else 0)
 
 
+@pytest.mark.parametrize("rule", ["rceil", "rfloor"])
+def test_float32_rules_on_float64_amaxes_beyond_float32s_range(rule):
+    """rceil / rfloor compute in float32; a float64 amax beyond float32's range keeps their
+    float32 significand roundings with the exponent range unbounded (k = 122 for 2**130 with
+    E4M3, as floor gives), where the float32 cast's inf gave k = 0 (rceil) and the underflowed
+    quotient k = 1 (rfloor): every value clipped to 448, silently. Past any E8M0 scale it
+    raises, as floor does."""
+    r32 = Fraction(float(np.float32(1 / np.float32(448))))
+
+    def unbounded24(v):  # float32's significand, no exponent bounds
+        return Fraction(to_float(Fraction(v), 24, -10**6))
+
+    rng = np.random.default_rng(5)
+    amaxes = [2.0**128, 2.0**130, 2.0**130 * 448 / 256, float(np.finfo(np.float32).max) * 1.5]
+    amaxes += list(np.ldexp(1 + rng.random(40), rng.integers(128, 134, 40)))
+    amaxes += [np.nextafter(2.0**133 * 448 / 256, 0), np.nextafter(2.0**133 * 1.75, np.inf)]
+    for amax in map(float, amaxes):
+        a = unbounded24(amax)
+        if rule == "rceil":
+            d = unbounded24(a * r32)
+            k = floor_log2(d) + (d != Fraction(2) ** floor_log2(d))
+        else:
+            k = -floor_log2(unbounded24(Fraction(448) / a))
+        x = np.array([amax, -amax / 3, 0.0])
+        scheme = Scheme("e4m3fn", 32, "e8m0", rule)
+        if k > 127:
+            with pytest.raises(ValueError, match="needs a scale above 2\\*\\*127"):
+                quantize(x, scheme)
+            continue
+        q = quantize(x, scheme)
+        assert int(q.scale_codes[0]) == k + 127, (amax, rule)
+        assert q.stats.clipped_fraction == (1 / 3 if amax / 2.0**k > 448 else 0)
+    for amax in (2.0**200, 1e300):
+        with pytest.raises(ValueError, match="needs a scale above"):
+            quantize(np.array([amax, 1.0]), Scheme("e4m3fn", 32, "e8m0", rule))
+
+
+def test_rfloor_pow2_scales_of_float32_subnormal_amaxes():
+    """rfloor's float32 quotient 448 / amax overflows for subnormal amaxes: it took an
+    all-zero block's k, so pow2 scales (down to 2**-149) were 2**-149 where the rule gives
+    e.g. 2**-143, and the block was clipped to 448. Reference: the quotient with float32's
+    significand and an unbounded exponent; no clipping."""
+    rng = np.random.default_rng(8)
+    amaxes = np.float32(np.ldexp(1 + rng.random(60), rng.integers(-149, -120, 60)))
+    amaxes = np.concatenate([amaxes, np.float32([2.0**-149, 2.0**-126, 1e-36, 1e-30])])
+    for el in ("e4m3fn", "e5m2", "e2m1"):
+        fmt = get_format(el)
+        for amax in amaxes:
+            q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
+            k = max(-floor_log2(q), -149)
+            x = np.array([amax, -amax / 3, 0.0], np.float32)
+            got = quantize(x, Scheme(el, 32, "pow2", "rfloor"))
+            assert got.scales[0] == 2.0**k, (el, float(amax))
+            assert got.stats.clipped_fraction == 0, (el, float(amax))
+
+
 def test_448_times_the_float32_reciprocal_is_exactly_one():
     # the rceil row above relies on this float32 fact: 448 * fl32(1/448) rounds to 1.0
     assert np.float32(448) * np.float32(1 / np.float32(448)) == np.float32(1.0)

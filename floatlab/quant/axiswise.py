@@ -50,7 +50,7 @@ from floatlab._rounding_fast import (
 )
 from floatlab._rounding_kernels import _buffers
 from floatlab.formats import Format, get_format
-from floatlab.quant.blocks import _amax
+from floatlab.quant.blocks import _amax, raise_nonfinite
 from floatlab.quant.elements import _format_fits_float32, _round_scaled
 from floatlab.rounding import overflow_threshold
 
@@ -122,8 +122,9 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
     if arr.ndim == 0:
         raise ValueError(f"x must be an array with at least one axis (its rows), got shape "
                          f"{arr.shape}; pass np.atleast_1d(x)")
-    if arr.dtype != np.float32:
-        with np.errstate(over="ignore"):
+    source = arr
+    if arr.dtype != np.float32:  # (float64 subnormals flush: the cast's own rounding)
+        with np.errstate(over="ignore", under="ignore"):
             arr = arr.astype(np.float32)
     if arr.size == 0:  # no values (as quantize): each row's amax is 0, the zero-amax scale
         scales = _row_scales(np.zeros(arr.shape[:-1] + (1,), np.float32), fmt, power_of_two)
@@ -131,7 +132,17 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
     if dequantized and power_of_two and _FAST_ROWS and not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)  # one strided pass here, not one per kernel pass
     # the blocks' amax (floatlab.quant.blocks: NaN / inf raise), one per row
-    amax = _row_amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
+    try:
+        amax = _row_amax(arr.reshape(-1, arr.shape[-1])).reshape(arr.shape[:-1] + (1,))
+    except ValueError:
+        if source is arr:
+            raise
+        if not np.isfinite(source).all():  # count x's own NaN / inf, not the cast's
+            raise_nonfinite(source)
+        raise ValueError(
+            f"x holds finite values beyond float32's range (amax "
+            f"{float(np.max(np.abs(source))):g}): rowwise scaling reads x as float32, as "
+            "torchao does; scale x down first") from None
     scales = _row_scales(amax, fmt, power_of_two)
     n = _count_saturated(arr, amax, scales, fmt) if count else 0
     if dequantized and power_of_two and _FAST_ROWS:

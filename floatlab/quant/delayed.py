@@ -254,6 +254,13 @@ class ScaledTensor:
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):  # (ints truncated)
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        # Values / scale lands in float32's subnormals for tiny tensors: that rounding is the
+        # emulation's (TE's own float32 product), not a FloatingPointError under a caller's
+        # np.errstate(under="raise").
+        with np.errstate(under="ignore"):
+            return self._dequantize(dtype)
+
+    def _dequantize(self, dtype: np.dtype) -> np.ndarray:
         if self.float32:
             scale_inv = np.float32(1.0) / np.float32(self.scale)   # IEEE float32 division
             out = np.multiply(self.values, scale_inv, dtype=np.float32)
@@ -400,8 +407,9 @@ def _scaled(arr: np.ndarray, fmt: Format, scale: float, rounding: str, saturate:
             raise ValueError(f"x holds finite values beyond float32's range (amax {peak:g}): "
                              "float32=True rounds x to float32 first, as Transformer Engine "
                              "reads a float32 tensor; scale x down or use float32=False")
-        if arr.dtype != np.float32:
-            arr = arr.astype(np.float32)
+        if arr.dtype != np.float32:  # (float64 subnormals flush: the cast's own rounding)
+            with np.errstate(under="ignore"):
+                arr = arr.astype(np.float32)
         peak_w, scale_w = np.float32(peak), np.float32(scale)
     else:
         peak_w, scale_w = np.float64(peak), np.float64(scale)

@@ -173,7 +173,8 @@ class QuantizedTensor:
 
     def dequantize(self) -> np.ndarray:
         """``element * scale`` per block, in the working precision, x's shape."""
-        out = _unblock(self._elements * self._effective, self._padded, self.shape)
+        with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+            out = _unblock(self._elements * self._effective, self._padded, self.shape)
         if self.scheme.hadamard:
             out = _hadamard(out, self.scheme, inverse=True)
         return out
@@ -290,6 +291,11 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
     return source, transformed, b, elements, codes, scales, scale_codes, g, eff, clipped, extra
 
 
+# _DEQ_NOTE: dequantising multiplies element * scale in the working precision; a small scale
+# (one clamped to the scale format's smallest normal, a tiny float32 block) puts the product in
+# float32's subnormals, or below them: that rounding is the emulation's result (the kernels'
+# float32 product), not a FloatingPointError under a caller's np.errstate(under="raise").
+
 _NARROW_AMAX = True  # switch for the tests, which check it against the widened array's amaxes
 
 
@@ -300,8 +306,15 @@ def _double_quantize(absmax: np.ndarray, work: Any):
     dynamic8-blockwise(absmax - offset)`` with ``offset = mean(absmax)`` (float32) and blocks of
     256, so dequantising uses the approximated absmax.
     """
-    flat = absmax.reshape(-1).astype(np.float32)
-    offset = np.float32(flat.mean(dtype=np.float32))
+    flat = absmax.reshape(-1).astype(np.float32)  # (float32 scales: exact)
+    with np.errstate(over="ignore"):  # (overflow: refused below, with its cause)
+        offset = np.float32(flat.mean(dtype=np.float32))
+    if not np.isfinite(offset):
+        # (the nested quantisation then saw inf and blamed x for holding inf values)
+        raise ValueError(f"dq8 scales store the block absmaxes and their mean in float32, as "
+                         f"bitsandbytes does; these (the largest {float(flat.max()):g}) are so "
+                         "large that their float32 sum for the mean (the offset) overflows; "
+                         "scale the tensor down first, or use scale='float32'")
     nested = quantize(flat - offset, get_scheme("dynamic8").replace(block=DQ8_BLOCK))
     approx = (nested.dequantize().astype(np.float32) + offset).astype(np.float64)
     extra = nested.scale_codes.nbytes + 4  # the nested float32 absmax values + the offset
@@ -359,7 +372,8 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     parts = _core(x, scheme, rng, want_codes=stats)
     source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
-    deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
+    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
     rotated = rotated and bool(scheme.hadamard)
     if scheme.hadamard and not rotated:
@@ -414,7 +428,8 @@ def quantize_elements(x: Any, scheme: str | Scheme, rng: np.random.Generator | i
     parts = _core(x, scheme, rng, want_codes=stats)
     source, _, b, elements, _, _, _, _, eff, _, _ = parts
     grid_scales = _grid_shape(eff, b.grid)
-    block = tuple(p // n for p, n in zip(b.padded, b.grid, strict=True))
+    # (an empty axis has no blocks: its tile is 1, as blocks._clamped cuts it)
+    block = tuple(p // n if n else 1 for p, n in zip(b.padded, b.grid, strict=True))
     values = _unblock(elements, b.padded, b.shape)
     if not stats:
         return values, grid_scales, block, None
@@ -510,7 +525,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
                          f"{global_scale!r} would be ignored; drop it (only two-level schemes "
                          "such as nvfp4 take one)")
-    out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded, b.shape)
+    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded,
+                       b.shape)
     if scheme.hadamard:
         out = _hadamard(out, scheme, inverse=True)
     return out

@@ -73,22 +73,8 @@ def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.
     """
     amax = np.asarray(amax)
     emax = element_emax(element)
-    if rule == "rceil":
-        # torchao: descale = amax * (1 / max) in float32, then E8M0 round-up.
-        descale = amax.astype(np.float32) * np.float32(1.0 / np.float32(element_max(element)))
-        mant, e = np.frexp(descale.astype(np.float64))
-        k = e.astype(np.int64) - 1 + (mant != 0.5)
-        return np.where(descale > 0, k, -100000)
-    if rule == "rfloor":
-        # MS-AMP: the float32 quotient max / amax (a float64 quotient of float32 operands
-        # rounded to float32 is the correctly rounded float32 one: p = 53 >= 2 * 24 + 2), its
-        # exact floor(log2) from frexp, negated. An infinite quotient (amax 0 or subnormal-tiny)
-        # gets the very negative k that is clamped later.
-        with np.errstate(divide="ignore", over="ignore"):
-            q = (float(np.float32(element_max(element))) / amax.astype(np.float64)
-                 ).astype(np.float32)
-        e = np.frexp(q.astype(np.float64))[1].astype(np.int64)
-        return np.where(np.isfinite(q) & (amax > 0), 1 - e, -100000)
+    if rule in ("rceil", "rfloor"):
+        return _float32_rule_exponents(amax, element, rule)
     # frexp of a float32 amax gives the same significand and exponent as of its (exact)
     # float64 widening; "even" compares the significand in float64.
     work = amax.astype(np.float64) if rule == "even" else amax
@@ -102,6 +88,56 @@ def pow2_exponents(amax: np.ndarray, element: Format | object, rule: str) -> np.
     elif rule == "ceil":
         k += mant != 0.5
     return np.where(work > 0, k, -100000)
+
+
+def _float32_rule_exponents(amax: np.ndarray, element: Format | object, rule: str
+                            ) -> np.ndarray:
+    """k of the rules computed in float32 ("rceil", "rfloor"), as pow2_exponents gives it.
+
+    Their float32 steps are defined for float32 amaxes (torchao's and MS-AMP's inputs). A
+    float64 amax beyond float32's range (a float64 tensor) is first scaled by 2**-64 (exact),
+    so its float32 rounding and the float32 product / quotient keep the same significand as
+    they would with float32's exponent range unbounded, and 64 is added back to k: amax = 2**130
+    with E4M3 gets k = 122, as floor does, instead of the overflowed float32 cast's inf giving
+    k = 0 (rceil) or the underflowed quotient's 0 giving k = 1 (rfloor), every value clipped
+    to max without a word. Beyond 2**192 the scaled amax still overflows: k is made too large
+    for any scale, so block_scales raises as it does for the other rules. Amaxes within float32's
+    range take the unscaled steps (the same values as before). Underflow into float32's
+    subnormals is the emulation's own rounding (no FloatingPointError under a caller's
+    np.errstate(under="raise")).
+
+    Likewise rfloor's quotient max / amax overflows float32 for amaxes below about
+    max * 2**-128 (float32 subnormals): it took the very negative k of an all-zero block, so
+    "pow2" scales (down to 2**-149) gave 2**-149 where the rule gives 2**-143 (E4M3, amax
+    2.3e-41), and x / 2**-149 clipped to max. Amaxes below 2**-100 are scaled by 2**64 first
+    (k - 64 after): the same values for every amax whose quotient was finite. (E8M0 scales
+    clamp such k to -127 either way.)
+    """
+    shift = np.where(amax > _F32_MAX, 64, 0) if amax.dtype == np.float64 else 0
+    if rule == "rfloor":
+        shift = np.where((amax > 0) & (amax < 2.0**-100), -64, shift)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        a = amax if np.isscalar(shift) else np.ldexp(amax, -shift)
+        a32 = a.astype(np.float32)
+        if rule == "rceil":
+            # torchao: descale = amax * (1 / max) in float32, then E8M0 round-up.
+            descale = a32 * np.float32(1.0 / np.float32(element_max(element)))
+            mant, e = np.frexp(descale.astype(np.float64))
+            k = e.astype(np.int64) - 1 + (mant != 0.5)
+            k = np.where(descale > 0, k + shift, -100000)
+        else:
+            # MS-AMP: the float32 quotient max / amax (a float64 quotient of float32
+            # operands rounded to float32 is the correctly rounded float32 one: p = 53 >=
+            # 2 * 24 + 2), its exact floor(log2) from frexp, negated. An infinite quotient
+            # (amax 0 or subnormal-tiny) gets the very negative k that is clamped later.
+            q = (float(np.float32(element_max(element))) / a32.astype(np.float64)
+                 ).astype(np.float32)
+            e = np.frexp(q.astype(np.float64))[1].astype(np.int64)
+            k = np.where(np.isfinite(q) & (amax > 0), 1 - e + shift, -100000)
+    return np.where(np.isinf(a32), 100000, k)  # beyond 2**192: above every scale
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = None,
@@ -142,7 +178,8 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
     if scheme.global_scale:
         scales32, g = global_block_scales(amax, scheme, tensor_amax)
         scales = scales32.astype(np.float64)
-        effective = (g * scales32).astype(np.float64)
+        with np.errstate(under="ignore"):  # (float32's subnormals: torchao's own product)
+            effective = (g * scales32).astype(np.float64)
         codes = _codes(scales, fmt) if want_codes else None
         return scales, codes, float(g), effective
     mode = _RULE_MODE[rule]
@@ -166,9 +203,9 @@ def block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float | None = N
 
 def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     """NVFP4's two levels (``scheme.global_scale``), every step in float32 as torchao's
-    ``nvfp4_quantize``: ``(scales32, g)``, the block scales (values of the scale format as
-    float32: the formats a global scale allows, float32, e4m3fn and bf16, hold only float32
-    numbers) and the float32 global scale ``g``; a block's effective (dequantisation) scale
+    ``nvfp4_quantize``: ``(scales32, g)``, the block scales (values of E4M3, the one scale
+    format a global scale allows, as float32: exact) and the float32 global scale ``g``; a
+    block's effective (dequantisation) scale
     is the float32 product ``g * scales32``. Shared by :func:`block_scales` and the fused
     NVFP4 path (:mod:`floatlab.quant.nvfp4_fast`), which needs no float64 copy.
     """
@@ -178,7 +215,9 @@ def global_block_scales(amax: np.ndarray, scheme: Scheme, tensor_amax: float):
     # caller's np.errstate(under="raise"). An amax below float32's range gives g = 0, refused
     # as one in its subnormals is (it was cast to tmax = 0, an all-zero tensor's g = 1, and
     # every value flushed to zero without a word).
-    with np.errstate(under="ignore"):
+    # (A float64 tensor amax beyond float32's range overflows the cast to inf: refused below
+    # as a global scale outside float32's range, not an overflow warning or error first.)
+    with np.errstate(under="ignore", over="ignore"):
         return _global_block_scales(amax, scheme, fmt, tensor_amax)
 
 

@@ -142,7 +142,8 @@ class Scheme:
     rounding : element rounding, any :func:`floatlab.round` mode ("nearest_even",
         "stochastic", ...).
     global_scale : NVFP4's second level: a per-tensor float32 scale ``amax / (scale.max *
-        element.max)`` that the block scales are divided by before they are rounded.
+        element.max)`` that the block scales are divided by before they are rounded (e4m3fn
+        scales only).
     margin : headroom in powers of two: the scale is multiplied by ``2**margin``.
     axis : the axis of int blocks (and of the Hadamard transform); None: int blocks over the
         flattened tensor in C order (the last block partial, ``scales`` 1-D), as bitsandbytes'
@@ -201,12 +202,16 @@ class Scheme:
             raise TypeError(f"name must be a string (a label), got {self.name!r}")
         if not isinstance(self.global_scale, bool):
             raise TypeError(f"global_scale must be True or False, got {self.global_scale!r}")
-        if self.global_scale and self.scale in ("pow2", "e8m0", "dq8"):
-            raise ValueError("global_scale is NVFP4's second level for non-power-of-two block "
-                             "scales (e4m3fn, bf16, float32); it makes no sense with "
-                             f"{self.scale!r} scales")
-        if self.scale == "dq8" and isinstance(self.block, int) and \
-                self.axis not in (-1, None) and not self.hadamard:
+        if self.global_scale and self.scale != "e4m3fn":
+            # (float32 / bf16 block scales: scale.max * element.max overflows float32, and in
+            # any precision amax / it is below float32's normal range for every tensor of
+            # amax under ~1e3, so each quantize raised "global scale outside float32's normal
+            # range"; they need no second level: they span float32's range themselves)
+            raise ValueError("global_scale is NVFP4's second level for E4M3 block scales "
+                             "(their narrow range is what it widens); it makes no sense with "
+                             f"{self.scale!r} scales; use scale='e4m3fn' or drop global_scale")
+        if self.scale == "dq8" and isinstance(self.block, int) and self.axis not in (-1, None) and \
+                not self.hadamard:
             raise ValueError(f"axis={self.axis} does not apply to dq8 scales with int blocks: "
                              "they are bitsandbytes' (QLoRA's double quantisation), whose "
                              "blocks run over the flattened tensor in C order; drop axis")
@@ -215,6 +220,10 @@ class Scheme:
             raise ValueError("scale_rounding='even' rounds amax to the element's mantissa "
                              "width: it needs a float element format, not "
                              f"{self.element.name}; use 'floor', 'ceil' or 'rceil'")
+        for label in ("random_bits", "hadamard"):  # numpy ints as margin and axis take them
+            value = getattr(self, label)
+            if isinstance(value, np.integer) and not isinstance(value, np.bool_):
+                object.__setattr__(self, label, int(value))
         if self.random_bits is not None:
             k = self.random_bits
             if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 16:
