@@ -507,80 +507,6 @@ def cumsum(
     return _wrap(np.moveaxis(out, 0, axis), fa)
 
 
-def dot(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
-    """Inner product of two vectors (or ``matmul`` for 2-D operands) through ``accumulator``.
-
-    >>> float(dot([1.0, 1.0, 1.0], [2048.0, 1.0, 1.0], "fp16"))
-    2048.0
-    """
-    av, fa = _operand(a, "a")
-    bv, fb = _operand(b, "b")
-    if av.ndim == 1 and bv.ndim == 1:
-        if av.shape != bv.shape:
-            raise ValueError(f"dot: vectors of lengths {av.size} and {bv.size}; they must match")
-        out = matmul(_rewrap(av[None, :], fa), _rewrap(bv[:, None], fb), accumulator)
-        return out[0, 0] if isinstance(out, np.ndarray) else out.reshape(())
-    return matmul(a, b, accumulator)
-
-
-def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
-    """``a @ b`` (2-D, or 1-D vectors as in NumPy) with products summed through ``accumulator``.
-
-    Products are exact in float64 when both inputs have at most 26 significant bits (every
-    format up to float32); ``fused=False`` rounds each to the accumulator format first. All
-    outputs are summed at once: one vectorised addition per inner index.
-
-    >>> import numpy as np
-    >>> matmul(np.ones((1, 4096)), np.ones((4096, 1)), "fp16").tolist()
-    [[2048.0]]
-    """
-    return _matmul(a, b, accumulator)
-
-
-def _matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None,
-            known: tuple[Format | None, Format | None] = (None, None)) -> Any:
-    """:func:`matmul`, for a caller that knows which format's values ``a`` and ``b`` hold
-    (``known``; None: not known): the training lab, whose matmul inputs are rounded to its
-    policy's ``matmul_inputs`` (``floatlab.mixed.gemm._product``). The engines then read the
-    values' significant bits and lowest bit from the formats instead of passes over the
-    values (``floatlab.sequential._bits`` / ``_lowest_bit``, whose docstrings say why the
-    formats give valid bounds); the bounds only choose among engines that are each exact, so
-    the result is the same bits as :func:`matmul`'s (tested). Private: a wrong ``known``
-    (values not in the format) would make the bounds wrong, so the public API cannot pass it.
-    """
-    av, fa = _operand(a, "a")
-    bv, fb = _operand(b, "b")
-    if av.ndim == 0 or bv.ndim == 0 or av.ndim > 2 or bv.ndim > 2:
-        raise ValueError(f"matmul: needs 1-D or 2-D operands, got shapes {av.shape} and "
-                         f"{bv.shape}")
-    a2 = av[None, :] if av.ndim == 1 else av
-    b2 = bv[:, None] if bv.ndim == 1 else bv
-    if a2.shape[1] != b2.shape[0]:
-        raise ValueError(f"matmul: shapes {av.shape} and {bv.shape} do not align: the inner "
-                         f"dimensions {a2.shape[1]} and {b2.shape[0]} must be equal")
-    owner = fa if fa is not None else fb
-    if accumulator is None and owner is not None:
-        acc = owner.accumulator
-    else:
-        acc = _accumulator(accumulator, None)
-    terms = _ProductTerms(a2, b2, None if acc.fused else acc, known)
-    out = acc.reduce(terms).reshape(a2.shape[0], b2.shape[1])
-    if av.ndim == 1:
-        out = out[0]
-    if bv.ndim == 1:
-        out = out[..., 0]
-    if owner is None:
-        return out
-    from floatlab.arith import result_format
-
-    fmt = result_format(*(f for f in (fa, fb) if f is not None))
-    return owner._new(out, fmt)
-
-
-def _rewrap(values: np.ndarray, fa: Any) -> Any:
-    return values if fa is None else fa._new(values, fa.fmt, exact=True)
-
-
 def _wrap(result: np.ndarray, fa: Any) -> Any:
     return result if fa is None else fa._new(result, fa.fmt)
 
@@ -604,3 +530,7 @@ def _as_columns(values: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, .
 
 def _count(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
+
+
+# The products run the Accumulator above (floatlab.products imports this module).
+from floatlab.products import _matmul, dot, matmul  # noqa: E402, F401

@@ -409,21 +409,22 @@ def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarr
         return nextafter(x, outward, fmt) - x
 
 
-# The products as matmul computes them, for the operands' dimensions it takes (1-D, 2-D).
-_PRODUCT_UFUNCS = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}
-
-
 def _product_ufunc(ufunc: np.ufunc, inputs: tuple) -> FloatArray:
     """np.vecdot / matvec / vecmat through the accumulator, as ``@`` (they summed in float64
-    and rounded once, bypassing it); batched shapes are refused (matmul is 1-D / 2-D)."""
-    ndims = tuple(np.ndim(x) for x in inputs)
-    if _PRODUCT_UFUNCS.get(ufunc.__name__) != ndims:
-        raise TypeError(f"np.{ufunc.__name__} of {ndims[0]}-D and {ndims[1]}-D operands is not "
-                        "emulated for FloatArray (its sums would bypass the accumulator): use "
-                        "x @ y on 1-D / 2-D operands, or floatlab.matmul")
-    if ufunc.__name__ == "vecdot":
-        return _dot(*inputs)
-    return _matmul(*inputs)
+    and rounded once, bypassing it): a matmul of the vectors made rows / columns, stacks
+    broadcast as NumPy's gufuncs broadcast them."""
+    name = ufunc.__name__
+    x, y = (v if isinstance(v, FloatArray) else np.asarray(v) for v in inputs)
+    need = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}[name]
+    for i, (v, d) in enumerate(zip((x, y), need, strict=True)):
+        if np.ndim(v) < d:
+            raise ValueError(f"{name}: Input operand {i} does not have enough dimensions (has "
+                             f"{np.ndim(v)}, needs {d}): pass a {'vector' if d == 1 else 'matrix'}")
+    if name == "vecdot":
+        return _matmul(x[..., None, :], y[..., :, None])[..., 0, 0]
+    if name == "matvec":
+        return _matmul(x, y[..., :, None])[..., 0]
+    return _matmul(x[..., None, :], y)[..., 0, :]
 
 
 def _ldexp(x: Any, n: Any) -> FloatArray:
