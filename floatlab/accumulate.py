@@ -86,14 +86,25 @@ def exact_add(
 
 
 def _check_native(fmt: Format, mode: str, who: str) -> None:
-    if fmt.p > 51 and mode != "nearest_even":
+    """Modes the adder cannot emulate exactly: every mode but nearest even of float64 itself
+    (it adds natively), and stochastic rounding of p = 52 (e11m51). A deterministic p = 52
+    sum is exact from TwoSum's error (:func:`floatlab.eft.sum_for_52`); a stochastic one
+    would need that error in its probability, which ``floatlab.round`` reads from one float64
+    value: one bit beyond the format, so a small term would never round up."""
+    if fmt.p > 52 and mode != "nearest_even":
         raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
-                         "only): use a narrower format (p <= 51) or rounding='nearest_even'")
+                         "only): use a narrower format (p <= 52) or rounding='nearest_even'")
+    if fmt.p == 52 and mode == "stochastic":
+        raise ValueError(f"{who} in {fmt.name} cannot round stochastically: the probability "
+                         "comes from the float64 sum, which keeps one bit beyond its 52 "
+                         "(a term below that bit would never round up). Use a deterministic "
+                         "mode (exact here), or a narrower format for stochastic sums (p <= 25 "
+                         "keeps the probability to 2**(p - 53) <= 2**-28, e.g. 'float32')")
 
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
-        s = sum_to_round(a, b, fmt.p, mode)  # (p > 51: nearest even only, _check_native)
+        s = sum_to_round(a, b, fmt.p, mode)  # (modes it cannot do: refused by _check_native)
     if fmt.p > 52:  # float64 itself: its own sum is the rounded one
         return s
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)

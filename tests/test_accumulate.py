@@ -360,3 +360,32 @@ def test_sums_in_a_52_bit_format_are_rounded_once():
     assert float(floatlab.sum(np.array([1.0, 2.0**-52, 2.0**-100]), "e11m51",
                               )) == 1.0  # (sequential: the tie first)
     assert float(exact_add(1.0, 2.0**-52 + 2.0**-100, fmt)) == 1 + 2.0**-51
+
+
+E11M51_CASES = [dict(order="sequential"), dict(order="pairwise"), dict(order="blocked", chunk=5),
+                dict(chunk=7, promote="float64"), dict(compensated=True)]
+
+
+@pytest.mark.parametrize("mode", ["nearest_away", "toward_zero", "up", "down", "odd"])
+@pytest.mark.parametrize("case", E11M51_CASES, ids=lambda c: "-".join(map(str, c.values())))
+def test_52_bit_accumulators_in_every_deterministic_mode(mode, case):
+    """e11m51 accumulators refused every mode but nearest even ("adds natively in float64",
+    which it does not: its additions are one TwoSum and one rounding, eft.sum_for_52). Every
+    deterministic mode, every order, against the exact Fraction loop: ties and terms far
+    below the last bit included; one long column runs the binade-block engine."""
+    acc = floatlab.Accumulator("e11m51", mode, **case)
+    rng = np.random.default_rng(51)
+    for n in (1, 2, 3, 40, 300):
+        sig = rng.integers(2**52, 2**53, size=n).astype(np.float64)
+        x = np.ldexp(sig, rng.integers(-60, 2, size=n) - 52) * rng.choice([-1.0, 1.0, 1.0], n)
+        x[::7] = 2.0**-60  # far below the running sum's last bit
+        expected = float(_reference(x, acc))
+        assert float(floatlab.sum(x, acc)) == expected, (n, mode)
+        cols = floatlab.sum(np.stack([x] * 3, axis=1), acc, axis=0)
+        assert np.all(cols == expected), (n, mode)
+    if case == E11M51_CASES[0]:  # the products of a matmul (exact in float64) as terms
+        a = floatlab.round(rng.standard_normal((3, 30)), "float32")
+        b = floatlab.round(rng.standard_normal((30, 2)), "float32")
+        got = floatlab.matmul(a, b, acc)
+        for i, j in np.ndindex(got.shape):
+            assert got[i, j] == float(_reference(a[i] * b[:, j], acc)), (i, j)
