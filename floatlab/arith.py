@@ -21,12 +21,21 @@ Semantics
   array's float16), then the operation runs. Two FloatArrays of different formats promote to
   the one that holds the other, else to float32, else float64 (torch's rule: fp16 + bf16 ->
   float32); the result takes the rounding mode, rng and accumulator of the first FloatArray.
-* Reductions (``sum``, ``mean``, ``cumsum``, ``dot``, ``@``, ``np.linalg.norm``) run through the
-  array's :class:`~floatlab.Accumulator` (default: its own format and rounding, sequential: a
-  naive loop in that format). The result is a FloatArray of the array's format.
-* Other NumPy functions (``np.prod``, ``np.allclose`` ...) see the exact float64 values and
-  return plain arrays; shape functions (reshape, transpose, concatenate, stack ...) and
-  slicing keep the format.
+* Reductions (``sum``, ``mean``, ``cumsum``, ``dot``, ``@`` / ``np.matmul`` on stacks too,
+  ``np.vecdot`` / ``matvec`` / ``vecmat``, ``np.inner``, ``np.tensordot``, ``np.trace``,
+  ``np.var`` / ``np.std`` (with ``ddof``), ``np.average`` (with ``weights``),
+  ``np.linalg.norm`` of ord None / 2 / 1 / +-inf / 'fro') run through the array's
+  :class:`~floatlab.Accumulator` (default: its own format and rounding, sequential: a naive
+  loop in that format), every other step rounded once. The result is a FloatArray of the
+  array's format. ``np.prod`` / ``np.cumprod`` multiply left to right, each product rounded;
+  ``np.outer`` / ``np.kron`` round each product; ``np.clip``, ``np.where``, ``np.round``
+  (decimals=0), ``np.ptp``, ``np.median`` and ``np.percentile`` / ``np.quantile`` with a
+  selecting method select exact values or round once (:mod:`floatlab.arith_numpy`).
+  ``np.einsum``, ``np.round`` with decimals and interpolating percentiles are refused with a
+  supported spelling.
+* Other NumPy functions (``np.allclose``, ``np.max``, ``np.argsort`` ...) see the exact float64
+  values and return plain arrays, never FloatArrays; shape functions (reshape, transpose,
+  concatenate, stack, sort ...) and slicing keep the format.
 * Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
   original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
   chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
@@ -516,24 +525,6 @@ def _np_dot(a, b, out=None):
     return _dot(a, b)
 
 
-def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
-    if ord not in (None, 2, "fro") or keepdims:
-        raise TypeError("np.linalg.norm on a FloatArray: only the 2-norm (sqrt of the "
-                        "accumulated sum of squares) is emulated")
-    fa = x if isinstance(x, FloatArray) else None
-    if fa is None:
-        return np.linalg.norm(np.asarray(x), ord=ord, axis=axis)
-    vector = axis is not None or fa.ndim == 1
-    if (ord == 2 and not vector) or (ord == "fro" and (vector or fa.ndim != 2)):
-        # (NumPy: ord=2 of a matrix is its largest singular value, and ord=2 of N-D or 'fro'
-        # of a vector an error; the sum of squares gave the Frobenius norm for each)
-        raise TypeError(f"np.linalg.norm(x, ord={ord!r}) of a {fa.ndim}-D FloatArray with "
-                        f"axis={axis!r} is not emulated (NumPy's ord=2 of a matrix is its "
-                        "largest singular value): use ord=None for the square root of the sum "
-                        "of squares, or ord=2 with an int axis for vector norms")
-    return np.sqrt(_sum(fa * fa, axis=axis))
-
-
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
     # (keepdims=False and where=True change nothing: accepted, as the ufunc path accepts them)
     extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue
@@ -545,7 +536,6 @@ def _no_extra_kwargs(name: str, kwargs: dict) -> None:
 
 _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.cumsum: _np_cumsum, np.dot: _np_dot,
-    np.linalg.norm: _np_norm,
 }
 
 
@@ -592,3 +582,9 @@ def __getattr__(name: str) -> Any:
 
         return fma
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# norm, inner, outer, prod, var, clip, where, median ... (floatlab.arith_numpy imports this)
+from floatlab.arith_numpy import FUNCTIONS as _MORE_FUNCTIONS  # noqa: E402
+
+_FUNCTIONS.update(_MORE_FUNCTIONS)
