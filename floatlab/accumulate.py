@@ -37,7 +37,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import sum_to_round, zero_sum_sign
+from floatlab.eft import sum_for_52, sum_to_round, two_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -87,27 +87,45 @@ def exact_add(
 
 def _check_native(fmt: Format, mode: str, who: str) -> None:
     """Modes the adder cannot emulate exactly: every mode but nearest even of float64 itself
-    (it adds natively), and stochastic rounding of p = 52 (e11m51). A deterministic p = 52
-    sum is exact from TwoSum's error (:func:`floatlab.eft.sum_for_52`); a stochastic one
-    would need that error in its probability, which ``floatlab.round`` reads from one float64
-    value: one bit beyond the format, so a small term would never round up."""
+    (it adds natively). p = 52 (e11m51) is exact from TwoSum's error in every mode
+    (:func:`floatlab.eft.sum_for_52`, :func:`_stochastic_52`)."""
     if fmt.p > 52 and mode != "nearest_even":
         raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
                          "only): use a narrower format (p <= 52) or rounding='nearest_even'")
-    if fmt.p == 52 and mode == "stochastic":
-        raise ValueError(f"{who} in {fmt.name} cannot round stochastically: the probability "
-                         "comes from the float64 sum, which keeps one bit beyond its 52 "
-                         "(a term below that bit would never round up). Use a deterministic "
-                         "mode (exact here), or a narrower format for stochastic sums (p <= 25 "
-                         "keeps the probability to 2**(p - 53) <= 2**-28, e.g. 'float32')")
 
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
+    if fmt.p == 52 and mode == "stochastic":
+        return _stochastic_52(a, b, fmt, rng, random_bits)
     with np.errstate(over="ignore", invalid="ignore"):
         s = sum_to_round(a, b, fmt.p, mode)  # (modes it cannot do: refused by _check_native)
     if fmt.p > 52:  # float64 itself: its own sum is the rounded one
         return s
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
+
+
+def _stochastic_52(a, b, fmt: Format, rng, random_bits) -> np.ndarray:
+    """Stochastic rounding of the exact ``a + b`` to a format of p = 52 (e11m51), whose values
+    are the float64 numbers with a clear last bit: one float64 rounding keeps only one bit
+    beyond them, so the probability is read from TwoSum's s + e instead. t, the toward-zero
+    neighbour, is exact (eft.sum_for_52); the step q to the next value away from zero is two
+    float64 ulps of |t| (the smallest subnormal at 0, inf past max); the distance
+    |x - t| = |(s - t) + e| (s - t exact: s and t are within two ulps) is exact to 2**-53
+    relative, and rounds away with probability |x - t| / q (truncated to k bits with
+    ``random_bits``, as ``floatlab.round`` does): one uniform draw per sum."""
+    rng = resolve_rng(rng, True, "stochastic")  # (exact_add's: a Generator, seed or None)
+    s, e = two_sum(a, b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = _round(sum_for_52(a, b, "toward_zero"), fmt, "toward_zero")
+        mag = np.abs(t)
+        q = 2 * (np.nextafter(mag, np.inf) - mag)
+        fraction = np.abs((s - t) + e) / q
+        away = np.copysign(mag + q, t)
+    if random_bits is not None:
+        fraction = np.ldexp(np.floor(np.ldexp(fraction, random_bits)), -random_bits)
+    up = rng.random(np.shape(s)) < fraction
+    out = np.where(up & np.isfinite(s), away, t)
+    return np.where(np.isfinite(s), out, s)  # inf, NaN: as float64's sum
 
 
 # --------------------------------------------------------------------------- the Accumulator

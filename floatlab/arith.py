@@ -59,8 +59,9 @@ range; every preset but float64 qualifies, see :func:`correctly_rounded`):
   modes need the lost sign of the small operand: the sum is computed with TwoSum (exact error)
   and rounded to odd in float64 before the final rounding. That adder (``eft.sum_to_round``,
   the Accumulator's too) also serves nearest beyond p = 25, so ``+ -`` are correctly rounded
-  for every format of p <= 51 bits in every mode, and of p = 52 in the deterministic ones,
-  whatever its exponent range (:func:`correctly_rounded` answers for all six operations).
+  for every format of p <= 51 bits in every mode, and of p = 52 too (its stochastic rounding
+  from TwoSum's s + e, ``accumulate._stochastic_52``), whatever its exponent range
+  (:func:`correctly_rounded` answers for all six operations).
 * ``fma(a, b, c)`` (:mod:`floatlab.fused_multiply_add`): a*b is exact, but a*b + c can sit
   arbitrarily close to a midpoint, so one float64 addition is not enough in any mode. TwoSum
   gives s + e == a*b + c exactly, s is rounded to odd in float64 (one ulp toward e when inexact
@@ -85,7 +86,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import _is_real_number, resolve_rng
-from floatlab.accumulate import Accumulator, _check_axis
+from floatlab.accumulate import Accumulator, _check_axis, _stochastic_52
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
@@ -282,6 +283,9 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             # not enough: directed modes, and nearest beyond p = 25, where it would be a
             # second rounding); "down" gives its exact zero sums -0 (see zero_sum_sign)
             b = args[1] if ufunc is np.add else -args[1]
+            if fmt.p == 52 and mode == "stochastic":  # (the probability needs TwoSum's error)
+                return self._new(_stochastic_52(args[0], b, fmt, self.rng, self.random_bits),
+                                 fmt, exact=True)
             exact = sum_to_round(args[0], b, fmt.p, mode)
         elif ufunc in (np.nextafter, np.spacing):
             exact = _grid_step(ufunc, args, fmt)

@@ -362,6 +362,38 @@ def test_sums_in_a_52_bit_format_are_rounded_once():
     assert float(exact_add(1.0, 2.0**-52 + 2.0**-100, fmt)) == 1 + 2.0**-51
 
 
+def test_52_bit_stochastic_rounding_has_the_exact_probability():
+    """Stochastic e11m51 was refused (its probability came from a float64 that keeps one bit
+    beyond the format: 1 + 2**-60 never rounded up). From TwoSum's s + e it rounds away from
+    zero with the exact probability |x - t| / q: against Fractions, 5 sigma, both signs, a
+    binade's edge, subnormals; random_bits truncates it; FloatArray's + uses it too."""
+    fmt = floatlab.get_format("e11m51")
+    n = 20000
+    cases = [(1.0, 2.0**-60), (-1.0, -3 * 2.0**-58), (2.0, -2.0**-60), (1 + 2.0**-51, 2.0**-52),
+             (2.0**-1070, 2.0**-1074), (3.0, -1e-17)]
+    rng = np.random.default_rng(11)
+    for a, b in cases:
+        got = exact_add(np.full(n, a), np.full(n, b), fmt, "stochastic", rng=rng)
+        exact = Fraction(a) + Fraction(b)
+        lo, hi = neighbours_formula(exact, fmt)  # toward zero first
+        assert set(got.tolist()) <= {float(lo), float(hi)}, (a, b)
+        p = float((exact - lo) / (hi - lo)) if hi != lo else 0.0
+        away = int(np.count_nonzero(got == float(hi))) if hi != lo else 0
+        assert abs(away - n * p) <= 5 * np.sqrt(n * p * (1 - p)) + 1, (a, b, away, n * p)
+    for bits, expected in ((8, 0.0), (9, 2.0**-9)):
+        acc = floatlab.Accumulator("e11m51", "stochastic", rng=4, random_bits=bits)
+        up = np.count_nonzero(floatlab.sum(np.tile([[1.0], [2.0**-60]], (1, n)), acc, axis=0) > 1)
+        assert abs(up - n * expected) <= 5 * np.sqrt(n * expected) + 1, (bits, up)
+    x = floatlab.array(np.ones(n), "e11m51", "stochastic", rng=5) + 2.0**-60
+    assert abs(np.count_nonzero(x.values > 1) - n * 2.0**-9) <= 5 * np.sqrt(n * 2.0**-9)
+    x = _data(300, 12) * 1e-3  # every running sum one of the exact sum's two neighbours
+    previous = Fraction(0)
+    cum = floatlab.cumsum(x, floatlab.Accumulator("e11m51", "stochastic", rng=6))
+    for value, step in zip(cum.tolist(), x.tolist(), strict=True):
+        assert Fraction(value) in neighbours_formula(previous + Fraction(step), fmt)
+        previous = Fraction(value)
+
+
 E11M51_CASES = [dict(order="sequential"), dict(order="pairwise"), dict(order="blocked", chunk=5),
                 dict(chunk=7, promote="float64"), dict(compensated=True)]
 
