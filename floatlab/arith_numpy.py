@@ -76,9 +76,12 @@ def _np_tensordot(a, b, axes=2):
     axes_b = [int(ax) % b.ndim for ax in axes_b]
     keep_a = [i for i in range(a.ndim) if i not in axes_a]
     keep_b = [i for i in range(b.ndim) if i not in axes_b]
-    k = int(np.prod([a.shape[i] for i in axes_a], dtype=np.int64))
-    a2 = a.transpose(keep_a + axes_a).reshape(-1, k) if a.size else a.reshape(0, k)
-    b2 = b.transpose(axes_b + keep_b).reshape(k, -1) if b.size else b.reshape(k, 0)
+    def size(shape, axes):
+        return int(np.prod([shape[i] for i in axes], dtype=np.int64))
+
+    k = size(a.shape, axes_a)  # (sizes spelled out: -1 is ambiguous in an empty reshape)
+    a2 = a.transpose(keep_a + axes_a).reshape(size(a.shape, keep_a), k)
+    b2 = b.transpose(axes_b + keep_b).reshape(k, size(b.shape, keep_b))
     from floatlab.accumulate import matmul
 
     return matmul(a2, b2).reshape(plain.shape)

@@ -40,6 +40,8 @@ def test_inner_tensordot_trace_sum_through_the_accumulator():
     two = np.tensordot(a, _fa(rng.standard_normal((3, 40, 2))), axes=([1, 2], [0, 1]))
     assert two.shape == (2, 2)
     assert float(np.tensordot(_fa(np.ones((64, 64))), _fa(np.ones((64, 64))))) == 2048.0
+    empty = np.tensordot(_fa(np.ones((2, 0, 3))), _fa(np.ones((0, 3, 4))), ([1, 2], [0, 1]))
+    assert empty.shape == (2, 4) and not empty.values.any()  # (an empty sum: +0)
     diag = _fa(np.diag([2048.0, 1.0, 1.0]))
     assert float(np.trace(diag)) == 2048.0  # 2048 + 1 is a tie in fp16: stays
 
