@@ -37,7 +37,7 @@ import numpy as np
 from floatlab import blockfma as _blockfma
 from floatlab._rounding_kernels import _check_random_bits
 from floatlab._validate import resolve_rng
-from floatlab.eft import sum_to_round, zero_sum_sign
+from floatlab.eft import sum_for_52, sum_to_round, two_sum, zero_sum_sign
 from floatlab.formats import Format, get_format
 from floatlab.fp16_matmul import (
     _float16_cast_adds,
@@ -86,17 +86,46 @@ def exact_add(
 
 
 def _check_native(fmt: Format, mode: str, who: str) -> None:
-    if fmt.p > 51 and mode != "nearest_even":
+    """Modes the adder cannot emulate exactly: every mode but nearest even of float64 itself
+    (it adds natively). p = 52 (e11m51) is exact from TwoSum's error in every mode
+    (:func:`floatlab.eft.sum_for_52`, :func:`_stochastic_52`)."""
+    if fmt.p > 52 and mode != "nearest_even":
         raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
-                         "only): use a narrower format (p <= 51) or rounding='nearest_even'")
+                         "only): use a narrower format (p <= 52) or rounding='nearest_even'")
 
 
 def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
+    if fmt.p == 52 and mode == "stochastic":
+        return _stochastic_52(a, b, fmt, rng, random_bits)
     with np.errstate(over="ignore", invalid="ignore"):
-        s = sum_to_round(a, b, fmt.p, mode)  # (p > 51: nearest even only, _check_native)
+        s = sum_to_round(a, b, fmt.p, mode)  # (modes it cannot do: refused by _check_native)
     if fmt.p > 52:  # float64 itself: its own sum is the rounded one
         return s
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
+
+
+def _stochastic_52(a, b, fmt: Format, rng, random_bits) -> np.ndarray:
+    """Stochastic rounding of the exact ``a + b`` to a format of p = 52 (e11m51), whose values
+    are the float64 numbers with a clear last bit: one float64 rounding keeps only one bit
+    beyond them, so the probability is read from TwoSum's s + e instead. t, the toward-zero
+    neighbour, is exact (eft.sum_for_52); the step q to the next value away from zero is two
+    float64 ulps of |t| (the smallest subnormal at 0, inf past max); the distance
+    |x - t| = |(s - t) + e| (s - t exact: s and t are within two ulps) is exact to 2**-53
+    relative, and rounds away with probability |x - t| / q (truncated to k bits with
+    ``random_bits``, as ``floatlab.round`` does): one uniform draw per sum."""
+    rng = resolve_rng(rng, True, "stochastic")  # (exact_add's: a Generator, seed or None)
+    s, e = two_sum(a, b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = _round(sum_for_52(a, b, "toward_zero"), fmt, "toward_zero")
+        mag = np.abs(t)
+        q = 2 * (np.nextafter(mag, np.inf) - mag)
+        fraction = np.abs((s - t) + e) / q
+        away = np.copysign(mag + q, t)
+    if random_bits is not None:
+        fraction = np.ldexp(np.floor(np.ldexp(fraction, random_bits)), -random_bits)
+    up = rng.random(np.shape(s)) < fraction
+    out = np.where(up & np.isfinite(s), away, t)
+    return np.where(np.isfinite(s), out, s)  # inf, NaN: as float64's sum
 
 
 # --------------------------------------------------------------------------- the Accumulator
@@ -507,80 +536,6 @@ def cumsum(
     return _wrap(np.moveaxis(out, 0, axis), fa)
 
 
-def dot(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
-    """Inner product of two vectors (or ``matmul`` for 2-D operands) through ``accumulator``.
-
-    >>> float(dot([1.0, 1.0, 1.0], [2048.0, 1.0, 1.0], "fp16"))
-    2048.0
-    """
-    av, fa = _operand(a, "a")
-    bv, fb = _operand(b, "b")
-    if av.ndim == 1 and bv.ndim == 1:
-        if av.shape != bv.shape:
-            raise ValueError(f"dot: vectors of lengths {av.size} and {bv.size}; they must match")
-        out = matmul(_rewrap(av[None, :], fa), _rewrap(bv[:, None], fb), accumulator)
-        return out[0, 0] if isinstance(out, np.ndarray) else out.reshape(())
-    return matmul(a, b, accumulator)
-
-
-def matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None) -> Any:
-    """``a @ b`` (2-D, or 1-D vectors as in NumPy) with products summed through ``accumulator``.
-
-    Products are exact in float64 when both inputs have at most 26 significant bits (every
-    format up to float32); ``fused=False`` rounds each to the accumulator format first. All
-    outputs are summed at once: one vectorised addition per inner index.
-
-    >>> import numpy as np
-    >>> matmul(np.ones((1, 4096)), np.ones((4096, 1)), "fp16").tolist()
-    [[2048.0]]
-    """
-    return _matmul(a, b, accumulator)
-
-
-def _matmul(a: Any, b: Any, accumulator: Accumulator | str | Format | None = None,
-            known: tuple[Format | None, Format | None] = (None, None)) -> Any:
-    """:func:`matmul`, for a caller that knows which format's values ``a`` and ``b`` hold
-    (``known``; None: not known): the training lab, whose matmul inputs are rounded to its
-    policy's ``matmul_inputs`` (``floatlab.mixed.gemm._product``). The engines then read the
-    values' significant bits and lowest bit from the formats instead of passes over the
-    values (``floatlab.sequential._bits`` / ``_lowest_bit``, whose docstrings say why the
-    formats give valid bounds); the bounds only choose among engines that are each exact, so
-    the result is the same bits as :func:`matmul`'s (tested). Private: a wrong ``known``
-    (values not in the format) would make the bounds wrong, so the public API cannot pass it.
-    """
-    av, fa = _operand(a, "a")
-    bv, fb = _operand(b, "b")
-    if av.ndim == 0 or bv.ndim == 0 or av.ndim > 2 or bv.ndim > 2:
-        raise ValueError(f"matmul: needs 1-D or 2-D operands, got shapes {av.shape} and "
-                         f"{bv.shape}")
-    a2 = av[None, :] if av.ndim == 1 else av
-    b2 = bv[:, None] if bv.ndim == 1 else bv
-    if a2.shape[1] != b2.shape[0]:
-        raise ValueError(f"matmul: shapes {av.shape} and {bv.shape} do not align: the inner "
-                         f"dimensions {a2.shape[1]} and {b2.shape[0]} must be equal")
-    owner = fa if fa is not None else fb
-    if accumulator is None and owner is not None:
-        acc = owner.accumulator
-    else:
-        acc = _accumulator(accumulator, None)
-    terms = _ProductTerms(a2, b2, None if acc.fused else acc, known)
-    out = acc.reduce(terms).reshape(a2.shape[0], b2.shape[1])
-    if av.ndim == 1:
-        out = out[0]
-    if bv.ndim == 1:
-        out = out[..., 0]
-    if owner is None:
-        return out
-    from floatlab.arith import result_format
-
-    fmt = result_format(*(f for f in (fa, fb) if f is not None))
-    return owner._new(out, fmt)
-
-
-def _rewrap(values: np.ndarray, fa: Any) -> Any:
-    return values if fa is None else fa._new(values, fa.fmt, exact=True)
-
-
 def _wrap(result: np.ndarray, fa: Any) -> Any:
     return result if fa is None else fa._new(result, fa.fmt)
 
@@ -604,3 +559,7 @@ def _as_columns(values: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, .
 
 def _count(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
+
+
+# The products run the Accumulator above (floatlab.products imports this module).
+from floatlab.products import _matmul, dot, matmul  # noqa: E402, F401

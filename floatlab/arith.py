@@ -21,12 +21,21 @@ Semantics
   array's float16), then the operation runs. Two FloatArrays of different formats promote to
   the one that holds the other, else to float32, else float64 (torch's rule: fp16 + bf16 ->
   float32); the result takes the rounding mode, rng and accumulator of the first FloatArray.
-* Reductions (``sum``, ``mean``, ``cumsum``, ``dot``, ``@``, ``np.linalg.norm``) run through the
-  array's :class:`~floatlab.Accumulator` (default: its own format and rounding, sequential: a
-  naive loop in that format). The result is a FloatArray of the array's format.
-* Other NumPy functions (``np.prod``, ``np.allclose`` ...) see the exact float64 values and
-  return plain arrays; shape functions (reshape, transpose, concatenate, stack ...) and
-  slicing keep the format.
+* Reductions (``sum``, ``mean``, ``cumsum``, ``dot``, ``@`` / ``np.matmul`` on stacks too,
+  ``np.vecdot`` / ``matvec`` / ``vecmat``, ``np.inner``, ``np.tensordot``, ``np.trace``,
+  ``np.var`` / ``np.std`` (with ``ddof``), ``np.average`` (with ``weights``),
+  ``np.linalg.norm`` of ord None / 2 / 1 / +-inf / 'fro') run through the array's
+  :class:`~floatlab.Accumulator` (default: its own format and rounding, sequential: a naive
+  loop in that format), every other step rounded once. The result is a FloatArray of the
+  array's format. ``np.prod`` / ``np.cumprod`` multiply left to right, each product rounded;
+  ``np.outer`` / ``np.kron`` round each product; ``np.clip``, ``np.where``, ``np.round``
+  (decimals=0), ``np.ptp``, ``np.median`` and ``np.percentile`` / ``np.quantile`` with a
+  selecting method select exact values or round once (:mod:`floatlab.arith_numpy`).
+  ``np.einsum``, ``np.round`` with decimals and interpolating percentiles are refused with a
+  supported spelling.
+* Other NumPy functions (``np.allclose``, ``np.max``, ``np.argsort`` ...) see the exact float64
+  values and return plain arrays, never FloatArrays; shape functions (reshape, transpose,
+  concatenate, stack, sort ...) and slicing keep the format.
 * Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
   original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
   chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
@@ -50,8 +59,9 @@ range; every preset but float64 qualifies, see :func:`correctly_rounded`):
   modes need the lost sign of the small operand: the sum is computed with TwoSum (exact error)
   and rounded to odd in float64 before the final rounding. That adder (``eft.sum_to_round``,
   the Accumulator's too) also serves nearest beyond p = 25, so ``+ -`` are correctly rounded
-  for every format of p <= 51 bits in every mode, and of p = 52 in the deterministic ones,
-  whatever its exponent range (:func:`correctly_rounded` answers for all six operations).
+  for every format of p <= 51 bits in every mode, and of p = 52 too (its stochastic rounding
+  from TwoSum's s + e, ``accumulate._stochastic_52``), whatever its exponent range
+  (:func:`correctly_rounded` answers for all six operations).
 * ``fma(a, b, c)`` (:mod:`floatlab.fused_multiply_add`): a*b is exact, but a*b + c can sit
   arbitrarily close to a midpoint, so one float64 addition is not enough in any mode. TwoSum
   gives s + e == a*b + c exactly, s is rounded to odd in float64 (one ulp toward e when inexact
@@ -76,7 +86,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import _is_real_number, resolve_rng
-from floatlab.accumulate import Accumulator, _check_axis
+from floatlab.accumulate import Accumulator, _check_axis, _stochastic_52
 from floatlab.accumulate import cumsum as _cumsum
 from floatlab.accumulate import dot as _dot
 from floatlab.accumulate import matmul as _matmul
@@ -273,6 +283,9 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             # not enough: directed modes, and nearest beyond p = 25, where it would be a
             # second rounding); "down" gives its exact zero sums -0 (see zero_sum_sign)
             b = args[1] if ufunc is np.add else -args[1]
+            if fmt.p == 52 and mode == "stochastic":  # (the probability needs TwoSum's error)
+                return self._new(_stochastic_52(args[0], b, fmt, self.rng, self.random_bits),
+                                 fmt, exact=True)
             exact = sum_to_round(args[0], b, fmt.p, mode)
         elif ufunc in (np.nextafter, np.spacing):
             exact = _grid_step(ufunc, args, fmt)
@@ -409,21 +422,22 @@ def _grid_step(ufunc: np.ufunc, args: list[np.ndarray], fmt: Format) -> np.ndarr
         return nextafter(x, outward, fmt) - x
 
 
-# The products as matmul computes them, for the operands' dimensions it takes (1-D, 2-D).
-_PRODUCT_UFUNCS = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}
-
-
 def _product_ufunc(ufunc: np.ufunc, inputs: tuple) -> FloatArray:
     """np.vecdot / matvec / vecmat through the accumulator, as ``@`` (they summed in float64
-    and rounded once, bypassing it); batched shapes are refused (matmul is 1-D / 2-D)."""
-    ndims = tuple(np.ndim(x) for x in inputs)
-    if _PRODUCT_UFUNCS.get(ufunc.__name__) != ndims:
-        raise TypeError(f"np.{ufunc.__name__} of {ndims[0]}-D and {ndims[1]}-D operands is not "
-                        "emulated for FloatArray (its sums would bypass the accumulator): use "
-                        "x @ y on 1-D / 2-D operands, or floatlab.matmul")
-    if ufunc.__name__ == "vecdot":
-        return _dot(*inputs)
-    return _matmul(*inputs)
+    and rounded once, bypassing it): a matmul of the vectors made rows / columns, stacks
+    broadcast as NumPy's gufuncs broadcast them."""
+    name = ufunc.__name__
+    x, y = (v if isinstance(v, FloatArray) else np.asarray(v) for v in inputs)
+    need = {"vecdot": (1, 1), "matvec": (2, 1), "vecmat": (1, 2)}[name]
+    for i, (v, d) in enumerate(zip((x, y), need, strict=True)):
+        if np.ndim(v) < d:
+            raise ValueError(f"{name}: Input operand {i} does not have enough dimensions (has "
+                             f"{np.ndim(v)}, needs {d}): pass a {'vector' if d == 1 else 'matrix'}")
+    if name == "vecdot":
+        return _matmul(x[..., None, :], y[..., :, None])[..., 0, 0]
+    if name == "matvec":
+        return _matmul(x, y[..., :, None])[..., 0]
+    return _matmul(x[..., None, :], y)[..., 0, :]
 
 
 def _ldexp(x: Any, n: Any) -> FloatArray:
@@ -515,24 +529,6 @@ def _np_dot(a, b, out=None):
     return _dot(a, b)
 
 
-def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
-    if ord not in (None, 2, "fro") or keepdims:
-        raise TypeError("np.linalg.norm on a FloatArray: only the 2-norm (sqrt of the "
-                        "accumulated sum of squares) is emulated")
-    fa = x if isinstance(x, FloatArray) else None
-    if fa is None:
-        return np.linalg.norm(np.asarray(x), ord=ord, axis=axis)
-    vector = axis is not None or fa.ndim == 1
-    if (ord == 2 and not vector) or (ord == "fro" and (vector or fa.ndim != 2)):
-        # (NumPy: ord=2 of a matrix is its largest singular value, and ord=2 of N-D or 'fro'
-        # of a vector an error; the sum of squares gave the Frobenius norm for each)
-        raise TypeError(f"np.linalg.norm(x, ord={ord!r}) of a {fa.ndim}-D FloatArray with "
-                        f"axis={axis!r} is not emulated (NumPy's ord=2 of a matrix is its "
-                        "largest singular value): use ord=None for the square root of the sum "
-                        "of squares, or ord=2 with an int axis for vector norms")
-    return np.sqrt(_sum(fa * fa, axis=axis))
-
-
 def _no_extra_kwargs(name: str, kwargs: dict) -> None:
     # (keepdims=False and where=True change nothing: accepted, as the ufunc path accepts them)
     extra = {k: v for k, v in kwargs.items() if v is not None and v is not np._NoValue
@@ -544,7 +540,6 @@ def _no_extra_kwargs(name: str, kwargs: dict) -> None:
 
 _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.cumsum: _np_cumsum, np.dot: _np_dot,
-    np.linalg.norm: _np_norm,
 }
 
 
@@ -591,3 +586,9 @@ def __getattr__(name: str) -> Any:
 
         return fma
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# norm, inner, outer, prod, var, clip, where, median ... (floatlab.arith_numpy imports this)
+from floatlab.arith_numpy import FUNCTIONS as _MORE_FUNCTIONS  # noqa: E402
+
+_FUNCTIONS.update(_MORE_FUNCTIONS)

@@ -360,3 +360,64 @@ def test_sums_in_a_52_bit_format_are_rounded_once():
     assert float(floatlab.sum(np.array([1.0, 2.0**-52, 2.0**-100]), "e11m51",
                               )) == 1.0  # (sequential: the tie first)
     assert float(exact_add(1.0, 2.0**-52 + 2.0**-100, fmt)) == 1 + 2.0**-51
+
+
+def test_52_bit_stochastic_rounding_has_the_exact_probability():
+    """Stochastic e11m51 was refused (its probability came from a float64 that keeps one bit
+    beyond the format: 1 + 2**-60 never rounded up). From TwoSum's s + e it rounds away from
+    zero with the exact probability |x - t| / q: against Fractions, 5 sigma, both signs, a
+    binade's edge, subnormals; random_bits truncates it; FloatArray's + uses it too."""
+    fmt = floatlab.get_format("e11m51")
+    n = 20000
+    cases = [(1.0, 2.0**-60), (-1.0, -3 * 2.0**-58), (2.0, -2.0**-60), (1 + 2.0**-51, 2.0**-52),
+             (2.0**-1070, 2.0**-1074), (3.0, -1e-17)]
+    rng = np.random.default_rng(11)
+    for a, b in cases:
+        got = exact_add(np.full(n, a), np.full(n, b), fmt, "stochastic", rng=rng)
+        exact = Fraction(a) + Fraction(b)
+        lo, hi = neighbours_formula(exact, fmt)  # toward zero first
+        assert set(got.tolist()) <= {float(lo), float(hi)}, (a, b)
+        p = float((exact - lo) / (hi - lo)) if hi != lo else 0.0
+        away = int(np.count_nonzero(got == float(hi))) if hi != lo else 0
+        assert abs(away - n * p) <= 5 * np.sqrt(n * p * (1 - p)) + 1, (a, b, away, n * p)
+    for bits, expected in ((8, 0.0), (9, 2.0**-9)):
+        acc = floatlab.Accumulator("e11m51", "stochastic", rng=4, random_bits=bits)
+        up = np.count_nonzero(floatlab.sum(np.tile([[1.0], [2.0**-60]], (1, n)), acc, axis=0) > 1)
+        assert abs(up - n * expected) <= 5 * np.sqrt(n * expected) + 1, (bits, up)
+    x = floatlab.array(np.ones(n), "e11m51", "stochastic", rng=5) + 2.0**-60
+    assert abs(np.count_nonzero(x.values > 1) - n * 2.0**-9) <= 5 * np.sqrt(n * 2.0**-9)
+    x = _data(300, 12) * 1e-3  # every running sum one of the exact sum's two neighbours
+    previous = Fraction(0)
+    cum = floatlab.cumsum(x, floatlab.Accumulator("e11m51", "stochastic", rng=6))
+    for value, step in zip(cum.tolist(), x.tolist(), strict=True):
+        assert Fraction(value) in neighbours_formula(previous + Fraction(step), fmt)
+        previous = Fraction(value)
+
+
+E11M51_CASES = [dict(order="sequential"), dict(order="pairwise"), dict(order="blocked", chunk=5),
+                dict(chunk=7, promote="float64"), dict(compensated=True)]
+
+
+@pytest.mark.parametrize("mode", ["nearest_away", "toward_zero", "up", "down", "odd"])
+@pytest.mark.parametrize("case", E11M51_CASES, ids=lambda c: "-".join(map(str, c.values())))
+def test_52_bit_accumulators_in_every_deterministic_mode(mode, case):
+    """e11m51 accumulators refused every mode but nearest even ("adds natively in float64",
+    which it does not: its additions are one TwoSum and one rounding, eft.sum_for_52). Every
+    deterministic mode, every order, against the exact Fraction loop: ties and terms far
+    below the last bit included; one long column runs the binade-block engine."""
+    acc = floatlab.Accumulator("e11m51", mode, **case)
+    rng = np.random.default_rng(51)
+    for n in (1, 2, 3, 40, 300):
+        sig = rng.integers(2**52, 2**53, size=n).astype(np.float64)
+        x = np.ldexp(sig, rng.integers(-60, 2, size=n) - 52) * rng.choice([-1.0, 1.0, 1.0], n)
+        x[::7] = 2.0**-60  # far below the running sum's last bit
+        expected = float(_reference(x, acc))
+        assert float(floatlab.sum(x, acc)) == expected, (n, mode)
+        cols = floatlab.sum(np.stack([x] * 3, axis=1), acc, axis=0)
+        assert np.all(cols == expected), (n, mode)
+    if case == E11M51_CASES[0]:  # the products of a matmul (exact in float64) as terms
+        a = floatlab.round(rng.standard_normal((3, 30)), "float32")
+        b = floatlab.round(rng.standard_normal((30, 2)), "float32")
+        got = floatlab.matmul(a, b, acc)
+        for i, j in np.ndindex(got.shape):
+            assert got[i, j] == float(_reference(a[i] * b[:, j], acc)), (i, j)

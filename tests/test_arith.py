@@ -443,9 +443,22 @@ def test_vecdot_matvec_vecmat_sum_through_the_accumulator():
     assert np.vecdot(np.ones(4096), x).values.tolist() == (x @ x).values.tolist()
     assert np.matvec(m, x).values.tolist() == (m @ x).values.tolist() == [2048.0, 2048.0]
     assert np.vecmat(x, m.T).values.tolist() == (x @ m.T).values.tolist()
-    for call in (lambda: np.vecdot(m, m), lambda: np.matvec(m, m)):
-        with pytest.raises(TypeError, match="not emulated for FloatArray .*bypass the accumu"):
-            call()
+    # stacks broadcast as NumPy's gufuncs do, every element the accumulator's sum
+    rng = np.random.default_rng(0)
+    s = floatlab.array(rng.standard_normal((3, 1, 50)), "fp16")
+    t = floatlab.array(rng.standard_normal((4, 50)), "fp16")
+    v = floatlab.array(rng.standard_normal((3, 50)), "fp16")
+    w = floatlab.array(rng.standard_normal((3, 4, 50)), "fp16")
+    wt = w.transpose(0, 2, 1)
+    for got, plain, element in (
+            (np.vecdot(s, t), np.vecdot(s.values, t.values), lambda i, j: s[i, 0] @ t[j]),
+            (np.matvec(w, v), np.matvec(w.values, v.values), lambda i, j: w[i, j] @ v[i]),
+            (np.vecmat(v, wt), np.vecmat(v.values, wt.values), lambda i, j: v[i] @ wt[i, :, j])):
+        assert got.shape == plain.shape == (3, 4)
+        for i, j in np.ndindex(3, 4):
+            assert float(got[i, j]) == float(element(i, j))
+    with pytest.raises(ValueError, match="does not have enough dimensions"):
+        np.matvec(x, x)
 
 
 def test_asarray_copy_false_never_copies_silently():

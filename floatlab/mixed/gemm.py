@@ -138,14 +138,9 @@ def _product(a: np.ndarray, b: np.ndarray, policy: Policy,
         rng = (_scope().rng or _FALLBACK_RNG) if policy.rounding == "stochastic" else None
         acc = Accumulator(acc, policy.rounding, rng=rng)
     a64, b64 = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
-    if a.ndim == 2 and b.ndim == 2:
-        return accumulate_matmul(a64, b64, acc, known)
-    # Batched (attention) products: floatlab.matmul is 2-D, so run it per batch entry.
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a64 = np.broadcast_to(a64, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
-    b64 = np.broadcast_to(b64, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
-    out = np.stack([accumulate_matmul(x, y, acc) for x, y in zip(a64, b64, strict=True)])
-    return out.reshape(lead + out.shape[-2:])
+    # (batched attention products too: floatlab.matmul sums each batch entry as its 2-D
+    # product, bit for bit, in one engine call where it can)
+    return accumulate_matmul(a64, b64, acc, known)
 
 
 def _float64_operands(policy: Policy) -> bool:
