@@ -235,7 +235,7 @@ def recipe_fields(recipe: Any) -> None:
     place (it is frozen): a string where a Gemm belongs, or a bogus scaler, used to surface as
     an AttributeError in the first training step."""
     from floatlab.formats import get_format
-    from floatlab.mixed.recipe import Gemm, _check_operand
+    from floatlab.mixed.recipe_specs import Gemm, _check_operand
 
     if not isinstance(recipe.name, str):
         raise TypeError(f"Recipe: name must be a str, got {recipe.name!r}")
