@@ -28,6 +28,14 @@ OLD_PATHS = {
                        "scale_exponents", "block_before_after", "element_grids", "_axes",
                        "_percent", "_zone_spans", "_ZONE_TITLES"],
     "floatlab.plots_errors": ["error_profile"],
+    "floatlab.mixed.policy": ["Policy", "get_policy", "PRECISIONS", "LEGACY_ALIASES",
+                              "MATMUL_PRECISIONS", "OP_KINDS", "LAB_OPS", "STRUCTURAL_OPS",
+                              "contains", "widest", "storage_dtype", "is_identity", "nbytes",
+                              "accumulate_label", "refuse_scaler_for_bf16_mixed", "FP16",
+                              "FP32", "FP64", "BF16", "TF32"],
+    "floatlab.mixed.recipe": ["Recipe", "Gemm", "TensorScaling", "RowScaling", "Operand",
+                              "is_tensorwise", "RECIPES", "get_recipe", "recipe_names",
+                              "recipe_key", "msamp_scheme"],
 }
 
 
@@ -58,7 +66,8 @@ def test_format_name_error_keeps_its_public_module():
 @pytest.mark.parametrize("first", ["floatlab.bitstrings", "floatlab.explanation",
                                    "floatlab.explain_steps", "floatlab.explain_html",
                                    "floatlab.formats.spec", "floatlab.formats.resolve",
-                                   "floatlab.plots.errors", "floatlab.plots_errors"])
+                                   "floatlab.plots.errors", "floatlab.plots_errors",
+                                   "floatlab.mixed.policy_specs", "floatlab.mixed.recipe_specs"])
 def test_each_new_module_imports_first_in_a_fresh_interpreter(first):
     # Modules that import each other (codec <-> bitstrings, Format <-> its registry) must load
     # whichever is imported first; and none of the non-plot ones may pull in matplotlib.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,24 @@ from floatlab.quant.delayed import (
 __all__ = ["CurrentScaling", "DelayedScaling"]
 
 
-class CurrentScaling:
+class _AmaxScaler:
+    """What the two scalers share: the scale of an amax. The subclasses set ``fmt``,
+    ``margin``, ``amax_epsilon``, ``power_of_two`` and ``_rule`` (:func:`_scale_rule`'s float64
+    or float32 order)."""
+
+    fmt: Format
+    margin: int
+    amax_epsilon: float
+    power_of_two: bool
+    _rule: Callable[[float, Format, int, bool], float]
+
+    def _scale_of(self, amax: float) -> float:
+        """The scale of a checked amax (a float, finite and >= 0): ``fmt.max / max(amax,
+        amax_epsilon) / 2**margin`` in the scaler's order (an amax of 0 gives 1.0)."""
+        return self._rule(max(amax, self.amax_epsilon), self.fmt, self.margin, self.power_of_two)
+
+
+class CurrentScaling(_AmaxScaler):
     """Transformer Engine's current (just-in-time) scaling: each call scales by its own amax.
 
     ``scale = fmt.max / max(amax(x), amax_epsilon) / 2**margin``. ``amax_epsilon`` (TE's
@@ -64,8 +82,7 @@ class CurrentScaling:
     def scale_for(self, amax: float) -> float:
         """The scale for a tensor with this amax (a number >= 0, e.g. ``float(np.max(np.abs(
         x)))``)."""
-        return self._rule(max(_check_amax(amax), self.amax_epsilon), self.fmt, self.margin,
-                          self.power_of_two)
+        return self._scale_of(_check_amax(amax))
 
     def quantize(self, x: Any, *, rounding: str = "nearest_even",
                  rng: np.random.Generator | int | None = None) -> ScaledTensor:
@@ -81,7 +98,7 @@ class CurrentScaling:
 
 # ================================================================================ delayed
 
-class DelayedScaling:
+class DelayedScaling(_AmaxScaler):
     """Transformer Engine's delayed scaling: the scale comes from the previous steps' amaxes.
 
     Each :meth:`quantize` call uses ``scale = fmt.max / reduce(history) / 2**margin``
@@ -161,9 +178,6 @@ class DelayedScaling:
     def history(self) -> tuple[float, ...]:
         """The recorded amaxes, oldest first (at most ``history_len``)."""
         return tuple(self._history)
-
-    def _scale_of(self, amax: float) -> float:
-        return self._rule(max(amax, self.amax_epsilon), self.fmt, self.margin, self.power_of_two)
 
     @property
     def scale(self) -> float | None:
