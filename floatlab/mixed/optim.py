@@ -1,4 +1,4 @@
-"""SGD and Adam whose arithmetic and state live in the weights' (or a chosen) format.
+"""SGD, Adam and AdamW whose arithmetic and state live in the weights' (or a chosen) format.
 
 Each optimizer follows torch's update formulas op by op and rounds every intermediate result
 through the lab's hook, so with "16-true" the Adam moments are float16 tensors -- and Adam's
@@ -39,7 +39,7 @@ from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
-__all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "UpdateReport"]
 
 @dataclass(frozen=True)
 class UpdateReport:
@@ -390,7 +390,14 @@ class Adam(Optimizer):
     ...     _ = Adam([w], fused=True).step()
     >>> w.data.tolist()        # torch 2.13 on CPU: [1.0, 0.9990234375]
     [1.0, 0.9990234375]
+
+    ``decoupled_weight_decay=True`` is AdamW (torch >= 2.6 builds ``AdamW`` this way; see
+    :class:`AdamW`): ``param.mul_(1 - lr * weight_decay)`` before the moments, instead of
+    ``weight_decay * param`` added to the gradient.
     """
+
+    #: bitsandbytes' kernels decay the weights after the update, not before (Adam8bit).
+    _decay_after_update = False
 
     def __init__(
         self,
@@ -401,19 +408,37 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         *,
         fused: bool = False,
+        decoupled_weight_decay: bool = False,
         **options: Any,
     ) -> None:
+        who = type(self).__name__
         lr, eps = number("lr", lr), number("eps", eps)
         weight_decay = number("weight_decay", weight_decay)
-        b1, b2 = _betas(type(self).__name__, betas)
-        _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
-                      weight_decay=weight_decay)
+        b1, b2 = _betas(who, betas)
+        _check_ranges(who, lr=lr, eps=eps, beta1=b1, beta2=b2, weight_decay=weight_decay)
         self.fused = flag("fused", fused)
+        self.decoupled_weight_decay = flag("decoupled_weight_decay", decoupled_weight_decay)
         if self.fused and options.get("kahan"):
-            raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "
+            raise ValueError(f"{who}(fused=True) writes the weights in one rounding inside its "
                              "kernel; kahan=True needs the unfused update (fused=False)")
         super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, (b1, b2), eps, weight_decay
+
+    def _decays(self) -> bool:
+        """Whether the weights themselves decay before the update (torch's AdamW)."""
+        return bool(self.weight_decay) and self.decoupled_weight_decay and \
+            not self._decay_after_update
+
+    def _decay(self, group: _Group, where: np.ndarray | slice, weights: np.ndarray
+               ) -> np.ndarray:
+        """torch's ``param.mul_(1 - lr * weight_decay)``, a write of the weights: rounded to
+        their format (stochastically under stochastic updates); with ``kahan=True`` it is the
+        compensated write ``param.add_(param, alpha=-lr * weight_decay)``."""
+        if self.kahan:
+            return self._write(group, where, weights, weights, -self.lr * self.weight_decay)
+        rounding = None if self.update_rounding == "nearest_even" else "stochastic"
+        return scale(weights, 1 - self.lr * self.weight_decay, group.fmt, rounding=rounding,
+                     rng=self._rng)
 
     def _corrections(self, group: _Group, active: list[int]) -> tuple[Any, Any]:
         """``(lr / (1 - beta1**t), sqrt(1 - beta2**t))`` in float64, torch's Python scalars
@@ -428,6 +453,8 @@ class Adam(Optimizer):
 
     def _new_weights(self, group, where, grad, weights, active):
         if not self.fused:
+            if self._decays():  # torch's AdamW: the decayed weights take the update
+                weights = self._decay(group, where, weights)
             return super()._new_weights(group, where, grad, weights, active)
         # torch's fused CPU kernel (FusedAdamKernel.cpp, vectorised body): every value loaded
         # into opmath (float32; float64 for wider formats), every constant converted to opmath,
@@ -443,7 +470,9 @@ class Adam(Optimizer):
         c = dt.type
         fma = (lambda a, b, s: a * b + s) if wide else fma32  # numpy has no float64 FMA
         p, g = weights.astype(dt), grad.astype(dt)
-        if self.weight_decay:
+        if self._decays():  # ADAM_MODE::ADAMW: param * (1 - lr * wd), the factor in double
+            p = (p * c(1 - self.lr * self.weight_decay)).astype(dt)
+        elif self.weight_decay and not self.decoupled_weight_decay:
             g = fma(p, c(self.weight_decay), g).astype(dt)
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m, v = m_all[where].astype(dt), v_all[where].astype(dt)
@@ -467,7 +496,8 @@ class Adam(Optimizer):
     def _update(self, group, where, grad, weights, active):
         b1, b2 = self.betas
         f = group.state_fmt
-        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        coupled = self.weight_decay and not self.decoupled_weight_decay
+        g = self._q(grad + self.weight_decay * weights, f) if coupled else grad
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m = m_all[where] = self._q(m_all[where] + (g - m_all[where]) * (1 - b1), f)  # lerp_
         v = v_all[where] = self._q(self._q(v_all[where] * b2, f) + (1 - b2) * g * g, f)
@@ -480,5 +510,43 @@ class Adam(Optimizer):
 
     def __repr__(self) -> str:
         fused = ", fused" if self.fused else ""
-        return (f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{fused}"
-                f"{self._describe()})")
+        if self.decoupled_weight_decay:  # (the coupled decay was never shown: kept so)
+            fused = f", weight_decay={self.weight_decay:g}" + (
+                " decoupled" if type(self) is Adam else "") + fused
+        return (f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}"
+                f"{fused}{self._describe()})")
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (Loshchilov & Hutter).
+
+    Each step first decays the weights, ``param.mul_(1 - lr * weight_decay)`` (one rounding
+    into the weights' format, as torch's ``mul_``), then takes Adam's step from the decayed
+    weights with the gradient unchanged -- torch >= 2.6 defines ``AdamW`` as
+    ``Adam(decoupled_weight_decay=True)``, and so does floatlab. torch's default
+    ``weight_decay=1e-2``. ``fused=True`` is torch's fused kernel in its AdamW mode (the decay
+    computed in float32 with the other ops, the weight stored once).
+
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter([2.0]); w.grad = np.array([0.0], np.float32)
+    >>> _ = AdamW([w], lr=0.1, weight_decay=0.5).step(); w.data.tolist()   # 2 * (1 - 0.05)
+    [1.899999976158142]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        *,
+        fused: bool = False,
+        **options: Any,
+    ) -> None:
+        if "decoupled_weight_decay" in options:  # torch's AdamW has no such argument either
+            raise TypeError("AdamW() got an unexpected keyword argument "
+                            "'decoupled_weight_decay': AdamW is Adam(decoupled_weight_decay="
+                            "True); drop it, or use Adam for the coupled (L2) decay")
+        super().__init__(params, lr, betas, eps, weight_decay, fused=fused,
+                         decoupled_weight_decay=True, **options)
