@@ -139,7 +139,8 @@ def test_adamw_repr_and_bad_input():
     with pytest.raises(ValueError, match=r"AdamW: Invalid weight_decay value: -0.1 \(need "
                                          r"weight_decay >= 0; e.g. weight_decay=0.01\)"):
         AdamW([w], weight_decay=-0.1)
-    with pytest.raises(TypeError, match=r"weight_decay must be a number such as 0.01, got .0.1. \(str\)"):
+    with pytest.raises(TypeError,
+                       match=r"weight_decay must be a number such as 0.01, got .0.1. \(str\)"):
         AdamW([w], weight_decay="0.1")
     with pytest.raises(TypeError, match="decoupled_weight_decay must be True or False"):
         Adam([w], decoupled_weight_decay="True")
@@ -148,3 +149,62 @@ def test_adamw_repr_and_bad_input():
         AdamW([w], decoupled_weight_decay=True)
     with pytest.raises(ValueError, match=r"AdamW\(fused=True\) .* kahan=True needs"):
         AdamW([w], fused=True, kahan=True)
+
+
+def _bnb_run(make, steps=3, n=5000):
+    rng = np.random.default_rng(5)
+    w = parameter(rng.standard_normal(n).astype(np.float32))
+    opt = make(w)
+    for _ in range(steps):
+        w.grad = (rng.standard_normal(n) * 1e-2).astype(np.float32)
+        opt.step()
+    return w, opt
+
+
+@pytest.mark.parametrize("min_8bit_size", [0, 4096, 10**6])
+def test_adamw8bit_decays_after_the_update_as_bitsandbytes(min_8bit_size):
+    """bitsandbytes' kernels store p + update, then p * (1.0f - lr * wd) in float32: one step
+    of AdamW8bit is Adam8bit's step followed by that product (8-bit and 32-bit moments)."""
+    from floatlab.mixed import Adam8bit, AdamW8bit
+
+    lr, wd = 3e-3, 0.07
+    rng = np.random.default_rng(6)
+    w0 = rng.standard_normal(5000).astype(np.float32)
+    g = (rng.standard_normal(5000) * 1e-2).astype(np.float32)
+    out = {}
+    for cls in (Adam8bit, AdamW8bit):
+        w = parameter(w0)
+        opt = cls([w], lr=lr, min_8bit_size=min_8bit_size, **({"weight_decay": wd}
+                                                              if cls is AdamW8bit else {}))
+        w.grad = g
+        opt.step()
+        out[cls] = w.data
+    f32 = np.float32
+    factor = f32(f32(1) - f32(f32(lr) * f32(wd)))
+    assert np.array_equal(out[AdamW8bit], out[Adam8bit] * factor)   # a float32 product
+    assert not np.array_equal(out[AdamW8bit], out[Adam8bit])
+
+
+def test_adamw8bit_is_adam8bit_with_bitsandbytes_default_decay():
+    from floatlab.mixed import Adam8bit, AdamW8bit
+
+    a, opt_a = _bnb_run(lambda w: AdamW8bit([w], min_8bit_size=0))
+    b, _ = _bnb_run(lambda w: Adam8bit([w], weight_decay=1e-2, min_8bit_size=0))
+    c, _ = _bnb_run(lambda w: Adam8bit([w], min_8bit_size=0))
+    assert opt_a.weight_decay == 1e-2 and np.array_equal(a.data, b.data)
+    assert not np.array_equal(a.data, c.data)
+    assert "weight_decay=0.01" in repr(opt_a) and "weight_decay" not in repr(_bnb_run(
+        lambda w: Adam8bit([w]), steps=0)[1])
+
+
+def test_adamw8bit_bad_input():
+    from floatlab.mixed import AdamW8bit
+
+    w = parameter(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"AdamW8bit: Invalid weight_decay value: -1.0 \(need "
+                                         r"weight_decay >= 0"):
+        AdamW8bit([w], weight_decay=-1.0)
+    with pytest.raises(TypeError, match="weight_decay must be a number"):
+        AdamW8bit([w], weight_decay=None)
+    with pytest.raises(TypeError, match="weight_decay must be a number"):
+        AdamW8bit([w], weight_decay=True)

@@ -36,7 +36,7 @@ from floatlab.mixed.layers import dropout, embedding, gelu, layer_norm, sequence
 from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
 from floatlab.mixed.optim import SGD, Adam, AdamW, Optimizer, UpdateReport
-from floatlab.mixed.optim8bit import Adam8bit, StateAdam
+from floatlab.mixed.optim8bit import Adam8bit, AdamW8bit, StateAdam
 from floatlab.mixed.policy import (
     LAB_OPS,
     LEGACY_ALIASES,
@@ -109,7 +109,7 @@ __all__ = [
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # training recipes (FP8, MX, NVFP4, DeepSeek, MS-AMP) and 8-bit optimizer states
     "Recipe", "Gemm", "TensorScaling", "RowScaling", "get_recipe", "recipe_names", "RECIPES",
-    "RecipeRun", "recipe_run", "Adam8bit", "StateAdam",
+    "RecipeRun", "recipe_run", "Adam8bit", "AdamW8bit", "StateAdam",
     # data
     "Dataset", "teacher_gaussians", "spirals", "digits",
     "SequenceDataset", "char_lm", "digit_reversal",
