@@ -208,3 +208,24 @@ def test_adamw8bit_bad_input():
         AdamW8bit([w], weight_decay=None)
     with pytest.raises(TypeError, match="weight_decay must be a number"):
         AdamW8bit([w], weight_decay=True)
+
+
+@pytest.mark.parametrize("options", [dict(optimizer="adam8bit",
+                                          optimizer_options={"min_8bit_size": 0}),
+                                     dict(optimizer_options={"state": {"exp_avg": "bf16"}})])
+def test_trainer_passes_weight_decay_to_the_8bit_and_state_optimizers(options):
+    """Trainer(optimizer="adam8bit", weight_decay=0.5) and the per-moment StateAdam trained
+    exactly as weight_decay=0: the argument was dropped without a word."""
+    from floatlab.mixed import Trainer, teacher_gaussians
+
+    data = teacher_gaussians(n=1024)
+    runs = []
+    for wd in (0.0, 0.5):
+        t = Trainer("32-true", weight_decay=wd, progress=False, telemetry=False, **options)
+        runs.append(t.fit(data, steps=3)["loss"])
+        assert t.optimizer.weight_decay == wd
+    assert not np.array_equal(runs[0], runs[1])
+    with pytest.raises(ValueError, match=r"pass weight_decay to the Trainer \(Trainer\("
+                                         r"weight_decay=...\)\), not in optimizer_options"):
+        Trainer(optimizer="adam8bit", optimizer_options={"weight_decay": 0.1},
+                progress=False)

@@ -38,10 +38,9 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
-from floatlab.mixed.checks import flag, number, whole
+from floatlab.mixed.checks import flag, whole
 from floatlab.mixed.opmath import scale
 from floatlab.mixed.optim import Adam
-from floatlab.mixed.optim_args import _check_ranges
 from floatlab.mixed.policy import FP32, nbytes
 from floatlab.mixed.tensor import Tensor
 from floatlab.quant.codebook import Codebook
@@ -105,7 +104,9 @@ class StateAdam(Adam):
         plain Format spec has no scale to take the expanded values, so it is refused then.
 
     The update is Adam's fused float32 arithmetic (``Adam(fused=True)``); only the storage of
-    the moments differs. ``weight_decay`` and the low-precision remedies are not offered.
+    the moments differs. ``weight_decay`` is the fused kernel's: added to the gradient, or with
+    ``decoupled_weight_decay=True`` torch's AdamW decay. The low-precision remedies are not
+    offered.
 
     >>> from floatlab.mixed import parameter
     >>> w = parameter(np.zeros(3, np.float32))
@@ -116,10 +117,12 @@ class StateAdam(Adam):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *, decoupled_weight_decay: bool = False,
                  state: dict[str, Any] | None = None, min_8bit_size: int = 0,
                  expand: bool = False, seed: int = 0) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, fused=True, seed=seed,
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         fused=True, decoupled_weight_decay=decoupled_weight_decay, seed=seed,
                          low_copies="auto")
         state = {} if state is None else state
         if not isinstance(state, dict) or set(state) - set(MOMENTS):
@@ -254,8 +257,6 @@ class Adam8bit(StateAdam):
                  weight_decay: float = 0.0, *,
                  block: int | None = BNB_BLOCK, map: str = "dynamic",  # noqa: A002 - bnb's word
                  min_8bit_size: int = BNB_MIN_8BIT_SIZE, seed: int = 0) -> None:
-        weight_decay = number("weight_decay", weight_decay)
-        _check_ranges(type(self).__name__, weight_decay=weight_decay)
         if map not in ("dynamic", "linear"):
             raise ValueError(f"map={map!r}: use 'dynamic' (bitsandbytes) or 'linear' (the "
                              "ablation)")
@@ -264,9 +265,9 @@ class Adam8bit(StateAdam):
         self.block, self.map = block, map
         state = {k: _moment_scheme(signed, block, map)
                  for k, signed in (("exp_avg", True), ("exp_avg_sq", False))}
-        super().__init__(params, lr=lr, betas=betas, eps=eps, state=state,
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         decoupled_weight_decay=True, state=state,
                          min_8bit_size=min_8bit_size, seed=seed)
-        self.weight_decay, self.decoupled_weight_decay = weight_decay, True
 
     def _new_weights(self, group, where, grad, weights, active):
         new = super()._new_weights(group, where, grad, weights, active)

@@ -239,6 +239,9 @@ class Trainer:
         if optimizer_options is not None and not isinstance(optimizer_options, dict):
             raise TypeError(f"optimizer_options must be a dict, got {optimizer_options!r}")
         self.optimizer_options = dict(optimizer_options or {})
+        if "weight_decay" in self.optimizer_options:  # two values for one argument
+            raise ValueError("optimizer_options: pass weight_decay to the Trainer "
+                             "(Trainer(weight_decay=...)), not in optimizer_options")
         lr = None if lr is None else number("lr", lr, positive=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         if isinstance(model, str) and model != "transformer":
@@ -299,16 +302,18 @@ class Trainer:
     def _build_optimizer(self, model: Module) -> Optimizer:
         options = dict(update_rounding=self.update_rounding, kahan=self.kahan, seed=self.seed)
         recipe = self.policy.recipe
-        if self.optimizer_name == "adam8bit":
+        if self.optimizer_name == "adam8bit":  # (weight_decay was dropped without a word)
             return Adam8bit(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                            seed=self.seed, **self.optimizer_options)
+                            weight_decay=self.weight_decay, seed=self.seed,
+                            **self.optimizer_options)
         per_moment = "state" in self.optimizer_options or (
             recipe is not None and recipe.state and self.policy.optimizer_state is None)
         if self.optimizer_name == "adam" and per_moment:
             extra = dict(self.optimizer_options)
             state = extra.pop("state", recipe.state if recipe is not None else None)
             return StateAdam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                             state=state, seed=self.seed, **extra)
+                             weight_decay=self.weight_decay, state=state, seed=self.seed,
+                             **extra)
         if self.optimizer_options:
             raise ValueError("optimizer_options are for optimizer='adam8bit' (and recipes "
                              "with per-moment state formats)")
