@@ -229,3 +229,14 @@ def test_trainer_passes_weight_decay_to_the_8bit_and_state_optimizers(options):
                                          r"weight_decay=...\)\), not in optimizer_options"):
         Trainer(optimizer="adam8bit", optimizer_options={"weight_decay": 0.1},
                 progress=False)
+
+
+def test_the_experiment_line_names_the_optimizer_for_sequences_too():
+    """describe() of a sequence run called Adam8bit "Adam" (the MLP line said Adam8bit)."""
+    from floatlab.mixed import Trainer, char_lm
+
+    data = char_lm()
+    for name, label in (("adam8bit", "Adam8bit lr"), ("sgd", "SGD lr"), ("adam", "Adam lr")):
+        t = Trainer(optimizer=name, model="transformer", progress=False)
+        assert f", {label} " in t.describe(data, 5) and f", {label} " in t.describe(None, 5)
+    assert ", Adam (fused) lr" in Trainer(fused=True, progress=False).describe(data, 5)

@@ -48,7 +48,13 @@ from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
-from floatlab.mixed.seqtrain import batch_loss, check_model_fits, describe_sequences, fit_sequences
+from floatlab.mixed.seqtrain import (
+    batch_loss,
+    check_model_fits,
+    describe_sequences,
+    fit_sequences,
+    optimizer_label,
+)
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.textdata import SequenceDataset
 
@@ -339,9 +345,7 @@ class Trainer:
         steps = None if steps is None else whole("describe: steps", steps)
         if isinstance(data, SequenceDataset):
             return describe_sequences(self, data, steps)
-        name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
-            self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
-        opt = f"{name} lr {self.lr:g}"
+        opt = f"{optimizer_label(self)} lr {self.lr:g}"
         net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
                            + ((data.classes,) if data else ())))
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
