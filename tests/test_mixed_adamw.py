@@ -240,3 +240,47 @@ def test_the_experiment_line_names_the_optimizer_for_sequences_too():
         t = Trainer(optimizer=name, model="transformer", progress=False)
         assert f", {label} " in t.describe(data, 5) and f", {label} " in t.describe(None, 5)
     assert ", Adam (fused) lr" in Trainer(fused=True, progress=False).describe(data, 5)
+
+
+def test_trainer_trains_with_adamw_and_adamw8bit():
+    from floatlab.mixed import AdamW8bit, Trainer, compare, teacher_gaussians
+
+    data = teacher_gaussians(n=1024)
+
+    def fit(**kw):
+        t = Trainer("bf16-mixed", progress=False, telemetry=False, **kw)
+        return t, t.fit(data, steps=4)["loss"]
+
+    t, adamw = fit(optimizer="adamw")
+    assert type(t.optimizer) is AdamW and t.optimizer.weight_decay == 1e-2  # torch's default
+    assert ", AdamW lr 0.001," in t.describe(data, 4)
+    assert not np.array_equal(adamw, fit(optimizer="adam")[1])
+    assert not np.array_equal(adamw, fit(optimizer="adam", weight_decay=1e-2)[1])
+    # no decay: AdamW is Adam
+    assert np.array_equal(fit(optimizer="adamw", weight_decay=0)[1], fit(optimizer="adam")[1])
+    t, fused = fit(optimizer="adamw", fused=True)
+    assert t.optimizer.fused and ", AdamW (fused) lr" in t.describe(data, 4)
+    t, _ = fit(optimizer="adamw8bit", optimizer_options={"min_8bit_size": 0})
+    assert type(t.optimizer) is AdamW8bit and t.optimizer.weight_decay == 1e-2
+    assert Trainer(optimizer="adam", progress=False).weight_decay == 0.0    # unchanged
+    assert Trainer(optimizer="sgd", progress=False).weight_decay == 0.0
+    # recipes with per-moment states take AdamW's decoupled decay too
+    t, _ = fit(optimizer="adamw", optimizer_options={"state": {"exp_avg": "bf16"}})
+    assert t.optimizer.decoupled_weight_decay and t.optimizer.weight_decay == 1e-2
+    r = compare([{"precision": "32-true", "optimizer": "adamw", "label": "AdamW"},
+                 {"precision": "32-true", "optimizer": "adam", "label": "Adam"}],
+                steps=3, progress=False, data=data)
+    assert [h.precision for h in r] == ["AdamW", "Adam"] and "AdamW lr" in str(r)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(optimizer="adamw", weight_decay=-0.1), ValueError, "weight_decay"),
+    (dict(optimizer="adamw", weight_decay="0.1"), TypeError, "weight_decay must be a number"),
+    (dict(optimizer="adamw8bit", fused=True), ValueError, "use optimizer='adam' or 'adamw'"),
+    (dict(optimizer="AdamW"), ValueError, "'adamw', 'sgd', 'adam8bit' or 'adamw8bit'"),
+])
+def test_trainer_adamw_bad_input(kwargs, error, match):
+    from floatlab.mixed import Trainer
+
+    with pytest.raises(error, match=match):
+        Trainer(progress=False, **kwargs)

@@ -135,7 +135,8 @@ def batch_loss(model: Module, xb: Any, yb: np.ndarray) -> tuple[Tensor, Tensor, 
 
 
 #: The optimizer names of the experiment lines (describe()), by Trainer(optimizer=...).
-OPTIMIZER_LABELS = {"sgd": "SGD", "adam": "Adam", "adam8bit": "Adam8bit"}
+OPTIMIZER_LABELS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "adam8bit": "Adam8bit",
+                    "adamw8bit": "AdamW8bit"}
 
 
 def optimizer_label(trainer: Trainer) -> str:
