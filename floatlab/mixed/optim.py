@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.mixed import optim_state
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.checks import update_rounding as check_update_rounding
@@ -279,6 +280,15 @@ class Optimizer:
         """``(direction, alpha)`` of the active entries: the step is
         ``weights.add_(direction, alpha=alpha)`` (subclasses)."""
         raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state in torch.optim's structure, NumPy copies (see :mod:`.optim_state`)."""
+        return optim_state.state_dict(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the ``state_dict()`` of an optimizer built the same way: the run resumes bit
+        for bit. Any other dict is refused by name (see :mod:`.optim_state`)."""
+        optim_state.load_state_dict(self, state_dict)
 
     def state_bytes(self) -> dict[str, int]:
         """Bytes of optimizer state per format name (real sizes from the formats' widths)."""
