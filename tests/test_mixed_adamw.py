@@ -284,3 +284,16 @@ def test_trainer_adamw_bad_input(kwargs, error, match):
 
     with pytest.raises(error, match=match):
         Trainer(progress=False, **kwargs)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "adam8bit", "adamw8bit"])
+def test_trainer_refuses_momentum_for_the_adams(optimizer):
+    """Trainer(optimizer='adam', momentum=0.9) trained exactly as momentum=0: SGD's argument
+    was dropped without a word."""
+    from floatlab.mixed import Trainer
+
+    with pytest.raises(ValueError, match=rf"momentum=0.9 is SGD's argument \(optimizer='sgd'\);"
+                                         rf" optimizer='{optimizer}' takes no momentum.*betas"):
+        Trainer(optimizer=optimizer, momentum=0.9, progress=False)
+    assert Trainer(optimizer=optimizer, momentum=0.0, progress=False).momentum == 0.0
+    assert Trainer(optimizer="sgd", momentum=0.9, progress=False).momentum == 0.9

@@ -265,6 +265,10 @@ class Trainer:
         batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
         seed = whole("seed", seed, minimum=0)
         momentum = number("momentum", momentum, nonnegative=True)
+        if momentum and optimizer != "sgd":  # it was dropped without a word
+            raise ValueError(f"momentum={momentum:g} is SGD's argument (optimizer='sgd'); "
+                             f"optimizer={optimizer!r} takes no momentum: its first moment "
+                             "decays by betas[0], e.g. betas=(0.9, 0.999)")
         if weight_decay is None:  # torch's AdamW and bitsandbytes' AdamW8bit: 1e-2
             weight_decay = 1e-2 if optimizer in ("adamw", "adamw8bit") else 0.0
         weight_decay = number("weight_decay", weight_decay, nonnegative=True)
