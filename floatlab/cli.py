@@ -416,8 +416,10 @@ def _add_compare_parser(sub) -> None:
     p.add_argument("--loss-multiplier", "--lambda", default="1", metavar="LAMBDA",
                    help="multiply the loss by LAMBDA, e.g. 2**-16, to push gradients down "
                    "toward fp16's underflow as a deep network does (default 1)")
-    p.add_argument("--optimizer", choices=["adam", "sgd", "adam8bit"], default="adam",
-                   help="adam, sgd or adam8bit (bitsandbytes' 8-bit Adam; default adam)")
+    p.add_argument("--optimizer", choices=["adam", "adamw", "sgd", "adam8bit", "adamw8bit"],
+                   default="adam",
+                   help="adam, adamw (torch's AdamW, weight decay 1e-2), sgd, adam8bit or "
+                   "adamw8bit (bitsandbytes' 8-bit Adam / AdamW; default adam)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="run the precisions in this many processes (same results; default 1)")
     p.add_argument("--lr", default=None,

@@ -543,3 +543,10 @@ def test_formats_points_to_the_p3109_family(capsys):
     out = capsys.readouterr().out
     assert "IEEE P3109" in out and "binary8p3se" in out
     assert main(["finfo", "binary8p3se"]) == 0
+
+
+@pytest.mark.parametrize("optimizer, label", [("adamw", "AdamW lr"), ("adamw8bit", "AdamW8bit lr")])
+def test_compare_takes_adamw(capsys, optimizer, label):
+    code, out, _ = run(capsys, "compare", "32-true", "--optimizer", optimizer, "--steps", "2",
+                       "--rows", "256", "--quiet")
+    assert code == EXIT_OK and label in out.splitlines()[0]

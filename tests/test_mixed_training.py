@@ -261,7 +261,7 @@ def test_data_is_deterministic_and_read_only():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"optimizer": "lbfgs"}, "'adam', 'sgd' or 'adam8bit'"),
+    ({"optimizer": "lbfgs"}, "'adam', 'adamw', 'sgd', 'adam8bit' or 'adamw8bit'"),
     ({"loss_multiplier": 0.0}, "loss_multiplier"),
     ({"batch_size": 0}, "batch_size"),
     ({"precision": "fp16-halfway"}, "unknown precision"),

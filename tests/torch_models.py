@@ -88,7 +88,8 @@ def sgd(w: list[float], grads: list[list[float]], fmt: str, lr: float, momentum:
 
 def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1e-3,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-               weight_decay: float = 0.0) -> tuple[list[float], list[float], list[float]]:
+               weight_decay: float = 0.0, decoupled: bool = False
+               ) -> tuple[list[float], list[float], list[float]]:
     """torch.optim.Adam(fused=True) on CPU (FusedAdamKernel.cpp, vectorised body), element by
     element: (weights, exp_avg, exp_avg_sq) after the steps.
 
@@ -97,7 +98,10 @@ def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1
     computed in double) are converted to float32, and every operation rounds to float32; the
     compiler fuses three multiply-adds (one rounding each): the weight decay g + p * wd, the
     lerp m + (1 - beta1) * (g - m) and v * beta2 + ((1 - beta2) * g) * g. The moments are
-    stored in ``fmt`` but the update uses their float32 values. sqrt is Python's
+    stored in ``fmt`` but the update uses their float32 values. ``decoupled=True`` is the
+    kernel's ADAM_MODE::ADAMW (torch.optim.AdamW(fused=True)), written from FusedAdamKernel.cpp
+    and not measured: the weight is first multiplied by float32(1 - lr * wd) (the factor in
+    double), one float32 rounding, and the gradient is left alone. sqrt is Python's
     correctly rounded double sqrt rounded to float32: that double rounding is innocuous
     (53 >= 2 * 24 + 2), so it is the correctly rounded float32 sqrt.
     """
@@ -111,7 +115,9 @@ def fused_adam(w: list[float], grads: list[list[float]], fmt: str, lr: float = 1
         p, m_s, v_s = Fraction(w_i), Fraction(0), Fraction(0)
         for t, step_grads in enumerate(grads, start=1):
             g = Fraction(step_grads[i])
-            if weight_decay:
+            if weight_decay and decoupled:
+                p = f(p * f(1 - lr * weight_decay))
+            elif weight_decay:
                 g = f(g + p * cwd)
             m = f(m_s + c1 * f(g - m_s))
             v = f(f(v_s * cb2) + f(c2 * g) * g)

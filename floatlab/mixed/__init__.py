@@ -14,7 +14,7 @@ GradScaler calibrating, pure fp16 + Adam going NaN, bf16 weights losing small up
 Layout: ``policy`` (which format where), ``autocast`` (torch's op lists per device),
 ``tensor`` (the autograd's names in one import path: ``scope`` holds the active policy and the
 hook, ``autograd`` the Tensor and its graph, ``elementwise``, ``reductions`` and ``gemm`` the
-ops), ``nn`` (layers, losses), ``optim`` (SGD, Adam),
+ops), ``nn`` (layers, losses), ``optim`` (SGD, Adam, AdamW; ``optim_args`` their argument checks),
 ``opmath`` (torch's in-place update arithmetic), ``scaler`` (GradScaler, StaticScaler),
 ``telemetry`` (per-step counters), ``recipe`` (FP8 / MX / NVFP4 training recipes: per-GEMM
 operand schemes and accumulators), ``recipe_gemm`` (running them, per-operand telemetry),
@@ -35,8 +35,8 @@ from floatlab.mixed.history import BYTE_CATEGORIES, Comparison, History
 from floatlab.mixed.layers import dropout, embedding, gelu, layer_norm, sequence_loss
 from floatlab.mixed.models import LayerNorm, Transformer
 from floatlab.mixed.nn import MLP, Linear, Module, accuracy, mse_loss, parameter
-from floatlab.mixed.optim import SGD, Adam, Optimizer, UpdateReport
-from floatlab.mixed.optim8bit import Adam8bit, StateAdam
+from floatlab.mixed.optim import SGD, Adam, AdamW, Optimizer, UpdateReport
+from floatlab.mixed.optim8bit import Adam8bit, AdamW8bit, StateAdam
 from floatlab.mixed.policy import (
     LAB_OPS,
     LEGACY_ALIASES,
@@ -103,13 +103,13 @@ __all__ = [
     "sequence_loss",
     # networks and training
     "Module", "Linear", "MLP", "Transformer", "LayerNorm", "parameter", "mse_loss", "accuracy",
-    "Optimizer", "SGD", "Adam", "UpdateReport", "GradScaler", "StaticScaler",
+    "Optimizer", "SGD", "Adam", "AdamW", "UpdateReport", "GradScaler", "StaticScaler",
     "GradScalerError", "GradScalerValueError",
     "Trainer", "compare", "DEFAULT_PRECISIONS", "History", "Comparison", "StepStats",
     "BYTE_CATEGORIES", "bytes_held", "log2_histogram",
     # training recipes (FP8, MX, NVFP4, DeepSeek, MS-AMP) and 8-bit optimizer states
     "Recipe", "Gemm", "TensorScaling", "RowScaling", "get_recipe", "recipe_names", "RECIPES",
-    "RecipeRun", "recipe_run", "Adam8bit", "StateAdam",
+    "RecipeRun", "recipe_run", "Adam8bit", "AdamW8bit", "StateAdam",
     # data
     "Dataset", "teacher_gaussians", "spirals", "digits",
     "SequenceDataset", "char_lm", "digit_reversal",

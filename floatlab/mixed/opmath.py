@@ -152,13 +152,15 @@ _F32_MAX_BITS = np.float64(np.finfo(np.float32).max).view(np.uint64)
 _F32_TINY_BITS_MINUS_1 = np.float64(2.0**-126).view(np.uint64) - np.uint64(1)
 
 
-def scale(x: np.ndarray, s: float, fmt: Format, *, what: str = "optimizer") -> np.ndarray:
-    """torch's ``x.mul_(s)`` for a Python number ``s`` and a tensor of ``fmt``."""
+def scale(x: np.ndarray, s: float, fmt: Format, *, what: str = "optimizer",
+          rounding: str | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+    """torch's ``x.mul_(s)`` for a Python number ``s`` and a tensor of ``fmt`` (``rounding`` /
+    ``rng`` apply to the store into ``fmt``, e.g. stochastic)."""
     op = opmath_format(fmt)
     if op is FP64:
-        return quantize(np.asarray(x, np.float64) * s, fmt, what=what)
+        return quantize(np.asarray(x, np.float64) * s, fmt, what=what, rounding=rounding, rng=rng)
     wide = _nearest(np.asarray(x, np.float64) * _to(s, FP32), FP32)  # the product is exact
-    return quantize(wide, fmt, what=what)
+    return quantize(wide, fmt, what=what, rounding=rounding, rng=rng)
 
 
 def _nearest(values: np.ndarray, fmt: Format) -> np.ndarray:

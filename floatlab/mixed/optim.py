@@ -1,4 +1,4 @@
-"""SGD and Adam whose arithmetic and state live in the weights' (or a chosen) format.
+"""SGD, Adam and AdamW whose arithmetic and state live in the weights' (or a chosen) format.
 
 Each optimizer follows torch's update formulas op by op and rounds every intermediate result
 through the lab's hook, so with "16-true" the Adam moments are float16 tensors -- and Adam's
@@ -22,23 +22,25 @@ of Zamirai et al. (2020) for updates that are too small to change a bf16 weight.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from floatlab.formats import Format, get_format
+from floatlab.mixed import optim_state
 from floatlab.mixed.checks import flag, number
 from floatlab.mixed.checks import seed as seed_rng
 from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.gemm import _prime_copies
 from floatlab.mixed.opmath import axpy, fma32, scale
+from floatlab.mixed.optim_args import _betas, _check_ranges, _check_torch_options
 from floatlab.mixed.policy import FP32, contains, nbytes, storage_dtype, widest
 from floatlab.mixed.scope import _scope
 from floatlab.mixed.tensor import Tensor, active_policy, prime_copies, quantize
 
-__all__ = ["Optimizer", "SGD", "Adam", "UpdateReport"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "UpdateReport"]
 
 @dataclass(frozen=True)
 class UpdateReport:
@@ -279,6 +281,15 @@ class Optimizer:
         ``weights.add_(direction, alpha=alpha)`` (subclasses)."""
         raise NotImplementedError
 
+    def state_dict(self) -> dict[str, Any]:
+        """The state in torch.optim's structure, NumPy copies (see :mod:`.optim_state`)."""
+        return optim_state.state_dict(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load the ``state_dict()`` of an optimizer built the same way: the run resumes bit
+        for bit. Any other dict is refused by name (see :mod:`.optim_state`)."""
+        optim_state.load_state_dict(self, state_dict)
+
     def state_bytes(self) -> dict[str, int]:
         """Bytes of optimizer state per format name (real sizes from the formats' widths)."""
         out: dict[str, int] = {}
@@ -295,72 +306,6 @@ class Optimizer:
         if self.state_format is not None:
             extra += f", state {self.state_format.name}"
         return extra
-
-
-#: torch.optim's wording for each out-of-range argument, what floatlab requires and an example.
-_RANGES = {
-    "lr": ("Invalid learning rate", "need lr >= 0", "lr=1e-3", lambda v: v >= 0),
-    "momentum": ("Invalid momentum value", "need momentum >= 0", "momentum=0.9",
-                 lambda v: v >= 0),
-    "weight_decay": ("Invalid weight_decay value", "need weight_decay >= 0",
-                     "weight_decay=0.01", lambda v: v >= 0),
-    "eps": ("Invalid epsilon value", "need eps >= 0", "eps=1e-8", lambda v: v >= 0),
-    "beta1": ("Invalid beta parameter at index 0", "need 0 <= betas[0] < 1",
-              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
-    "beta2": ("Invalid beta parameter at index 1", "need 0 <= betas[1] < 1",
-              "betas=(0.9, 0.999)", lambda v: 0 <= v < 1),
-}
-
-
-#: torch.optim's options that floatlab's SGD / Adam do not model, and the value at which each
-#: changes nothing (code written for torch often passes them at that value).
-_TORCH_ONLY = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
-               "differentiable": False, "decoupled_weight_decay": False}
-
-
-def _check_torch_options(who: str, options: dict[str, Any]) -> None:
-    """Accept torch.optim's options at the values that change nothing (``amsgrad=False``,
-    ``foreach=None``, ...); refuse any other value, and unknown keywords, by name. They were
-    "Optimizer.__init__() got an unexpected keyword argument 'amsgrad'", whatever the value."""
-    for name, value in options.items():
-        if name not in _TORCH_ONLY:
-            raise TypeError(f"{who}() got an unexpected keyword argument {name!r}")
-        inert = _TORCH_ONLY[name]
-        if value is inert or (name == "foreach" and value is False):
-            continue
-        raise ValueError(f"{who}: {name}={value!r} is a torch.optim option that floatlab's "
-                         f"{who} does not model (it follows torch's single-tensor "
-                         f"{'SGD' if who == 'SGD' else 'Adam'} without it); drop it, or pass "
-                         f"{name}={inert!r}")
-
-
-def _check_ranges(who: str, **values: float) -> None:
-    """A ValueError naming the first argument out of its range, in torch.optim's words (code
-    that matches torch's "Invalid learning rate: -1.0" keeps matching) plus the fix. The
-    ranges are torch's: lr = 0 is allowed (a warm-up schedule's first step, a frozen group),
-    as in torch.optim and bitsandbytes."""
-    for name, value in values.items():
-        torch_words, rule, example, ok = _RANGES[name]
-        if not ok(value):
-            raise ValueError(f"{who}: {torch_words}: {value} ({rule}; e.g. {example})")
-
-
-def _betas(who: str, betas: Any) -> tuple[float, float]:
-    """``betas`` as two floats. torch.optim reads ``betas[0]``, ``betas[1]`` and unpacks the
-    pair at each step, so any sequence of two numbers works there: a tuple, a list, a NumPy
-    array of shape (2,) (whose items are NumPy floats). Refused: anything else (a number, a
-    string, a set or dict, an array of another shape), with the pair to pass."""
-    fix = "pass two numbers such as betas=(0.9, 0.999)"
-    if isinstance(betas, np.ndarray):
-        if betas.shape != (2,):
-            raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got an array of shape "
-                            f"{betas.shape}; {fix}")
-        betas = betas.tolist()
-    elif isinstance(betas, (str, bytes, dict, set, frozenset)) or \
-            not isinstance(betas, Sequence) or len(betas) != 2:
-        got = f"{len(betas)} values" if isinstance(betas, (tuple, list)) else repr(betas)
-        raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {got}; {fix}")
-    return number("betas[0]", betas[0]), number("betas[1]", betas[1])
 
 
 def _copies_unread() -> bool:
@@ -455,7 +400,14 @@ class Adam(Optimizer):
     ...     _ = Adam([w], fused=True).step()
     >>> w.data.tolist()        # torch 2.13 on CPU: [1.0, 0.9990234375]
     [1.0, 0.9990234375]
+
+    ``decoupled_weight_decay=True`` is AdamW (torch >= 2.6 builds ``AdamW`` this way; see
+    :class:`AdamW`): ``param.mul_(1 - lr * weight_decay)`` before the moments, instead of
+    ``weight_decay * param`` added to the gradient.
     """
+
+    #: bitsandbytes' kernels decay the weights after the update, not before (Adam8bit).
+    _decay_after_update = False
 
     def __init__(
         self,
@@ -466,19 +418,37 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         *,
         fused: bool = False,
+        decoupled_weight_decay: bool = False,
         **options: Any,
     ) -> None:
+        who = type(self).__name__
         lr, eps = number("lr", lr), number("eps", eps)
         weight_decay = number("weight_decay", weight_decay)
-        b1, b2 = _betas(type(self).__name__, betas)
-        _check_ranges(type(self).__name__, lr=lr, eps=eps, beta1=b1, beta2=b2,
-                      weight_decay=weight_decay)
+        b1, b2 = _betas(who, betas)
+        _check_ranges(who, lr=lr, eps=eps, beta1=b1, beta2=b2, weight_decay=weight_decay)
         self.fused = flag("fused", fused)
+        self.decoupled_weight_decay = flag("decoupled_weight_decay", decoupled_weight_decay)
         if self.fused and options.get("kahan"):
-            raise ValueError("Adam(fused=True) writes the weights in one rounding inside its "
+            raise ValueError(f"{who}(fused=True) writes the weights in one rounding inside its "
                              "kernel; kahan=True needs the unfused update (fused=False)")
         super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, (b1, b2), eps, weight_decay
+
+    def _decays(self) -> bool:
+        """Whether the weights themselves decay before the update (torch's AdamW)."""
+        return bool(self.weight_decay) and self.decoupled_weight_decay and \
+            not self._decay_after_update
+
+    def _decay(self, group: _Group, where: np.ndarray | slice, weights: np.ndarray
+               ) -> np.ndarray:
+        """torch's ``param.mul_(1 - lr * weight_decay)``, a write of the weights: rounded to
+        their format (stochastically under stochastic updates); with ``kahan=True`` it is the
+        compensated write ``param.add_(param, alpha=-lr * weight_decay)``."""
+        if self.kahan:
+            return self._write(group, where, weights, weights, -self.lr * self.weight_decay)
+        rounding = None if self.update_rounding == "nearest_even" else "stochastic"
+        return scale(weights, 1 - self.lr * self.weight_decay, group.fmt, rounding=rounding,
+                     rng=self._rng)
 
     def _corrections(self, group: _Group, active: list[int]) -> tuple[Any, Any]:
         """``(lr / (1 - beta1**t), sqrt(1 - beta2**t))`` in float64, torch's Python scalars
@@ -493,6 +463,8 @@ class Adam(Optimizer):
 
     def _new_weights(self, group, where, grad, weights, active):
         if not self.fused:
+            if self._decays():  # torch's AdamW: the decayed weights take the update
+                weights = self._decay(group, where, weights)
             return super()._new_weights(group, where, grad, weights, active)
         # torch's fused CPU kernel (FusedAdamKernel.cpp, vectorised body): every value loaded
         # into opmath (float32; float64 for wider formats), every constant converted to opmath,
@@ -508,7 +480,9 @@ class Adam(Optimizer):
         c = dt.type
         fma = (lambda a, b, s: a * b + s) if wide else fma32  # numpy has no float64 FMA
         p, g = weights.astype(dt), grad.astype(dt)
-        if self.weight_decay:
+        if self._decays():  # ADAM_MODE::ADAMW: param * (1 - lr * wd), the factor in double
+            p = (p * c(1 - self.lr * self.weight_decay)).astype(dt)
+        elif self.weight_decay and not self.decoupled_weight_decay:
             g = fma(p, c(self.weight_decay), g).astype(dt)
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m, v = m_all[where].astype(dt), v_all[where].astype(dt)
@@ -532,7 +506,8 @@ class Adam(Optimizer):
     def _update(self, group, where, grad, weights, active):
         b1, b2 = self.betas
         f = group.state_fmt
-        g = grad if not self.weight_decay else self._q(grad + self.weight_decay * weights, f)
+        coupled = self.weight_decay and not self.decoupled_weight_decay
+        g = self._q(grad + self.weight_decay * weights, f) if coupled else grad
         m_all, v_all = self._state(group, "exp_avg"), self._state(group, "exp_avg_sq")
         m = m_all[where] = self._q(m_all[where] + (g - m_all[where]) * (1 - b1), f)  # lerp_
         v = v_all[where] = self._q(self._q(v_all[where] * b2, f) + (1 - b2) * g * g, f)
@@ -545,5 +520,43 @@ class Adam(Optimizer):
 
     def __repr__(self) -> str:
         fused = ", fused" if self.fused else ""
-        return (f"Adam(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}{fused}"
-                f"{self._describe()})")
+        if self.decoupled_weight_decay:  # (the coupled decay was never shown: kept so)
+            fused = f", weight_decay={self.weight_decay:g}" + (
+                " decoupled" if type(self) is Adam else "") + fused
+        return (f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}"
+                f"{fused}{self._describe()})")
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (Loshchilov & Hutter).
+
+    Each step first decays the weights, ``param.mul_(1 - lr * weight_decay)`` (one rounding
+    into the weights' format, as torch's ``mul_``), then takes Adam's step from the decayed
+    weights with the gradient unchanged -- torch >= 2.6 defines ``AdamW`` as
+    ``Adam(decoupled_weight_decay=True)``, and so does floatlab. torch's default
+    ``weight_decay=1e-2``. ``fused=True`` is torch's fused kernel in its AdamW mode (the decay
+    computed in float32 with the other ops, the weight stored once).
+
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter([2.0]); w.grad = np.array([0.0], np.float32)
+    >>> _ = AdamW([w], lr=0.1, weight_decay=0.5).step(); w.data.tolist()   # 2 * (1 - 0.05)
+    [1.899999976158142]
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        *,
+        fused: bool = False,
+        **options: Any,
+    ) -> None:
+        if "decoupled_weight_decay" in options:  # torch's AdamW has no such argument either
+            raise TypeError("AdamW() got an unexpected keyword argument "
+                            "'decoupled_weight_decay': AdamW is Adam(decoupled_weight_decay="
+                            "True); drop it, or use Adam for the coupled (L2) decay")
+        super().__init__(params, lr, betas, eps, weight_decay, fused=fused,
+                         decoupled_weight_decay=True, **options)

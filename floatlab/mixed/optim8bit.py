@@ -9,6 +9,9 @@ the second), one float32 absmax per block of 256, nearest map entry; parameter t
 fewer than ``min_8bit_size = 4096`` values keep float32 moments, as bitsandbytes does. The lab's
 layers are small: most of a default MLP's parameters sit in tensors below 4096 values, so pass
 ``min_8bit_size=0`` to quantise them all (the lab's experiments do, and say so).
+:class:`AdamW8bit` is ``bnb.optim.AdamW8bit``: the same optimizer with ``weight_decay=1e-2``;
+bitsandbytes' kernels (8-bit blockwise and 32-bit alike) decay the weights *after* the update,
+``p = p * (1 - lr * weight_decay)`` in float32, where torch's AdamW decays them before it.
 
 Ablations (Dettmers et al., 2021): ``block=None`` (one absmax per tensor) and
 ``map="linear"`` (256 evenly spaced codes instead of the dynamic map).
@@ -36,6 +39,7 @@ import numpy as np
 
 from floatlab.formats import Format, get_format
 from floatlab.mixed.checks import flag, whole
+from floatlab.mixed.opmath import scale
 from floatlab.mixed.optim import Adam
 from floatlab.mixed.policy import FP32, nbytes
 from floatlab.mixed.tensor import Tensor
@@ -45,7 +49,7 @@ from floatlab.quant.quantize import fake_quantize
 from floatlab.quant.scales import block_scales
 from floatlab.quant.scheme import Scheme, format_or_scheme, get_scheme
 
-__all__ = ["StateAdam", "Adam8bit", "MOMENTS", "linear_codebook", "expand_range"]
+__all__ = ["StateAdam", "Adam8bit", "AdamW8bit", "MOMENTS", "linear_codebook", "expand_range"]
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 BNB_BLOCK = 256
@@ -100,7 +104,9 @@ class StateAdam(Adam):
         plain Format spec has no scale to take the expanded values, so it is refused then.
 
     The update is Adam's fused float32 arithmetic (``Adam(fused=True)``); only the storage of
-    the moments differs. ``weight_decay`` and the low-precision remedies are not offered.
+    the moments differs. ``weight_decay`` is the fused kernel's: added to the gradient, or with
+    ``decoupled_weight_decay=True`` torch's AdamW decay. The low-precision remedies are not
+    offered.
 
     >>> from floatlab.mixed import parameter
     >>> w = parameter(np.zeros(3, np.float32))
@@ -111,10 +117,12 @@ class StateAdam(Adam):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *, decoupled_weight_decay: bool = False,
                  state: dict[str, Any] | None = None, min_8bit_size: int = 0,
                  expand: bool = False, seed: int = 0) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, fused=True, seed=seed,
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         fused=True, decoupled_weight_decay=decoupled_weight_decay, seed=seed,
                          low_copies="auto")
         state = {} if state is None else state
         if not isinstance(state, dict) or set(state) - set(MOMENTS):
@@ -223,7 +231,8 @@ class StateAdam(Adam):
 
     def __repr__(self) -> str:
         specs = ", ".join(f"{k} {_spec_label(s)}" for k, s in self.specs.items())
-        return f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}, {specs})"
+        wd = f", weight_decay={self.weight_decay:g}" if self.weight_decay else ""
+        return f"{type(self).__name__}(lr={self.lr:g}, betas={self.betas}{wd}, {specs})"
 
 
 class Adam8bit(StateAdam):
@@ -231,7 +240,9 @@ class Adam8bit(StateAdam):
 
     ``block`` (256) values share a float32 absmax; ``block=None`` uses one per tensor.
     ``map="dynamic"`` (bitsandbytes) or ``"linear"`` (the ablation). ``min_8bit_size`` (4096,
-    bitsandbytes' default): smaller tensors keep float32 moments.
+    bitsandbytes' default): smaller tensors keep float32 moments. ``weight_decay`` (0, as
+    bitsandbytes' Adam8bit) is bitsandbytes' decoupled decay, applied after the update (see
+    :class:`AdamW8bit`).
 
     >>> from floatlab.mixed import parameter
     >>> opt = Adam8bit([parameter(np.zeros(4096, np.float32))], block=None, map="linear")
@@ -239,8 +250,11 @@ class Adam8bit(StateAdam):
     ('linear8 per tensor', 'tensor')
     """
 
+    _decay_after_update = True  # Adam's fused path leaves the decay to _new_weights
+
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *,
                  block: int | None = BNB_BLOCK, map: str = "dynamic",  # noqa: A002 - bnb's word
                  min_8bit_size: int = BNB_MIN_8BIT_SIZE, seed: int = 0) -> None:
         if map not in ("dynamic", "linear"):
@@ -251,7 +265,42 @@ class Adam8bit(StateAdam):
         self.block, self.map = block, map
         state = {k: _moment_scheme(signed, block, map)
                  for k, signed in (("exp_avg", True), ("exp_avg_sq", False))}
-        super().__init__(params, lr=lr, betas=betas, eps=eps, state=state,
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         decoupled_weight_decay=True, state=state,
+                         min_8bit_size=min_8bit_size, seed=seed)
+
+    def _new_weights(self, group, where, grad, weights, active):
+        new = super()._new_weights(group, where, grad, weights, active)
+        if not self.weight_decay:
+            return new
+        # bitsandbytes (kOptimizer32bit2State, kOptimizerStatic8bit2StateBlockwise): after the
+        # update is stored, p = p * (1.0f - lr * weight_decay), every operand and op float32
+        f32 = np.float32
+        factor = f32(f32(1) - f32(f32(self.lr) * f32(self.weight_decay)))
+        return scale(new, float(factor), group.fmt)
+
+
+class AdamW8bit(Adam8bit):
+    """bitsandbytes' ``bnb.optim.AdamW8bit``: :class:`Adam8bit` with ``weight_decay=1e-2``.
+
+    bitsandbytes decays the weights after Adam's update, in float32:
+    ``p = (p + update) * (1 - lr * weight_decay)``, where ``torch.optim.AdamW`` decays them
+    first (:class:`~floatlab.mixed.AdamW`).
+
+    >>> from floatlab.mixed import parameter
+    >>> w = parameter(np.full(3, 2.0, np.float32)); w.grad = np.zeros(3, np.float32)
+    >>> opt = AdamW8bit([w], lr=0.1, weight_decay=0.5); _ = opt.step()
+    >>> w.data.tolist(), opt                   # 2 * (1 - 0.05); 3 values: float32 moments
+    ([1.899999976158142, 1.899999976158142, 1.899999976158142], AdamW8bit(lr=0.1, \
+betas=(0.9, 0.999), weight_decay=0.5, exp_avg dynamic8, exp_avg_sq udynamic8))
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, *,
+                 block: int | None = BNB_BLOCK, map: str = "dynamic",  # noqa: A002 - bnb's word
+                 min_8bit_size: int = BNB_MIN_8BIT_SIZE, seed: int = 0) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, block=block, map=map,
                          min_8bit_size=min_8bit_size, seed=seed)
 
 

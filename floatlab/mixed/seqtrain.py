@@ -134,10 +134,20 @@ def batch_loss(model: Module, xb: Any, yb: np.ndarray) -> tuple[Tensor, Tensor, 
     return logits, sequence_loss(logits, yb, mask), token_accuracy(logits, yb, mask)
 
 
+#: The optimizer names of the experiment lines (describe()), by Trainer(optimizer=...).
+OPTIMIZER_LABELS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "adam8bit": "Adam8bit",
+                    "adamw8bit": "AdamW8bit"}
+
+
+def optimizer_label(trainer: Trainer) -> str:
+    """The optimizer's name in the experiment line: one table for MLPs and sequences (the
+    sequence line called Adam8bit "Adam")."""
+    name = OPTIMIZER_LABELS[trainer.optimizer_name]
+    return f"{name} (fused)" if trainer.fused else name
+
+
 def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None) -> str:
-    name = ("SGD" if trainer.optimizer_name == "sgd" else "Adam (fused)" if trainer.fused
-            else "Adam")
-    opt = f"{name} lr {trainer.lr:g}"
+    opt = f"{optimizer_label(trainer)} lr {trainer.lr:g}"
     model = trainer._model_in if isinstance(trainer._model_in, Module) else None
     net = repr(model) if model is not None else (
         f"Transformer(vocab={data.vocab_size}, d_model=64, heads=4, layers=2, "

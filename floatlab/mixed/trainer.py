@@ -34,8 +34,8 @@ from floatlab.mixed.data import Dataset, teacher_gaussians
 from floatlab.mixed.history import Comparison, History, unique_run_name
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, _fraction_correct, accuracy
-from floatlab.mixed.optim import SGD, Adam, Optimizer
-from floatlab.mixed.optim8bit import Adam8bit, StateAdam
+from floatlab.mixed.optim import SGD, Adam, AdamW, Optimizer
+from floatlab.mixed.optim8bit import Adam8bit, AdamW8bit, StateAdam
 from floatlab.mixed.policy import (
     FP16,
     Policy,
@@ -48,11 +48,20 @@ from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
-from floatlab.mixed.seqtrain import batch_loss, check_model_fits, describe_sequences, fit_sequences
+from floatlab.mixed.seqtrain import (
+    batch_loss,
+    check_model_fits,
+    describe_sequences,
+    fit_sequences,
+    optimizer_label,
+)
 from floatlab.mixed.telemetry import StepStats
 from floatlab.mixed.textdata import SequenceDataset
 
 __all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
+
+#: Trainer(optimizer=...): torch's SGD, Adam, AdamW; bitsandbytes' Adam8bit, AdamW8bit.
+_OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit", "adamw8bit")
 
 #: The reference experiment's five precisions.
 DEFAULT_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -151,9 +160,13 @@ class Trainer:
     precision : a precision string ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
         "64-true", Apex "O0".."O3", "<format>-mixed" / "<format>-true", legacy 16 / 32 / 64 /
         "bf16") or a :class:`~floatlab.mixed.Policy`.
-    optimizer : "adam", "sgd" or "adam8bit" (bitsandbytes' Adam8bit, see
-        :mod:`floatlab.mixed.optim8bit`; ``optimizer_options`` go to it, e.g.
-        ``{"min_8bit_size": 0, "block": None}``); ``lr`` defaults to 1e-3 (Adam) or 1e-2 (SGD).
+    optimizer : "adam", "adamw" (torch's AdamW), "sgd", "adam8bit" or "adamw8bit"
+        (bitsandbytes' Adam8bit / AdamW8bit, see :mod:`floatlab.mixed.optim8bit`;
+        ``optimizer_options`` go to them, e.g. ``{"min_8bit_size": 0, "block": None}``);
+        ``lr`` defaults to 1e-3 (the Adams) or 1e-2 (SGD).
+    weight_decay : the optimizer's; default 0, or 1e-2 for "adamw" / "adamw8bit" (torch's and
+        bitsandbytes' default). Adam and SGD add it to the gradient (L2), AdamW decays the
+        weights before the update and AdamW8bit / Adam8bit after it.
         A recipe with per-moment state formats (deepseek-fp8, msamp-O2/O3), or
         ``optimizer_options={"state": {"exp_avg": ..., "exp_avg_sq": ...}}`` (a format or a
         Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
@@ -196,7 +209,7 @@ class Trainer:
         optimizer: str = "adam",
         lr: float | None = None,
         momentum: float = 0.0,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         scaler: Any = "auto",
@@ -234,11 +247,15 @@ class Trainer:
                 raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
                                  "weights are float16 and torch refuses with 'Attempting to "
                                  "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
-        if optimizer not in ("adam", "sgd", "adam8bit"):
-            raise ValueError(f"optimizer={optimizer!r}: use 'adam', 'sgd' or 'adam8bit'")
+        if optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer={optimizer!r}: use 'adam', 'adamw', 'sgd', 'adam8bit' "
+                             "or 'adamw8bit'")
         if optimizer_options is not None and not isinstance(optimizer_options, dict):
             raise TypeError(f"optimizer_options must be a dict, got {optimizer_options!r}")
         self.optimizer_options = dict(optimizer_options or {})
+        if "weight_decay" in self.optimizer_options:  # two values for one argument
+            raise ValueError("optimizer_options: pass weight_decay to the Trainer "
+                             "(Trainer(weight_decay=...)), not in optimizer_options")
         lr = None if lr is None else number("lr", lr, positive=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         if isinstance(model, str) and model != "transformer":
@@ -248,6 +265,12 @@ class Trainer:
         batch_size, eval_every = whole("batch_size", batch_size), whole("eval_every", eval_every)
         seed = whole("seed", seed, minimum=0)
         momentum = number("momentum", momentum, nonnegative=True)
+        if momentum and optimizer != "sgd":  # it was dropped without a word
+            raise ValueError(f"momentum={momentum:g} is SGD's argument (optimizer='sgd'); "
+                             f"optimizer={optimizer!r} takes no momentum: its first moment "
+                             "decays by betas[0], e.g. betas=(0.9, 0.999)")
+        if weight_decay is None:  # torch's AdamW and bitsandbytes' AdamW8bit: 1e-2
+            weight_decay = 1e-2 if optimizer in ("adamw", "adamw8bit") else 0.0
         weight_decay = number("weight_decay", weight_decay, nonnegative=True)
         eps = number("eps", eps, nonnegative=True)
         self.hidden = _widths(hidden)
@@ -256,9 +279,9 @@ class Trainer:
         if model is not None and not isinstance(model, (Module, str)):
             raise TypeError(f"model must be a floatlab.mixed Module (e.g. MLP((16, 64, 4))) or "
                             f"'transformer', got {type(model).__name__}")
-        if fused and optimizer != "adam":
-            raise ValueError("fused=True is an option of Adam (torch.optim.Adam(fused=True)); "
-                             "use optimizer='adam'")
+        if fused and optimizer not in ("adam", "adamw"):
+            raise ValueError("fused=True is an option of Adam and AdamW (torch.optim.Adam("
+                             "fused=True)); use optimizer='adam' or 'adamw'")
         self.fused = flag("fused", fused)
         progress, telemetry = flag("progress", progress), flag("telemetry", telemetry)
         kahan = flag("kahan", kahan)
@@ -299,22 +322,27 @@ class Trainer:
     def _build_optimizer(self, model: Module) -> Optimizer:
         options = dict(update_rounding=self.update_rounding, kahan=self.kahan, seed=self.seed)
         recipe = self.policy.recipe
-        if self.optimizer_name == "adam8bit":
-            return Adam8bit(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                            seed=self.seed, **self.optimizer_options)
+        name = self.optimizer_name
+        if name in ("adam8bit", "adamw8bit"):  # (weight_decay was dropped without a word)
+            cls8 = Adam8bit if name == "adam8bit" else AdamW8bit
+            return cls8(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
+                        weight_decay=self.weight_decay, seed=self.seed,
+                        **self.optimizer_options)
         per_moment = "state" in self.optimizer_options or (
             recipe is not None and recipe.state and self.policy.optimizer_state is None)
-        if self.optimizer_name == "adam" and per_moment:
+        if name in ("adam", "adamw") and per_moment:
             extra = dict(self.optimizer_options)
             state = extra.pop("state", recipe.state if recipe is not None else None)
             return StateAdam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                             state=state, seed=self.seed, **extra)
+                             weight_decay=self.weight_decay, state=state, seed=self.seed,
+                             decoupled_weight_decay=name == "adamw", **extra)
         if self.optimizer_options:
-            raise ValueError("optimizer_options are for optimizer='adam8bit' (and recipes "
-                             "with per-moment state formats)")
-        if self.optimizer_name == "adam":
-            return Adam(model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
-                        weight_decay=self.weight_decay, fused=self.fused, **options)
+            raise ValueError("optimizer_options are for optimizer='adam8bit' / 'adamw8bit' "
+                             "(and recipes with per-moment state formats)")
+        if name in ("adam", "adamw"):
+            return (Adam if name == "adam" else AdamW)(
+                model.parameters(), lr=self.lr, betas=self.betas, eps=self.eps,
+                weight_decay=self.weight_decay, fused=self.fused, **options)
         return SGD(model.parameters(), lr=self.lr, momentum=self.momentum,
                    weight_decay=self.weight_decay, **options)
 
@@ -334,9 +362,7 @@ class Trainer:
         steps = None if steps is None else whole("describe: steps", steps)
         if isinstance(data, SequenceDataset):
             return describe_sequences(self, data, steps)
-        name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
-            self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
-        opt = f"{name} lr {self.lr:g}"
+        opt = f"{optimizer_label(self)} lr {self.lr:g}"
         net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
                            + ((data.classes,) if data else ())))
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
