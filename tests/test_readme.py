@@ -9,6 +9,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import floatlab
@@ -114,3 +115,23 @@ def test_readme_peer_differences_are_true():
     assert floatlab.round(70000.0, "fp16", rounding="odd") == 65504.0
     if hasattr(gfloat.RoundMode, "ToOdd"):  # newer than gfloat 0.5.2
         assert gfloat.round_float(format_info_binary16, 70000.0, gfloat.RoundMode.ToOdd) == inf
+
+
+def notebook_markdown(name: str) -> str:
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_notebooks_do_not_say_torch_casts_saturate():
+    """torch's own float32 -> float8_e4m3fn cast (c10/util/Float8_e4m3fn.h) does not saturate:
+    every |x| >= 480 becomes the NaN code 0x7f, and the tie above 448 rounds to it too (torchao's
+    to_fp8_saturated says so and clamps first). Lessons 01 and 03 said PyTorch's casts saturate."""
+    for name in ("01_bits_of_a_float.ipynb", "03_overflow_and_underflow.ipynb"):
+        text = " ".join(notebook_markdown(name).split())
+        assert "PyTorch's FP8 casts do" not in text and "PyTorch's cast *saturates*" not in text
+        assert "PyTorch's" in text and ("gives NaN" in text or "give NaN" in text)
+    # the README says the same, and floatlab's default is that cast's
+    assert "maps every |x| >= 480 to NaN" in " ".join(README.split())
+    assert np.isnan(floatlab.round(470.0, "e4m3fn")) and np.isnan(floatlab.round(480.0, "e4m3fn"))
