@@ -135,3 +135,15 @@ def test_notebooks_do_not_say_torch_casts_saturate():
     # the README says the same, and floatlab's default is that cast's
     assert "maps every |x| >= 480 to NaN" in " ".join(README.split())
     assert np.isnan(floatlab.round(470.0, "e4m3fn")) and np.isnan(floatlab.round(480.0, "e4m3fn"))
+
+
+def test_lesson_09_says_where_attention_logits_overflow():
+    """With q, k ~ N(0, s^2) in 64 dimensions the largest |q.k| of lesson 09's 8 x 8 scores is
+    about 16 s^2, so fp16 overflows past s = 64 (its table: finite at 64, NaN at 96; the
+    notebook asserts that); the text said 64 s^2 and s = 32."""
+    text = " ".join(notebook_markdown("09_transformer_precision.ipynb").split())
+    assert r"past $s \approx 64$" in text and r"$s \approx 32$" not in text
+    rng = np.random.default_rng(0)  # the notebook's q and k
+    q, k = (rng.standard_normal((8, 64)) for _ in range(2))
+    largest = np.abs(q @ k.T).max()
+    assert 64**2 * largest < floatlab.finfo("fp16").max < 96**2 * largest
