@@ -157,3 +157,19 @@ def test_lesson_07_says_what_nvfp4_buys_over_mxfp4():
     x = np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32)
     gain = floatlab.quantize(x, "nvfp4").stats.qsnr_db - floatlab.quantize(x, "mxfp4").stats.qsnr_db
     assert round(gain, 1) in (1.6, 1.7)
+
+
+def test_lesson_07_does_not_say_fixed_point_works_wherever_a_format_does():
+    """FixedPoint and Codebook work in round / encode / decode / values / explain and in a
+    Scheme; finfo, ulp and FloatArray refuse them (TypeError). Lesson 07 said 'wherever a format
+    does', the claim the README dropped for the same reason."""
+    text = " ".join(notebook_markdown("07_block_scaling.ipynb").split())
+    assert "work wherever a format does" not in text
+    fixed = floatlab.FixedPoint(8, 6)
+    for name in ("round", "encode", "decode", "values", "explain"):
+        assert f"`{name}`" in text
+    assert float(floatlab.round(0.3, fixed)) == 19 / 64
+    for call in (floatlab.finfo, lambda f: floatlab.ulp(0.3, f), lambda f: floatlab.array([0.3], f)):
+        assert "`finfo`" in text and "`ulp`" in text and "`floatlab.array`" in text
+        with pytest.raises(TypeError, match="not a floating-point Format"):
+            call(fixed)
