@@ -138,6 +138,10 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
     reach: a ``numpy.ma`` array on the *left* of an operator (``m * fa``) is computed by
     numpy.ma itself, which reads ``np.asarray(fa)`` and never calls FloatArray, so the result
     is an unrounded float64 masked array. ``fa * m`` and ``np.multiply(m, fa)`` raise instead.
+
+    >>> x = array([1.0, 2048.0], "fp16")
+    >>> x + 1                                  # 2048 + 1 is a tie in fp16: to even
+    FloatArray(float16, [2.0, 2048.0])
     """
 
     __array_priority__ = 100

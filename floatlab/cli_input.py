@@ -66,8 +66,10 @@ def _parse_exact(text: str) -> tuple[float, Fraction | None]:
                          "(try 3.141, -1e-8 or 0x1.8p1)") from None
 
 
-_TOO_BIG = "is beyond float64's range (max about 1.8e308 = 2**1024)"
-_TOO_SMALL = "is below float64's smallest positive value (about 4.9e-324 = 2**-1074)"
+# The command line reads each value exactly (not rounded to float64), within float64's range.
+_WITHIN = "type a value within float64's range (read exactly, not rounded to float64)"
+_TOO_BIG = f"is beyond float64's range (max about 1.8e308 = 2**1024): {_WITHIN}"
+_TOO_SMALL = f"is below float64's smallest positive value (about 4.9e-324 = 2**-1074): {_WITHIN}"
 _HEX = re.compile(r"([+-]?)0x([0-9a-f]*)\.?([0-9a-f]*)(?:p([+-]?[0-9]+))?")
 
 
@@ -103,8 +105,7 @@ def _check_decimal_fits(text: str, cleaned: str, value: float) -> None:
         # float() turns into 0 or inf: the value is nonzero when its digits are.
         nonzero = any(c.isdecimal() and int(c) for c in re.split("[eE]", cleaned)[0])
     if nonzero:
-        raise ValueError(f"{text!r} {_TOO_BIG if value else _TOO_SMALL}; floatlab reads values "
-                         "as float64")
+        raise ValueError(f"{text!r} {_TOO_BIG if value else _TOO_SMALL}")
 
 
 _POWER_BITS = 1 << 23  # the largest exact power built: about 2.5 million digits, under 1 s

@@ -345,6 +345,12 @@ class Fields:
 
     For zero and subnormals the unbiased exponent is ``emin`` (the exponent a subnormal's
     ``0.mmm`` significand is scaled by), not ``0 - bias``.
+
+    >>> f = fields([0x3C00, 0x0001], "fp16")          # 1.0 and the smallest subnormal
+    >>> f
+    Fields(float16, 2 codes, kinds ['normal' 'subnormal'])
+    >>> f.exponent.tolist(), f.unbiased_exponent.tolist(), f.mantissa.tolist()
+    ([15, 0], [0, -14], [0, 1])
     """
 
     fmt: Format

@@ -54,7 +54,12 @@ __all__ = ["ErrorProfile", "error_profile", "significant_digits"]
 
 @dataclass
 class ErrorProfile:
-    """Per-format results of :func:`error_profile`, each an array shaped like the inputs."""
+    """Per-format results of :func:`error_profile`, each an array shaped like the inputs.
+
+    >>> import numpy as np
+    >>> print(error_profile(lambda x: np.sqrt(x + 1) - np.sqrt(x), [1000.0], ["fp16", "bf16"]))
+                 x                 float16                bfloat16
+              1000      0.015625   3.7b             0  13.9b"""
 
     x: np.ndarray
     formats: list[Format]
@@ -108,6 +113,11 @@ def error_profile(
     rounding : the rounding mode of every operation.
 
     Results that are inf or NaN where the reference is finite count as all bits wrong.
+
+    >>> import numpy as np
+    >>> p = error_profile(lambda x: np.sqrt(x + 1) - np.sqrt(x), [1000.0], ["fp16", "bf16"])
+    >>> p.results["bfloat16"], p.bits["bfloat16"].round(1)    # cancellation: bf16 returns 0
+    (array([0.]), array([13.9]))
     """
     xs = np.asarray(as_float_array(x), dtype=np.float64)
     if _one_format(formats):  # (np.float16 or a dtype: get_format takes them)

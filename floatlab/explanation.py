@@ -60,6 +60,11 @@ class Explanation:
     ``"rounded"``, ``"subnormal"`` (rounded into the subnormal range), ``"overflow"``,
     ``"underflow"`` (became zero, or E8M0's clamp up), ``"invalid"`` (NaN for an input the
     format cannot hold), ``"nan"`` / ``"inf"`` (special input).
+
+    >>> from floatlab import explain
+    >>> e = explain(0.1, "bf16")
+    >>> e, e.outcome, e.kind, round(e.error_ulps, 3)
+    (bfloat16(0x3dcd) 0.10009765625, 'rounded', 'normal', 0.2)
     """
 
     x: float

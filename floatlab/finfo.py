@@ -358,6 +358,10 @@ class FormatComparison:
 
     ``repr()`` and ``str()`` are the text table (so a REPL shows it), ``_repr_html_`` an HTML
     table (notebooks); ``rows`` holds the cells.
+
+    >>> table = compare_formats(["fp16", "bf16"])
+    >>> dict(table.rows)["max"], dict(table.rows)["eps (gap above 1)"]
+    (('65504', '3.38953e+38'), ('0.000976562', '0.0078125'))
     """
 
     infos: tuple[FInfo, ...]

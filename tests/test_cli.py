@@ -409,6 +409,8 @@ def test_numbers_float64_cannot_hold_are_refused(capsys, text, message):
     """float("1e400") is inf and float("1e-400") is 0 without a word: the CLI refuses them."""
     code, _, err = run(capsys, "round", text, "-f", "fp16")
     assert code == EXIT_ERROR and message in err
+    if "float64's" in message:  # the fix, not the old 'floatlab reads values as float64'
+        assert "type a value within float64's range" in err and "reads values as" not in err
 
 
 @pytest.mark.parametrize(

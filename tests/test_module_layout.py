@@ -74,3 +74,17 @@ def test_each_new_module_imports_first_in_a_fresh_interpreter(first):
     check = "" if "plots" in first else "; assert 'matplotlib' not in sys.modules, 'matplotlib'"
     code = f"import sys, {first}{check}"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_public_name_has_a_runnable_example():
+    """Each function and class floatlab exports shows one use in its docstring (doctested with
+    --doctest-modules); error_profile, FloatArray, Scheme, QuantizedTensor, ErrorProfile,
+    Explanation, FormatComparison, Fields and FormatNameError had none."""
+    import inspect
+
+    import floatlab
+
+    missing = [name for name in floatlab.__all__
+               if (inspect.isclass(getattr(floatlab, name)) or callable(getattr(floatlab, name)))
+               and ">>>" not in (getattr(floatlab, name).__doc__ or "")]
+    assert missing == []

@@ -9,6 +9,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import floatlab
@@ -114,3 +115,69 @@ def test_readme_peer_differences_are_true():
     assert floatlab.round(70000.0, "fp16", rounding="odd") == 65504.0
     if hasattr(gfloat.RoundMode, "ToOdd"):  # newer than gfloat 0.5.2
         assert gfloat.round_float(format_info_binary16, 70000.0, gfloat.RoundMode.ToOdd) == inf
+
+
+def notebook_markdown(name: str) -> str:
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_notebooks_do_not_say_torch_casts_saturate():
+    """torch's own float32 -> float8_e4m3fn cast (c10/util/Float8_e4m3fn.h) does not saturate:
+    every |x| >= 480 becomes the NaN code 0x7f, and the tie above 448 rounds to it too (torchao's
+    to_fp8_saturated says so and clamps first). Lessons 01 and 03 said PyTorch's casts saturate."""
+    for name in ("01_bits_of_a_float.ipynb", "03_overflow_and_underflow.ipynb"):
+        text = " ".join(notebook_markdown(name).split())
+        assert "PyTorch's FP8 casts do" not in text and "PyTorch's cast *saturates*" not in text
+        assert "PyTorch's" in text and ("gives NaN" in text or "give NaN" in text)
+    # the README says the same, and floatlab's default is that cast's
+    assert "maps every |x| >= 480 to NaN" in " ".join(README.split())
+    assert np.isnan(floatlab.round(470.0, "e4m3fn")) and np.isnan(floatlab.round(480.0, "e4m3fn"))
+
+
+def test_lesson_09_says_where_attention_logits_overflow():
+    """With q, k ~ N(0, s^2) in 64 dimensions the largest |q.k| of lesson 09's 8 x 8 scores is
+    about 16 s^2, so fp16 overflows past s = 64 (its table: finite at 64, NaN at 96; the
+    notebook asserts that); the text said 64 s^2 and s = 32."""
+    text = " ".join(notebook_markdown("09_transformer_precision.ipynb").split())
+    assert r"past $s \approx 64$" in text and r"$s \approx 32$" not in text
+    rng = np.random.default_rng(0)  # the notebook's q and k
+    q, k = (rng.standard_normal((8, 64)) for _ in range(2))
+    largest = np.abs(q @ k.T).max()
+    assert 64**2 * largest < floatlab.finfo("fp16").max < 96**2 * largest
+
+
+def test_lesson_07_says_what_nvfp4_buys_over_mxfp4():
+    """On lesson 07's N(0, 1) tensor NVFP4 beats MXFP4 by 1.65 dB (20.44 against 18.79; the
+    reference's 20.4 / 18.8), not 'several dB' as the text said."""
+    text = " ".join(notebook_markdown("07_block_scaling.ipynb").split())
+    assert "buy several dB" not in text and "buy about 1.7 dB" in text
+    x = np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32)
+    gain = floatlab.quantize(x, "nvfp4").stats.qsnr_db - floatlab.quantize(x, "mxfp4").stats.qsnr_db
+    assert round(gain, 1) in (1.6, 1.7)
+
+
+def test_lesson_07_does_not_say_fixed_point_works_wherever_a_format_does():
+    """FixedPoint and Codebook work in round / encode / decode / values / explain and in a
+    Scheme; finfo, ulp and FloatArray refuse them (TypeError). Lesson 07 said 'wherever a format
+    does', the claim the README dropped for the same reason."""
+    text = " ".join(notebook_markdown("07_block_scaling.ipynb").split())
+    assert "work wherever a format does" not in text
+    fixed = floatlab.FixedPoint(8, 6)
+    for name in ("round", "encode", "decode", "values", "explain"):
+        assert f"`{name}`" in text
+    assert float(floatlab.round(0.3, fixed)) == 19 / 64
+    assert "`finfo`" in text and "`ulp`" in text and "`floatlab.array`" in text
+    for call in (floatlab.finfo, lambda f: floatlab.ulp(0.3, f),
+                 lambda f: floatlab.array([0.3], f)):
+        with pytest.raises(TypeError, match="not a floating-point Format"):
+            call(fixed)
+
+
+def test_lesson_06_block_fma_factor_is_the_measured_one():
+    """Lesson 06 prints 'per addition / block FMA = 25' at K = 4096 (and asserts 20-30); its text
+    said 'about 20 times'."""
+    text = " ".join(notebook_markdown("06_sums_and_accumulation.ipynb").split())
+    assert "about 25 times less error again" in text and "about 20 times less" not in text

@@ -21,7 +21,13 @@ __all__ = ["FormatNameError", "get_format"]
 
 
 class FormatNameError(ValueError):
-    """A format name that floatlab cannot resolve (unknown or ambiguous)."""
+    """A format name that floatlab cannot resolve (unknown or ambiguous); a ValueError.
+
+    >>> get_format("fp17")
+    Traceback (most recent call last):
+    ...
+    floatlab.formats.FormatNameError: unknown format name 'fp17'. Did you mean 'fp16', 'fp4', ...
+    """
 
 
 # Its public home, as before the split: tracebacks (and the README) show

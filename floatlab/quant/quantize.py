@@ -138,6 +138,13 @@ class QuantizedTensor:
     ``scales`` (float64 values, one per block, shaped blocks-per-axis), ``scale_codes``,
     ``global_scale`` (float or None), ``scheme``, ``shape``, ``dtype`` (the working precision),
     ``nbytes`` (codes + scale codes + global scale), ``bits_per_value``, ``stats``.
+
+    >>> import numpy as np
+    >>> q = quantize(np.linspace(-1, 1, 64), "mxfp8")
+    >>> q
+    QuantizedTensor(mxfp8_e4m3, shape (64,), 2 scales, 8.25 bits/value, QSNR 32.0 dB)
+    >>> q.scales, q.scale_codes, q.nbytes                   # 2**-8 each, E8M0 code 119
+    (array([0.00390625, 0.00390625]), array([119, 119], dtype=uint8), 66)
     """
 
     def __init__(self, *, codes, scales, scale_codes, global_scale, scheme, shape, dtype,

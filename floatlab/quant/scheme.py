@@ -157,6 +157,12 @@ class Scheme:
         in the kernels' float32 arithmetic. See :func:`floatlab.quant.elements.
         round_random_bits` for the exact rule and the random stream.
     name : a label (the presets set it); not part of equality.
+
+    >>> s = Scheme("e4m3fn", 32, "e8m0", "rceil")       # MXFP8 with cuBLAS / TE's scale rule
+    >>> s
+    Scheme(float8_e4m3fn elements, blocks of 32, e8m0 scales (rceil), 8.25 bits/value)
+    >>> s == get_scheme("mxfp8").replace(scale_rounding="rceil")
+    True
     """
 
     element: Any
