@@ -18,6 +18,7 @@ from oracles import reference_round
 
 import floatlab
 from floatlab import Codebook, FixedPoint, Scheme, get_format, get_scheme, quantize
+from floatlab.mixed.recipe import get_recipe
 
 # ======================================================================= exact helpers
 
@@ -534,6 +535,27 @@ def test_scheme_scale_takes_every_name_of_its_formats(spelling, key):
     # "unknown scale format" while every other format argument takes them
     scheme = Scheme("e4m3fn", scale=spelling)
     assert scheme.scale == key and scheme == Scheme("e4m3fn", scale=key)
+
+
+@pytest.mark.parametrize("spelling, key", [("CEIL", "ceil"), (" RCeil ", "rceil"),
+                                           ("Floor", "floor"), ("rfloor", "rfloor")])
+def test_scheme_scale_rounding_takes_any_case(spelling, key):
+    # scale_rounding names were case-sensitive ("CEIL" refused as unknown) while format,
+    # rounding and scheme names are read in any case
+    scheme = Scheme("e4m3fn", 32, "e8m0", spelling)
+    assert scheme.scale_rounding == key and scheme == Scheme("e4m3fn", 32, "e8m0", key)
+    recipe = get_recipe("mxfp8", scale_rounding=spelling)
+    assert recipe.options["scale_rounding"] == key and recipe.forward.a.name == f"mxfp8 {key}"
+
+
+@pytest.mark.parametrize("rule, error, match", [
+    ("ciel", ValueError, r"unknown scale_rounding 'ciel'\. Did you mean 'ceil', 'rceil'\? Use "
+                         r"one of floor, ceil, even, rceil, rfloor"),
+    ("nearest", ValueError, r"unknown scale_rounding 'nearest'\. Use one of floor"),
+    (None, TypeError, r"scale_rounding must be a string, one of floor.*got None \(NoneType\)")])
+def test_scheme_scale_rounding_refuses_unknown_names(rule, error, match):
+    with pytest.raises(error, match=match):
+        Scheme("e4m3fn", 32, "e8m0", rule)
 
 
 @pytest.mark.parametrize("scale, match", [
