@@ -566,3 +566,16 @@ def test_scheme_scale_rounding_refuses_unknown_names(rule, error, match):
 def test_scheme_scale_refuses_other_formats_by_name(scale, match):
     with pytest.raises(ValueError, match=match):
         Scheme("e4m3fn", scale=scale)
+
+
+
+def test_qsnr_of_an_infinite_error_is_minus_inf():
+    # a float32 dequantisation that overflowed to inf (see the test above) made the error
+    # sum inf, and 10 * log10(sig / inf) = log10(0) raised "math domain error" from q.stats
+    from floatlab.quant.quantize import qsnr_db
+    x = np.array([3e38, 1.0], dtype=np.float32)
+    assert qsnr_db(x, np.array([np.inf, 1.0], np.float32)) == -math.inf
+    assert qsnr_db(x, x) == math.inf and qsnr_db([0.0], [1.0]) == -math.inf
+    q = quantize(x, Scheme("e2m1", "tensor", "pow2", "ceil"))
+    with np.errstate(over="ignore"):
+        assert q.stats.qsnr_db == -math.inf

@@ -220,9 +220,12 @@ class QuantizedTensor:
 
 def qsnr_db(x: np.ndarray, deq: np.ndarray) -> float:
     """``10 log10(sum x**2 / sum (x - deq)**2)`` in float64, at any magnitude of ``x`` (see
-    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not."""
+    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not, or when
+    the error is infinite (a float32 dequantisation that overflowed to inf: see _DEQ_NOTE)."""
     err, sig = _squared_sums(np.asarray(x, dtype=np.float64), np.asarray(deq, dtype=np.float64))
-    return math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
+    if err == 0:
+        return math.inf
+    return 10 * math.log10(sig / err) if sig > 0 and err < math.inf else -math.inf
 
 
 def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float]:
