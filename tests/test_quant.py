@@ -10,6 +10,7 @@ integer rounding for fixed point). It uses nothing from floatlab.quant.
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -567,6 +568,35 @@ def test_scheme_scale_refuses_other_formats_by_name(scale, match):
     with pytest.raises(ValueError, match=match):
         Scheme("e4m3fn", scale=scale)
 
+
+@pytest.mark.parametrize("rule", ["ceil", "rceil", "rfloor", "even", "floor"])
+@pytest.mark.parametrize("element", ["e2m1", "e5m2", "e4m3fn"])
+def test_dequantising_near_float32_max_overflows_silently_to_the_exact_result(rule, element):
+    # A float32 block whose amax is near float32's max: E2M1 with "ceil" scales rounds
+    # 3e38 / 2**126 = 3.53 up to 4, and the float32 product 4 * 2**126 = 2**128 is inf.
+    # That inf is the result (the exact value rounded to float32); the product leaked
+    # NumPy's "overflow encountered in multiply" RuntimeWarning from dequantize,
+    # fake_quantize, QuantizedTensor.dequantize and .stats.
+    x = np.array([3e38, -3.3e38, 2.9e38, 1.7e38, 1.0, -0.0], dtype=np.float32)
+    scheme = Scheme(element, "tensor", "pow2", rule)
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        q = quantize(x, scheme)
+        outs = [q.dequantize(), floatlab.fake_quantize(x, scheme),
+                floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape, dtype=np.float32)]
+        q.stats  # noqa: B018 - computing them must not warn either
+    s = float(q.scales[0])
+    assert math.log2(s).is_integer()
+    fmt = get_format(element)
+    elements = reference_round(x.astype(np.float64) / s, fmt, ["nearest_even"],
+                               saturate=True)["nearest_even"]
+    exact = elements * s  # exact in float64 (a few-bit element times a power of two)
+    want = reference_round(exact, get_format("float32"), ["nearest_even"])["nearest_even"]
+    for out in outs:
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+    if element == "e2m1" and rule != "floor":
+        assert np.isinf(want).any()  # the case in point: an element rounded past float32's max
 
 
 def test_qsnr_of_an_infinite_error_is_minus_inf():

@@ -173,7 +173,7 @@ class QuantizedTensor:
 
     def dequantize(self) -> np.ndarray:
         """``element * scale`` per block, in the working precision, x's shape."""
-        with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
             out = _unblock(self._elements * self._effective, self._padded, self.shape)
         if self.scheme.hadamard:
             out = _hadamard(out, self.scheme, inverse=True)
@@ -298,6 +298,10 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
 # (one clamped to the scale format's smallest normal, a tiny float32 block) puts the product in
 # float32's subnormals, or below them: that rounding is the emulation's result (the kernels'
 # float32 product), not a FloatingPointError under a caller's np.errstate(under="raise").
+# At the top, a block whose amax is near float32's max (3e38) can round an element up past it
+# (E2M1 with "ceil" scales: 3e38 / 2**126 = 3.53 rounds to 4, and 4 * 2**126 = 2**128): the
+# float32 product is inf, as the exact value rounded to float32 is (and the kernels' product
+# gives), so that overflow is the result too, not a NumPy RuntimeWarning of floatlab's own.
 
 _NARROW_AMAX = True  # switch for the tests, which check it against the widened array's amaxes
 
@@ -375,7 +379,7 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     parts = _core(x, scheme, rng, want_codes=stats)
     source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
-    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+    with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
         deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
     rotated = rotated and bool(scheme.hadamard)
@@ -528,7 +532,7 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
                          f"{global_scale!r} would be ignored; drop it (only two-level schemes "
                          "such as nvfp4 take one)")
-    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+    with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
         out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded,
                        b.shape)
     if scheme.hadamard:
