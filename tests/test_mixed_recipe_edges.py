@@ -137,3 +137,25 @@ def test_a_non_finite_operand_is_nan_and_a_grad_scaler_skips_its_step():
         scaler.update()
     assert scaler.get_scale() == 2.0**23
     assert all(np.array_equal(a, p.data) for a, p in zip(start, model.parameters(), strict=True))
+
+
+def test_the_telemetry_records_transformer_engines_amax_on_non_finite_steps():
+    # Transformer Engine's amax kernels reduce fmaxf(|x|, max) from 0: NaN entries are left
+    # out, an inf is kept. The delayed scalers record that amax, but the telemetry's
+    # OperandStats.amax was NumPy's max, NaN as soon as one entry was NaN.
+    from floatlab.mixed.recipe import get_recipe, msamp_scheme
+    from floatlab.mixed.recipe_gemm import RecipeRun, quantize_operand
+
+    run, spec = RecipeRun(), get_recipe("fp8-delayed").forward.a
+    cases = [([1.0, -2.0], 2.0), ([np.nan, -3.0], 3.0), ([np.nan, np.inf, 1.0], np.inf),
+             ([np.nan, np.nan], 0.0)]
+    for values, te_amax in cases:
+        quantize_operand(np.array([values]), spec, run, "x")
+        assert run._pending["x"].amax == te_amax == run.scalers["x"].history[-1]
+        for other in (msamp_scheme(), get_recipe("mxfp8").forward.a):  # refused, given as NaN
+            quantize_operand(np.array([values]), other, run, "y")
+            assert run._pending["y"].amax == te_amax
+    # in a Trainer: the fp16 gradient is all NaN (inf - inf); the History says 0, as TE does
+    trainer = Trainer("transformer-engine-float16", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=2)
+    assert [s.amax for s in h.info["operands"]["linear0.dgrad.a"]] == [0.0, 0.0]
