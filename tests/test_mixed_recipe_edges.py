@@ -159,3 +159,39 @@ def test_the_telemetry_records_transformer_engines_amax_on_non_finite_steps():
     trainer = Trainer("transformer-engine-float16", loss_multiplier=1e6, progress=False)
     h = trainer.fit(teacher_gaussians(n=256), steps=2)
     assert [s.amax for s in h.info["operands"]["linear0.dgrad.a"]] == [0.0, 0.0]
+
+
+def test_msamp_recipes_take_a_loss_scaler_as_ms_amp_does():
+    # MS-AMP's usage guide and examples (docs/user-tutorial/usage.md, examples/mnist.py) train
+    # msamp.initialize(opt_level="O1" / "O2") models with torch's GradScaler, whose unscaling
+    # MS-AMP overrides for its FP8 weight gradients; floatlab refused any scaler for them
+    from floatlab.mixed import SGD, GradScaler
+    from floatlab.mixed.scaler import _MSAMPGradScaler
+
+    assert get_policy("msamp-O2", scaler="dynamic").scaler == "dynamic"
+    trainer = Trainer("msamp-O1", scaler="dynamic", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert isinstance(trainer.scaler, _MSAMPGradScaler)
+    assert list(h["skipped"]) == [True] * 3 and list(h["scale"]) == [2.0**16, 2.0**15, 2.0**14]
+    assert np.isfinite(h["loss"]).all() and all(
+        np.isfinite(p.data).all() for p in trainer.model.parameters())
+    plain = Trainer("msamp-O1", loss_multiplier=1e6, progress=False)
+    assert not np.isfinite(plain.fit(teacher_gaussians(n=256), steps=3)["loss"]).all()
+    # the unscaling is MS-AMP's (through the gradient's scale): the FP16 weights' gradients are
+    # neither refused as FP16 gradients (torch's GradScaler) nor rounded back to FP16
+    with use_precision(get_policy("msamp-O1")):
+        w = parameter(np.ones(2, np.float32))
+        opt = SGD([w], lr=1.0)
+        scaler = _MSAMPGradScaler(init_scale=2.0**10)
+        scaler.scale((w * 2.0**-30).sum()).backward()  # 2**-20: an FP16 subnormal
+        scaler.unscale_(opt)
+        assert (w.grad == 2.0**-30).all()  # below FP16's range, kept as MS-AMP keeps it
+        w.grad = None
+        torch_scaler = GradScaler(init_scale=2.0**10)
+        torch_scaler.scale((w * 2.0**-30).sum()).backward()
+        with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+            torch_scaler.unscale_(opt)
+    with pytest.raises(ValueError, match="pass scaler='dynamic'"):
+        Trainer("msamp-O1", scaler=GradScaler())
+    with pytest.raises(ValueError, match="TransformerEnginePrecision takes no scaler"):
+        Trainer("fp8-delayed", scaler="dynamic")
