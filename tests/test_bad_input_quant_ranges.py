@@ -188,3 +188,41 @@ def test_two_level_scales_of_tiny_tensors_under_errstate_raise(element):
         with np.errstate(all="raise"):
             np.testing.assert_array_equal(floatlab.fake_quantize(xd, s), want)
             np.testing.assert_array_equal(floatlab.quantize(xd, s).dequantize(), want)
+
+
+@pytest.mark.parametrize("float32", [False, True])
+@pytest.mark.parametrize("fast_rows", [True, False])
+def test_per_tensor_and_rowwise_dequantising_near_float32_max_is_inf_silently(float32,
+                                                                           fast_rows):
+    # Power-of-two scales on a float32 tensor whose amax is near float32's max: 3.4e38 * 2**-120
+    # = 255.8 rounds to E4M3's 256, and the float32 product 256 * 2**120 = 2**128 is inf (the
+    # exact value rounded to float32), but NumPy's "overflow encountered in multiply / divide"
+    # RuntimeWarning leaked from ScaledTensor.dequantize(np.float32) and fake_quantize_rowwise.
+    from oracles import reference_round
+
+    from floatlab.quant import axiswise
+    from floatlab.quant.scalers import CurrentScaling, DelayedScaling
+
+    x = np.array([3.4e38, -3.3e38, 3e38, 1e38, 1.0, -0.0], np.float32)
+    e4m3, fp32 = floatlab.get_format("e4m3fn"), floatlab.get_format("float32")
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        tensors = [s.quantize(x) for s in (CurrentScaling(e4m3, power_of_two=True,
+                                                          float32=float32),
+                                           DelayedScaling(e4m3, power_of_two=True,
+                                                          float32=float32))]
+        outs = [t.dequantize(np.float32) for t in tensors]
+        old, axiswise._FAST_ROWS = axiswise._FAST_ROWS, fast_rows
+        try:
+            rows, _ = axiswise.fake_quantize_rowwise(x[None], e4m3, power_of_two=True)
+        finally:
+            axiswise._FAST_ROWS = old
+    scale = tensors[0].scale
+    assert scale == 2.0**-120 and tensors[1].scale == scale
+    exact = reference_round(x.astype(np.float64) * scale, e4m3, ["nearest_even"],
+                            saturate=True)["nearest_even"] / scale
+    want = reference_round(exact, fp32, ["nearest_even"])["nearest_even"]
+    assert np.isinf(want[:2]).all()
+    for out in [*outs, rows[0]]:
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out.astype(np.float64), want)

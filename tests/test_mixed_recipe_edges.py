@@ -137,3 +137,61 @@ def test_a_non_finite_operand_is_nan_and_a_grad_scaler_skips_its_step():
         scaler.update()
     assert scaler.get_scale() == 2.0**23
     assert all(np.array_equal(a, p.data) for a, p in zip(start, model.parameters(), strict=True))
+
+
+def test_the_telemetry_records_transformer_engines_amax_on_non_finite_steps():
+    # Transformer Engine's amax kernels reduce fmaxf(|x|, max) from 0: NaN entries are left
+    # out, an inf is kept. The delayed scalers record that amax, but the telemetry's
+    # OperandStats.amax was NumPy's max, NaN as soon as one entry was NaN.
+    from floatlab.mixed.recipe import get_recipe, msamp_scheme
+    from floatlab.mixed.recipe_gemm import RecipeRun, quantize_operand
+
+    run, spec = RecipeRun(), get_recipe("fp8-delayed").forward.a
+    cases = [([1.0, -2.0], 2.0), ([np.nan, -3.0], 3.0), ([np.nan, np.inf, 1.0], np.inf),
+             ([np.nan, np.nan], 0.0)]
+    for values, te_amax in cases:
+        quantize_operand(np.array([values]), spec, run, "x")
+        assert run._pending["x"].amax == te_amax == run.scalers["x"].history[-1]
+        for other in (msamp_scheme(), get_recipe("mxfp8").forward.a):  # refused, given as NaN
+            quantize_operand(np.array([values]), other, run, "y")
+            assert run._pending["y"].amax == te_amax
+    # in a Trainer: the fp16 gradient is all NaN (inf - inf); the History says 0, as TE does
+    trainer = Trainer("transformer-engine-float16", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=2)
+    assert [s.amax for s in h.info["operands"]["linear0.dgrad.a"]] == [0.0, 0.0]
+
+
+def test_msamp_recipes_take_a_loss_scaler_as_ms_amp_does():
+    # MS-AMP's usage guide and examples (docs/user-tutorial/usage.md, examples/mnist.py) train
+    # msamp.initialize(opt_level="O1" / "O2") models with torch's GradScaler, whose unscaling
+    # MS-AMP overrides for its FP8 weight gradients; floatlab refused any scaler for them
+    from floatlab.mixed import SGD, GradScaler
+    from floatlab.mixed.scaler import _MSAMPGradScaler
+
+    assert get_policy("msamp-O2", scaler="dynamic").scaler == "dynamic"
+    trainer = Trainer("msamp-O1", scaler="dynamic", loss_multiplier=1e6, progress=False)
+    h = trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert isinstance(trainer.scaler, _MSAMPGradScaler)
+    assert list(h["skipped"]) == [True] * 3 and list(h["scale"]) == [2.0**16, 2.0**15, 2.0**14]
+    assert np.isfinite(h["loss"]).all() and all(
+        np.isfinite(p.data).all() for p in trainer.model.parameters())
+    plain = Trainer("msamp-O1", loss_multiplier=1e6, progress=False)
+    assert not np.isfinite(plain.fit(teacher_gaussians(n=256), steps=3)["loss"]).all()
+    # the unscaling is MS-AMP's (through the gradient's scale): the FP16 weights' gradients are
+    # neither refused as FP16 gradients (torch's GradScaler) nor rounded back to FP16
+    with use_precision(get_policy("msamp-O1")):
+        w = parameter(np.ones(2, np.float32))
+        opt = SGD([w], lr=1.0)
+        scaler = _MSAMPGradScaler(init_scale=2.0**10)
+        scaler.scale((w * 2.0**-30).sum()).backward()  # 2**-20: an FP16 subnormal
+        scaler.unscale_(opt)
+        assert (w.grad == 2.0**-30).all()  # below FP16's range, kept as MS-AMP keeps it
+        w.grad = None
+        torch_scaler = GradScaler(init_scale=2.0**10)
+        torch_scaler.scale((w * 2.0**-30).sum()).backward()
+        with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+            torch_scaler.unscale_(opt)
+    with pytest.raises(ValueError, match="pass scaler='dynamic'"):
+        Trainer("msamp-O1", scaler=GradScaler())
+    with pytest.raises(ValueError, match="TransformerEnginePrecision takes no scaler"):
+        Trainer("fp8-delayed", scaler="dynamic")

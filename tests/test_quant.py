@@ -10,6 +10,7 @@ integer rounding for fixed point). It uses nothing from floatlab.quant.
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -18,6 +19,7 @@ from oracles import reference_round
 
 import floatlab
 from floatlab import Codebook, FixedPoint, Scheme, get_format, get_scheme, quantize
+from floatlab.mixed.recipe import get_recipe
 
 # ======================================================================= exact helpers
 
@@ -536,6 +538,27 @@ def test_scheme_scale_takes_every_name_of_its_formats(spelling, key):
     assert scheme.scale == key and scheme == Scheme("e4m3fn", scale=key)
 
 
+@pytest.mark.parametrize("spelling, key", [("CEIL", "ceil"), (" RCeil ", "rceil"),
+                                           ("Floor", "floor"), ("rfloor", "rfloor")])
+def test_scheme_scale_rounding_takes_any_case(spelling, key):
+    # scale_rounding names were case-sensitive ("CEIL" refused as unknown) while format,
+    # rounding and scheme names are read in any case
+    scheme = Scheme("e4m3fn", 32, "e8m0", spelling)
+    assert scheme.scale_rounding == key and scheme == Scheme("e4m3fn", 32, "e8m0", key)
+    recipe = get_recipe("mxfp8", scale_rounding=spelling)
+    assert recipe.options["scale_rounding"] == key and recipe.forward.a.name == f"mxfp8 {key}"
+
+
+@pytest.mark.parametrize("rule, error, match", [
+    ("ciel", ValueError, r"unknown scale_rounding 'ciel'\. Did you mean 'ceil', 'rceil'\? Use "
+                         r"one of floor, ceil, even, rceil, rfloor"),
+    ("nearest", ValueError, r"unknown scale_rounding 'nearest'\. Use one of floor"),
+    (None, TypeError, r"scale_rounding must be a string, one of floor.*got None \(NoneType\)")])
+def test_scheme_scale_rounding_refuses_unknown_names(rule, error, match):
+    with pytest.raises(error, match=match):
+        Scheme("e4m3fn", 32, "e8m0", rule)
+
+
 @pytest.mark.parametrize("scale, match", [
     ("fp16", r"unknown scale format 'fp16'\. Did you mean 'bf16'\? Use one of float32, "
              r"pow2, e8m0, e4m3fn, bf16, dq8"),
@@ -544,3 +567,45 @@ def test_scheme_scale_takes_every_name_of_its_formats(spelling, key):
 def test_scheme_scale_refuses_other_formats_by_name(scale, match):
     with pytest.raises(ValueError, match=match):
         Scheme("e4m3fn", scale=scale)
+
+
+@pytest.mark.parametrize("rule", ["ceil", "rceil", "rfloor", "even", "floor"])
+@pytest.mark.parametrize("element", ["e2m1", "e5m2", "e4m3fn"])
+def test_dequantising_near_float32_max_overflows_silently_to_the_exact_result(rule, element):
+    # A float32 block whose amax is near float32's max: E2M1 with "ceil" scales rounds
+    # 3e38 / 2**126 = 3.53 up to 4, and the float32 product 4 * 2**126 = 2**128 is inf.
+    # That inf is the result (the exact value rounded to float32); the product leaked
+    # NumPy's "overflow encountered in multiply" RuntimeWarning from dequantize,
+    # fake_quantize, QuantizedTensor.dequantize and .stats.
+    x = np.array([3e38, -3.3e38, 2.9e38, 1.7e38, 1.0, -0.0], dtype=np.float32)
+    scheme = Scheme(element, "tensor", "pow2", rule)
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        q = quantize(x, scheme)
+        outs = [q.dequantize(), floatlab.fake_quantize(x, scheme),
+                floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape, dtype=np.float32)]
+        q.stats  # noqa: B018 - computing them must not warn either
+    s = float(q.scales[0])
+    assert math.log2(s).is_integer()
+    fmt = get_format(element)
+    elements = reference_round(x.astype(np.float64) / s, fmt, ["nearest_even"],
+                               saturate=True)["nearest_even"]
+    exact = elements * s  # exact in float64 (a few-bit element times a power of two)
+    want = reference_round(exact, get_format("float32"), ["nearest_even"])["nearest_even"]
+    for out in outs:
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out.astype(np.float64), want)
+    if element == "e2m1" and rule != "floor":
+        assert np.isinf(want).any()  # the case in point: an element rounded past float32's max
+
+
+def test_qsnr_of_an_infinite_error_is_minus_inf():
+    # a float32 dequantisation that overflowed to inf (see the test above) made the error
+    # sum inf, and 10 * log10(sig / inf) = log10(0) raised "math domain error" from q.stats
+    from floatlab.quant.quantize import qsnr_db
+    x = np.array([3e38, 1.0], dtype=np.float32)
+    assert qsnr_db(x, np.array([np.inf, 1.0], np.float32)) == -math.inf
+    assert qsnr_db(x, x) == math.inf and qsnr_db([0.0], [1.0]) == -math.inf
+    q = quantize(x, Scheme("e2m1", "tensor", "pow2", "ceil"))
+    with np.errstate(over="ignore"):
+        assert q.stats.qsnr_db == -math.inf

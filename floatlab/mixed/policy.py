@@ -100,14 +100,30 @@ MATMUL_PRECISIONS: dict[str, Format] = {"highest": FP32, "high": TF32, "medium":
 _APEX_MAX_SCALE = 2.0**24
 
 
+def takes_loss_scaler(recipe: Recipe | None) -> bool:
+    """Whether a bf16 recipe's peer trains it with a user's loss scaler: MS-AMP's does. Its
+    usage guide and examples (docs/user-tutorial/usage.md, examples/mnist.py) wrap
+    ``msamp.initialize(model, optimizer, opt_level="O1" / "O2")`` in torch's ``GradScaler``,
+    whose unscaling MS-AMP overrides for its FP8 weight gradients
+    (``torch._amp_foreach_non_finite_check_and_unscale_``, msamp/common/tensor/tensor.py), and
+    its DeepSpeed configs run O3 with dynamic loss scaling. Transformer Engine's bf16 recipes
+    run without one (Lightning's ``TransformerEnginePrecision`` takes no scaler), as do the
+    other recipes (bf16 outside their GEMMs, whose operands scale themselves)."""
+    return recipe is not None and recipe.name.startswith("msamp-")
+
+
 def refuse_scaler_for_bf16_mixed(policy: Policy, scaler: Any) -> None:
-    """Lightning's rule: "bf16-mixed" takes no loss scaler (bfloat16 has float32's range)."""
+    """Lightning's rule: "bf16-mixed" takes no loss scaler (bfloat16 has float32's range); nor
+    do the bf16 recipes, but MS-AMP's (see :func:`takes_loss_scaler`)."""
     if scaler is not None and scaler is not False and policy.recipe is not None and \
-            policy.compute == BF16:
+            policy.compute == BF16 and not takes_loss_scaler(policy.recipe):
         raise ValueError(f"recipe {policy.name!r} keeps bf16 outside its GEMMs and scales its "
                          f"low-precision tensors itself: it takes no loss scaler, found "
-                         f"{scaler!r}. Pass scaler=None (or use 'transformer-engine-float16' "
-                         "for fp16 with a GradScaler)")
+                         f"{scaler!r}, as its peers train it without one (bfloat16 has "
+                         "float32's range; Lightning's TransformerEnginePrecision takes no "
+                         "scaler). Pass scaler=None (or use 'transformer-engine-float16' for "
+                         "fp16 with a GradScaler, or an 'msamp-O*' recipe: MS-AMP's examples "
+                         "use one)")
     if scaler is not None and scaler is not False and policy.name == "bf16-mixed":
         raise ValueError(
             f"precision='bf16-mixed' does not use a scaler (bfloat16 has float32's range), "

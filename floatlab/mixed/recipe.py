@@ -184,7 +184,9 @@ def _deepseek(*, promote_every: int | None = 128, accumulator_bits: int | None =
 
 
 def _mxfp8(*, scale_rounding: str = "floor") -> Recipe:
-    s = get_scheme("mxfp8").replace(scale_rounding=scale_rounding, name=f"mxfp8 {scale_rounding}")
+    s = get_scheme("mxfp8").replace(scale_rounding=scale_rounding)
+    scale_rounding = s.scale_rounding  # (its canonical name: "RCEIL" reads as "rceil")
+    s = s.replace(name=f"mxfp8 {scale_rounding}")
     g = Gemm(s, s)
     return Recipe("mxfp8", g, g, g, options=dict(scale_rounding=scale_rounding),
                   note=f"MXFP8 E4M3, blocks of 32 along K, E8M0 scales ({scale_rounding})")
@@ -195,6 +197,7 @@ def _mxfp4(*, backward: str = "mxfp8", scale_rounding: str = "floor") -> Recipe:
         raise ValueError(f"backward={backward!r}: MXFP4 training runs its backward in 'mxfp8' "
                          "or 'bf16'")
     fwd = get_scheme("mxfp4").replace(scale_rounding=scale_rounding, name="mxfp4")
+    scale_rounding = fwd.scale_rounding  # (its canonical name: "RCEIL" reads as "rceil")
     back: Operand = BF16 if backward == "bf16" else get_scheme("mxfp8").replace(
         scale_rounding=scale_rounding, name="mxfp8")
     return Recipe("mxfp4", Gemm(fwd, fwd), Gemm(back, back), Gemm(back, back),

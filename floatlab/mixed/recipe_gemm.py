@@ -61,7 +61,8 @@ __all__ = ["RecipeRun", "OperandStats", "recipe_run", "current_run", "recipe_lin
 
 @dataclass(frozen=True)
 class OperandStats:
-    """What quantising one GEMM operand did in one step (see the module docstring)."""
+    """What quantising one GEMM operand did in one step (see the module docstring). ``amax``
+    is Transformer Engine's (NaN entries ignored, an inf kept: see :func:`_te_amax`)."""
 
     amax: float
     scale: float
@@ -206,6 +207,12 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
     >>> bad = quantize_operand(np.array([[np.inf, 1.0]]), msamp_scheme(), run, "y")
     >>> bad.tolist(), run._pending["y"].amax
     ([[nan, nan]], inf)
+
+    The amax recorded is Transformer Engine's: NaN entries are ignored, an inf is kept.
+
+    >>> _ = quantize_operand(np.array([[np.nan, -3.0]]), msamp_scheme(), run, "y")
+    >>> run._pending["y"].amax
+    3.0
     """
     if spec is None:
         return values
@@ -218,9 +225,17 @@ def quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str
             raise
     # (the quantisers raise before they record or draw random numbers)
     if run.telemetry:
-        amax = float(np.max(np.abs(x)))
-        run.record(key, OperandStats(amax, math.nan, 0.0, 0.0, math.nan, False, x.size))
+        run.record(key, OperandStats(_te_amax(x), math.nan, 0.0, 0.0, math.nan, False, x.size))
     return np.full(x.shape, np.nan, np.float32 if blas else np.float64)
+
+
+def _te_amax(x: np.ndarray) -> float:
+    """The amax Transformer Engine records for ``x`` (the telemetry's): its amax kernels reduce
+    ``fmaxf(|x|, max)`` from 0, so NaN entries are ignored (an all-NaN operand records 0) and
+    an inf gives inf; max|x| for a finite ``x``. It is what a delayed scaler's history holds
+    (:func:`floatlab.quant.delayed._as_float_with_te_amax`); NumPy's max gave NaN instead."""
+    peak = float(np.max(np.abs(x)))
+    return peak if peak == peak else float(np.fmax.reduce(np.abs(x), axis=None, initial=0.0))
 
 
 def _quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: str, *,
@@ -229,7 +244,7 @@ def _quantize_operand(values: np.ndarray, spec: Operand, run: RecipeRun, key: st
     unless its spec is delayed scaling)."""
     x = np.asarray(values)
     # amax feeds the telemetry (and its lag flag) only: not computed when telemetry is off.
-    amax = float(np.max(np.abs(x))) if x.size and run.telemetry else 0.0
+    amax = _te_amax(x) if x.size and run.telemetry else 0.0
     lag = False
     if isinstance(spec, Format):
         if blas and not run.telemetry and _format_fits_float32(spec):

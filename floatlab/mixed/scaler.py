@@ -72,6 +72,7 @@ class _LossScaler:
     """The per-optimizer state machine shared by both scalers, with torch's misuse errors."""
 
     _allow_fp16_grads = False
+    _round_unscaled = True  # unscaled gradients rounded to their parameter's format (torch)
 
     def __init__(self, init_scale: float, enabled: bool, name: str = "init_scale") -> None:
         value = _real(name, init_scale)
@@ -153,7 +154,9 @@ class _LossScaler:
             checked = True
             found_inf = found_inf or not bool(np.isfinite(p.grad).all())
             with np.errstate(all="ignore"):
-                p.grad = quantize(p.grad * inv_scale, p.fmt, what="grads")
+                unscaled = p.grad * inv_scale
+                p.grad = quantize(unscaled, p.fmt, what="grads") if self._round_unscaled \
+                    else unscaled
         st["stage"] = _UNSCALED
         st["found_inf"] = found_inf if checked else None
 
@@ -348,6 +351,24 @@ class GradScaler(_LossScaler):
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+class _MSAMPGradScaler(GradScaler):
+    """torch's GradScaler as MS-AMP trains with it (``floatlab.mixed.policy.takes_loss_scaler``:
+    its usage guide and examples pair ``msamp.initialize`` with ``torch.cuda.amp.GradScaler``).
+
+    The scale, the skipped steps and ``update()`` are torch's. The unscaling is MS-AMP's: its
+    override of ``torch._amp_foreach_non_finite_check_and_unscale_`` multiplies the float32
+    ``scale_inv`` of each FP8 weight gradient (a ScalingTensor) by ``1 / scale`` and checks its
+    amax, so the gradients of the FP16 weights are neither refused ("Attempting to unscale FP16
+    gradients", torch's rule for FP16 tensors) nor rounded again. Here those gradients are
+    float arrays of FP16 parameters: they are unscaled in their own dtype and not rounded back
+    to FP16 (exact for the power-of-two scales of the default factors), so the optimizer reads
+    the values MS-AMP's would.
+    """
+
+    _allow_fp16_grads = True
+    _round_unscaled = False
 
 
 class StaticScaler(_LossScaler):

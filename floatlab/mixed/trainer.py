@@ -42,11 +42,12 @@ from floatlab.mixed.policy import (
     get_policy,
     nbytes,
     refuse_scaler_for_bf16_mixed,
+    takes_loss_scaler,
 )
 from floatlab.mixed.progress import Progress
 from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
 from floatlab.mixed.reductions import cross_entropy
-from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler
+from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler, _MSAMPGradScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
 from floatlab.mixed.seqtrain import (
     batch_loss,
@@ -172,7 +173,9 @@ class Trainer:
         Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
         moments that way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
     scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
-        (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one.
+        (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one, and
+        so do the bf16 recipes but MS-AMP's ("dynamic": torch's GradScaler with MS-AMP's
+        unscaling of FP8 weight gradients; see ``policy.takes_loss_scaler``).
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
         network's small gradients, not part of real training).
     hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
@@ -243,7 +246,13 @@ class Trainer:
                                  device=device, recipe_options=recipe_options)
         if scaler_object is not None:
             refuse_scaler_for_bf16_mixed(self.policy, scaler_object)
-            if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16:
+            if isinstance(scaler_object, GradScaler) and self.policy.weights == FP16 and \
+                    not isinstance(scaler_object, _MSAMPGradScaler):
+                if takes_loss_scaler(self.policy.recipe):
+                    raise ValueError(f"{self.policy.name!r} unscales its FP8 weight gradients "
+                                     "as MS-AMP does (through their scales, not as FP16 "
+                                     "tensors); pass scaler='dynamic' for torch's GradScaler "
+                                     "with MS-AMP's unscaling")
                 raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
                                  "weights are float16 and torch refuses with 'Attempting to "
                                  "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
@@ -353,6 +362,8 @@ class Trainer:
         if spec is None:
             return None
         if spec == "dynamic":
+            if takes_loss_scaler(self.policy.recipe):  # MS-AMP's unscaling of FP8 gradients
+                return _MSAMPGradScaler(max_scale=self.policy.scaler_max)
             return GradScaler(max_scale=self.policy.scaler_max)
         return StaticScaler(float(spec))
 

@@ -157,12 +157,16 @@ def _quantize_rows(x: Any, fmt: str | Format, power_of_two: bool, count: bool,
         # nearest-even kernel, which is floatlab.round for finite values below the threshold
         values = np.multiply(arr, scales, out=np.empty(arr.shape, np.float32))
         round_in_range_nearest_even(values, fmt, out=values)
-        return np.multiply(values, np.float32(1.0) / scales, out=values), scales, n
+        # (a row whose amax is near float32's max can round up past it: its float32 product is
+        # inf, the exact value rounded to float32, as in floatlab.quant.delayed's dequantize)
+        with np.errstate(over="ignore"):
+            return np.multiply(values, np.float32(1.0) / scales, out=values), scales, n
     values, _, _, _ = _round_scaled(arr, scales, amax, fmt, "nearest_even", None,
                                     multiply=True)
     if dequantized:
         inverse = np.float32(1.0) / scales                 # IEEE float32 division, per row
-        np.multiply(values, inverse, out=values)
+        with np.errstate(over="ignore"):  # (inf past float32's max, as above)
+            np.multiply(values, inverse, out=values)
     return values, scales, n
 
 

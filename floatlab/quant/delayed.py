@@ -256,8 +256,10 @@ class ScaledTensor:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         # Values / scale lands in float32's subnormals for tiny tensors: that rounding is the
         # emulation's (TE's own float32 product), not a FloatingPointError under a caller's
-        # np.errstate(under="raise").
-        with np.errstate(under="ignore"):
+        # np.errstate(under="raise"). At the top, an amax near float32's max can round up past
+        # it (3.4e38 * 2**-120 = 255.8 rounds to E4M3's 256, and 256 * 2**120 = 2**128): the
+        # float32 product is inf, the exact value rounded to float32, not a RuntimeWarning.
+        with np.errstate(under="ignore", over="ignore"):
             return self._dequantize(dtype)
 
     def _dequantize(self, dtype: np.dtype) -> np.ndarray:

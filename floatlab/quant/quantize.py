@@ -180,7 +180,7 @@ class QuantizedTensor:
 
     def dequantize(self) -> np.ndarray:
         """``element * scale`` per block, in the working precision, x's shape."""
-        with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+        with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
             out = _unblock(self._elements * self._effective, self._padded, self.shape)
         if self.scheme.hadamard:
             out = _hadamard(out, self.scheme, inverse=True)
@@ -227,9 +227,12 @@ class QuantizedTensor:
 
 def qsnr_db(x: np.ndarray, deq: np.ndarray) -> float:
     """``10 log10(sum x**2 / sum (x - deq)**2)`` in float64, at any magnitude of ``x`` (see
-    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not."""
+    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not, or when
+    the error is infinite (a float32 dequantisation that overflowed to inf: see _DEQ_NOTE)."""
     err, sig = _squared_sums(np.asarray(x, dtype=np.float64), np.asarray(deq, dtype=np.float64))
-    return math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
+    if err == 0:
+        return math.inf
+    return 10 * math.log10(sig / err) if sig > 0 and err < math.inf else -math.inf
 
 
 def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float]:
@@ -302,6 +305,10 @@ def _core(x: Any, scheme: Scheme, rng: Any, want_codes: bool):
 # (one clamped to the scale format's smallest normal, a tiny float32 block) puts the product in
 # float32's subnormals, or below them: that rounding is the emulation's result (the kernels'
 # float32 product), not a FloatingPointError under a caller's np.errstate(under="raise").
+# At the top, a block whose amax is near float32's max (3e38) can round an element up past it
+# (E2M1 with "ceil" scales: 3e38 / 2**126 = 3.53 rounds to 4, and 4 * 2**126 = 2**128): the
+# float32 product is inf, as the exact value rounded to float32 is (and the kernels' product
+# gives), so that overflow is the result too, not a NumPy RuntimeWarning of floatlab's own.
 
 _NARROW_AMAX = True  # switch for the tests, which check it against the widened array's amaxes
 
@@ -379,7 +386,7 @@ def fake_quantize(x: Any, scheme: str | Scheme, rng: np.random.Generator | int |
     parts = _core(x, scheme, rng, want_codes=stats)
     source, transformed, b, elements, _, _, _, _, eff, _, _ = parts
     # Without stats the elements are scratch of this call: dequantise them in place.
-    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+    with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
         deq = elements * eff if stats else np.multiply(elements, eff, out=elements)
     out = _unblock(deq, b.padded, b.shape)
     rotated = rotated and bool(scheme.hadamard)
@@ -532,7 +539,7 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         raise ValueError(f"{scheme.name or 'this scheme'} has no global scale, so global_scale="
                          f"{global_scale!r} would be ignored; drop it (only two-level schemes "
                          "such as nvfp4 take one)")
-    with np.errstate(under="ignore"):  # (the product's own rounding: see _DEQ_NOTE)
+    with np.errstate(under="ignore", over="ignore"):  # (the product's rounding: _DEQ_NOTE)
         out = _unblock(b.view * sc.reshape(_scale_view_shape(b)).astype(dtype), b.padded,
                        b.shape)
     if scheme.hadamard:

@@ -61,6 +61,23 @@ def _scale_key(scale: Any) -> str:
                      "bf16, e.g. 'fp32' or a Format)")
 
 
+def _scale_rounding_key(rule: Any) -> str:
+    """The SCALE_ROUNDINGS key of ``rule``, read as format and rounding names are: in any case,
+    surrounding spaces ignored ("CEIL", " rceil"); unknown names get the close ones."""
+    if isinstance(rule, str) and rule in SCALE_ROUNDINGS:  # the common case
+        return rule
+    if not isinstance(rule, str):
+        raise TypeError(f"scale_rounding must be a string, one of {', '.join(SCALE_ROUNDINGS)}; "
+                        f"got {rule!r} ({type(rule).__name__})")
+    key = rule.strip().lower()
+    if key in SCALE_ROUNDINGS:
+        return key
+    close = difflib.get_close_matches(key, SCALE_ROUNDINGS, n=2, cutoff=0.5)
+    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ValueError(f"unknown scale_rounding {rule!r}.{hint} Use one of "
+                     f"{', '.join(SCALE_ROUNDINGS)}")
+
+
 DQ8_BLOCK = 256  # QLoRA's double quantisation: the absmax values in blocks of 256
 
 
@@ -181,9 +198,7 @@ class Scheme:
         object.__setattr__(self, "element", resolve_element(self.element))
         object.__setattr__(self, "block", _check_block(self.block))
         object.__setattr__(self, "scale", _scale_key(self.scale))
-        if self.scale_rounding not in SCALE_ROUNDINGS:
-            raise ValueError(f"unknown scale_rounding {self.scale_rounding!r}; use one of "
-                             f"{', '.join(SCALE_ROUNDINGS)}")
+        object.__setattr__(self, "scale_rounding", _scale_rounding_key(self.scale_rounding))
         from floatlab.rounding import _resolve_mode
 
         object.__setattr__(self, "rounding", _resolve_mode(self.rounding))
