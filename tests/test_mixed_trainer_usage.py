@@ -20,3 +20,15 @@ def test_a_dataset_with_an_empty_split_is_refused_when_built(split):
     parts = {"train": (X[:0], y[:0], X, y), "test": (X, y, X[:0], y[:0])}[split]
     with pytest.raises(ValueError, match=f"Dataset: X_{split} has no rows; the Trainer"):
         fm.Dataset("h", *parts, classes=3)
+
+
+def test_a_sequence_dataset_of_lists_keeps_the_checked_arrays():
+    """Lists and tuples passed the check, then repr(), .language_model and fit() read their
+    .ndim: an AttributeError."""
+    data = fm.SequenceDataset("x", "ab", [0, 1] * 10, (1, 0) * 5, context=2)
+    assert data.language_model and isinstance(data.valid, np.ndarray)
+    assert "20 train / 10 validation tokens" in repr(data)
+    h = fm.Trainer(progress=False, model="transformer", batch_size=4).fit(data, steps=2)
+    assert len(h) == 2
+    ids = np.array([0, 1] * 10, np.uint8)
+    assert fm.SequenceDataset("x", "ab", ids, ids, context=2).train is ids  # arrays: not copied
