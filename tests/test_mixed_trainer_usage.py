@@ -32,3 +32,16 @@ def test_a_sequence_dataset_of_lists_keeps_the_checked_arrays():
     assert len(h) == 2
     ids = np.array([0, 1] * 10, np.uint8)
     assert fm.SequenceDataset("x", "ab", ids, ids, context=2).train is ids  # arrays: not copied
+
+
+def test_the_experiment_line_names_the_model_and_optimizer_that_ran():
+    """A model= MLP was described with the default hidden widths (MLP 16-64-64-4 for a
+    16-8-4 network), and a sequence run with optimizer='adam8bit' as 'Adam'."""
+    data = fm.teacher_gaussians(n=64)
+    c = fm.compare(["32-true"], steps=1, progress=False, data=data,
+                   model=fm.MLP((16, 8, 4), activation="tanh"))
+    assert "MLP(16-8-4, tanh), Adam lr 0.001" in c.header and "64-64" not in c.header
+    assert "Transformer (d_model 64" in fm.Trainer(model="transformer").describe()
+    h = fm.Trainer(progress=False, model="transformer", optimizer="adam8bit").fit(
+        fm.digit_reversal(n=64, digits=2), steps=1)
+    assert "Adam8bit lr 0.001" in h.info["experiment"]

@@ -134,10 +134,9 @@ def batch_loss(model: Module, xb: Any, yb: np.ndarray) -> tuple[Tensor, Tensor, 
     return logits, sequence_loss(logits, yb, mask), token_accuracy(logits, yb, mask)
 
 
-def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None) -> str:
-    name = ("SGD" if trainer.optimizer_name == "sgd" else "Adam (fused)" if trainer.fused
-            else "Adam")
-    opt = f"{name} lr {trainer.lr:g}"
+def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None,
+                       opt: str) -> str:
+    """The Trainer's describe() for sequence data; ``opt`` is its optimizer label."""
     model = trainer._model_in if isinstance(trainer._model_in, Module) else None
     net = repr(model) if model is not None else (
         f"Transformer(vocab={data.vocab_size}, d_model=64, heads=4, layers=2, "

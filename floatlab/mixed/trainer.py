@@ -332,13 +332,15 @@ class Trainer:
         """One line describing the experiment (used as the compare() table's header)."""
         data = None if data is None else _dataset(data)  # a Dataset, or a clear TypeError
         steps = None if steps is None else whole("describe: steps", steps)
+        opt = self._optimizer_label()
         if isinstance(data, SequenceDataset):
-            return describe_sequences(self, data, steps)
-        name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
-            self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
-        opt = f"{name} lr {self.lr:g}"
-        net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
-                           + ((data.classes,) if data else ())))
+            return describe_sequences(self, data, steps, opt)
+        # model= is described by itself (the widths of hidden= were shown for it)
+        net = (repr(self._model_in) if isinstance(self._model_in, Module)
+               else "Transformer (d_model 64, 4 heads, 2 layers)"
+               if self._model_in == "transformer" else "MLP " + "-".join(
+                   map(str, ((data.features,) if data else ()) + self.hidden
+                       + ((data.classes,) if data else ()))))
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
                "deep network would; a teaching device, not part of real training)"
                if self.loss_multiplier != 1 else "λ = 1")
@@ -346,7 +348,13 @@ class Trainer:
                  if data else "")
         run = f"{steps} steps of {self.batch_size}, " if steps else ""
         lists = f"torch's {self.policy.device.upper()} autocast op lists"
-        return f"{where}MLP {net}, {opt}, {run}{lam}, {lists}"
+        return f"{where}{net}, {opt}, {run}{lam}, {lists}"
+
+    def _optimizer_label(self) -> str:
+        """The optimizer and its learning rate, as the experiment line shows them."""
+        name = {"sgd": "SGD", "adam8bit": "Adam8bit"}.get(
+            self.optimizer_name, "Adam (fused)" if self.fused else "Adam")
+        return f"{name} lr {self.lr:g}"
 
     # ------------------------------------------------------------------ running
     def evaluate(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
