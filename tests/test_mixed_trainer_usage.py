@@ -45,3 +45,14 @@ def test_the_experiment_line_names_the_model_and_optimizer_that_ran():
     h = fm.Trainer(progress=False, model="transformer", optimizer="adam8bit").fit(
         fm.digit_reversal(n=64, digits=2), steps=1)
     assert "Adam8bit lr 0.001" in h.info["experiment"]
+
+
+def test_evaluate_after_a_sequence_run_says_where_its_metrics_are():
+    """evaluate(X, y) read X as float features and failed in the embedding: 'token ids must
+    be integers, got dtype float32'."""
+    trainer = fm.Trainer(progress=False, model="transformer")
+    trainer.fit(fm.digit_reversal(n=64, digits=2), steps=1)
+    X, y = _xy()
+    with pytest.raises(TypeError, match="evaluate.* scores a classifier; this Trainer trained "
+                                        "a Transformer .*final_val_loss"):
+        trainer.evaluate(X, y)

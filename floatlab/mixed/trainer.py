@@ -358,9 +358,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ running
     def evaluate(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
-        """Accuracy of the trained model on (X, y), computed under the run's policy."""
+        """Accuracy of the trained classifier on (X, y), computed under the run's policy
+        (a sequence model's validation metrics are in its History)."""
         if self.model is None:
             raise RuntimeError("evaluate(): call fit() first")
+        if isinstance(self.model, Transformer):  # (X read as float features: "token ids must
+            # be integers, got dtype float32")
+            raise TypeError("evaluate(X, y) scores a classifier; this Trainer trained a "
+                            "Transformer on token sequences: its History holds the validation "
+                            "loss and next-token accuracy (final_val_loss, "
+                            "final_test_accuracy, history['val_loss'])")
         chunk = whole("evaluate: chunk", chunk)
         X = as_float_array(X, name="evaluate: X")
         y = as_array(y, "evaluate: y")
