@@ -56,3 +56,13 @@ def test_evaluate_after_a_sequence_run_says_where_its_metrics_are():
     with pytest.raises(TypeError, match="evaluate.* scores a classifier; this Trainer trained "
                                         "a Transformer .*final_val_loss"):
         trainer.evaluate(X, y)
+
+
+def test_a_run_without_telemetry_shows_no_bytes_rather_than_zero():
+    """With telemetry=False no bytes are counted, and the table said the run held '0 B'."""
+    c = fm.compare(["32-true", {"precision": "32-true", "telemetry": False, "label": "quiet"}],
+                   steps=1, progress=False, data=fm.teacher_gaussians(n=64))
+    rows = {line.split("|")[1].strip(): line.split("|")[5].strip()
+            for line in str(c).splitlines()[3:]}
+    assert rows["quiet"] == "-" and rows["32-true"].endswith("KiB")
+    assert c["quiet"].bytes_table().splitlines()[-1].split() == ["total", "-"]
