@@ -66,3 +66,16 @@ def test_a_run_without_telemetry_shows_no_bytes_rather_than_zero():
             for line in str(c).splitlines()[3:]}
     assert rows["quiet"] == "-" and rows["32-true"].endswith("KiB")
     assert c["quiet"].bytes_table().splitlines()[-1].split() == ["total", "-"]
+
+
+@pytest.mark.parametrize("plot", ["plot_operand_qsnr", "plot_amax_history"])
+def test_recipe_plots_of_a_run_without_telemetry_say_so(plot):
+    """The operand records are empty with telemetry=False: the error was "no operand name
+    contains ''; recorded: " (an empty list)."""
+    from floatlab.mixed import recipe_plots
+
+    h = fm.Trainer("fp8-delayed", progress=False, telemetry=False).fit(
+        fm.teacher_gaussians(n=64), steps=1)
+    args = (h,) if plot == "plot_operand_qsnr" else (h, "linear0.forward.a")
+    with pytest.raises(ValueError, match="recorded no per-operand telemetry .*telemetry=True"):
+        getattr(recipe_plots, plot)(*args)
