@@ -392,6 +392,17 @@ class Trainer:
 
         ``data`` defaults to :func:`~floatlab.mixed.teacher_gaussians` (seed 0). The run uses
         one BLAS thread; the previous limits are restored afterwards.
+
+        Every call is a new run from the seed: a fresh model (a new copy of ``model=``),
+        optimizer, scaler and batch order, so fitting twice repeats the run rather than
+        continuing it; fit once with more steps to train longer. (Lightning's ``Trainer.fit``
+        trains the module it is given in place and keeps its step counter, so a second call
+        starts from the trained weights, and after ``max_steps`` trains no further.)
+
+        >>> t = Trainer(progress=False)
+        >>> data = teacher_gaussians(n=256)
+        >>> t.fit(data, steps=2)["loss"].tolist() == t.fit(data, steps=2)["loss"].tolist()
+        True
         """
         data = _dataset(data)
         steps = whole("steps", steps)
