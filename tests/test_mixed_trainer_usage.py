@@ -79,3 +79,18 @@ def test_recipe_plots_of_a_run_without_telemetry_say_so(plot):
     args = (h,) if plot == "plot_operand_qsnr" else (h, "linear0.forward.a")
     with pytest.raises(ValueError, match="recorded no per-operand telemetry .*telemetry=True"):
         getattr(recipe_plots, plot)(*args)
+
+
+def test_a_scaler_object_starts_every_run_from_its_own_state():
+    """The Trainer stepped the caller's GradScaler itself: a second fit, and every compare()
+    entry after the first, started from the previous run's scale (and workers=2, which pickles
+    a copy per run, disagreed with the serial run)."""
+    data = fm.teacher_gaussians(n=256)
+    scaler = fm.GradScaler(init_scale=2.0**20, growth_interval=2)
+    t = fm.Trainer("16-mixed", progress=False, scaler=scaler)
+    first, second = t.fit(data, steps=4)["scale"], t.fit(data, steps=4)["scale"]
+    np.testing.assert_array_equal(first, second)
+    assert scaler.get_scale() == 2.0**20 and t.scaler is not scaler  # the caller's: untouched
+    c = fm.compare(["16-mixed", "O1"], steps=3, progress=False, data=data,
+                   scaler=fm.GradScaler(init_scale=2.0**20))
+    assert [h["scale"][0] for h in c] == [2.0**20, 2.0**20]

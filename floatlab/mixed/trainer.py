@@ -159,7 +159,8 @@ class Trainer:
         Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
         moments that way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
     scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
-        (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one.
+        (static scale), or a GradScaler / StaticScaler object, copied for each run (every fit
+        starts from its state; the run's copy is ``trainer.scaler``). "bf16-mixed" refuses one.
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
         network's small gradients, not part of real training).
     hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
@@ -319,8 +320,9 @@ class Trainer:
                    weight_decay=self.weight_decay, **options)
 
     def _build_scaler(self) -> _LossScaler | None:
-        if self._scaler_object is not None:
-            return self._scaler_object
+        if self._scaler_object is not None:  # a copy: the caller's object (shared by every
+            # compare() entry, reused by a second fit) kept the last run's scale and tracker
+            return copy.deepcopy(self._scaler_object)
         spec = self.policy.scaler
         if spec is None:
             return None
