@@ -94,3 +94,24 @@ def test_a_scaler_object_starts_every_run_from_its_own_state():
     c = fm.compare(["16-mixed", "O1"], steps=3, progress=False, data=data,
                    scaler=fm.GradScaler(init_scale=2.0**20))
     assert [h["scale"][0] for h in c] == [2.0**20, 2.0**20]
+
+
+def test_training_curves_of_a_sparse_history_column_mark_no_divergence():
+    """test_accuracy is NaN between evaluations: training_curves marked 'NaN at step 0' as if
+    the run had diverged, and its values between NaNs drew nothing visible."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from floatlab.plots import training_curves
+
+    h = fm.Trainer(progress=False, eval_every=5).fit(fm.teacher_gaussians(n=256), steps=10)
+    ax = training_curves(h, "test_accuracy")
+    assert [t.get_text() for t in ax.texts] == []
+    (curve,) = ax.lines
+    assert curve.get_marker() == "."  # a dot on each value: single values between gaps show
+    assert np.flatnonzero(np.isfinite(curve.get_ydata())).tolist() == [4, 9]
+    ax = training_curves({"loss": [1.0, float("nan"), 0.5, float("inf"), float("nan")]})
+    assert [t.get_text() for t in ax.texts] == ["inf at step 3"]  # diverged for good there
+    plt.close("all")
