@@ -115,3 +115,12 @@ def test_training_curves_of_a_sparse_history_column_mark_no_divergence():
     ax = training_curves({"loss": [1.0, float("nan"), 0.5, float("inf"), float("nan")]})
     assert [t.get_text() for t in ax.texts] == ["inf at step 3"]  # diverged for good there
     plt.close("all")
+
+
+def test_the_experiment_line_gives_the_rows_a_batch_holds():
+    """With batch_size above the training rows each batch holds every row, and the header
+    said '3 steps of 512' for batches of 128."""
+    data = fm.teacher_gaussians(n=256)
+    h = fm.Trainer(progress=False).fit(data, steps=1)
+    assert "1 steps of 128 (every training row; batch_size 512)" in h.info["experiment"]
+    assert "1 steps of 64, " in fm.Trainer(batch_size=64).describe(data, 1)

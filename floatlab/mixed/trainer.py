@@ -59,7 +59,8 @@ DEFAULT_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true
 
 
 def _batches(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
-    """Index batches from a fresh seeded permutation each epoch (last partial batch dropped)."""
+    """Index batches from a fresh seeded permutation each epoch (last partial batch dropped;
+    a batch_size above ``n`` gives batches of all ``n`` rows)."""
     rng = np.random.default_rng(seed)
     per_epoch = max(n // batch_size, 1)
     while True:
@@ -348,7 +349,10 @@ class Trainer:
                if self.loss_multiplier != 1 else "λ = 1")
         where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
                  if data else "")
-        run = f"{steps} steps of {self.batch_size}, " if steps else ""
+        rows = self.batch_size
+        if data and rows > len(data.X_train):  # each batch is every training row
+            rows = f"{len(data.X_train)} (every training row; batch_size {self.batch_size})"
+        run = f"{steps} steps of {rows}, " if steps else ""
         lists = f"torch's {self.policy.device.upper()} autocast op lists"
         return f"{where}{net}, {opt}, {run}{lam}, {lists}"
 
