@@ -124,3 +124,23 @@ def test_the_experiment_line_gives_the_rows_a_batch_holds():
     h = fm.Trainer(progress=False).fit(data, steps=1)
     assert "1 steps of 128 (every training row; batch_size 512)" in h.info["experiment"]
     assert "1 steps of 64, " in fm.Trainer(batch_size=64).describe(data, 1)
+
+
+@pytest.mark.parametrize("precision, model, data", [
+    ("fp6_e3m2-true", None, lambda: fm.teacher_gaussians(n=256)),  # Adam's eps rounds to 0
+    ("float4_e2m1fn-mixed", "transformer", lambda: fm.digit_reversal(n=64, digits=2)),  # -inf
+])
+def test_a_run_in_a_format_without_nan_or_inf_says_why_it_stops(precision, model, data):
+    """The rounding's own error surfaced mid-run ('replace NaNs before rounding (e.g.
+    np.nan_to_num...)', 'pass saturate=True'): advice for a caller of floatlab.round, not for a
+    Trainer user."""
+    trainer = fm.Trainer(precision, progress=False, model=model, batch_size=16)
+    with pytest.raises(ValueError, match=r"policy '.*': values rounded to float\d_\w+ \(\w+\) "
+                                         r"hold (NaN|inf), .* A run in a format without NaN / "
+                                         r"inf stops"):
+        trainer.fit(data(), steps=3)
+    with fm.use_precision(precision), pytest.raises(ValueError, match=r"\(activations\) hold "
+                                                                      "NaN, which float6"):
+        fm.quantize(np.array([np.nan]), "fp6_e3m2")
+    with fm.use_precision(precision):  # a format with NaN keeps the rounding's own word
+        assert np.isnan(fm.quantize(np.array([np.nan]), "fp8_e4m3fn")).all()
