@@ -144,3 +144,21 @@ def test_a_run_in_a_format_without_nan_or_inf_says_why_it_stops(precision, model
         fm.quantize(np.array([np.nan]), "fp6_e3m2")
     with fm.use_precision(precision):  # a format with NaN keeps the rounding's own word
         assert np.isnan(fm.quantize(np.array([np.nan]), "fp8_e4m3fn")).all()
+
+
+@pytest.mark.parametrize("entry, error", [
+    ({"precision": "16-mixed", "scalar": None}, "unexpected keyword argument 'scalar'"),
+    ({"precision": "16-mixed", "lr": -1}, "lr must be > 0"),
+    ({"precision": "16-mixed", "optimizer": "lbfgs"}, "optimizer='lbfgs'"),
+])
+def test_compare_checks_every_entry_before_the_first_run(entry, error, monkeypatch):
+    """Only the entries' precisions were resolved up front (the docstring's 'a typo in the last
+    one fails before the first run'): a bad option of a later entry failed after the earlier
+    runs had finished."""
+    from floatlab.mixed import trainer
+
+    runs = []
+    monkeypatch.setattr(trainer, "_run_one", lambda *args: runs.append(args))
+    with pytest.raises((TypeError, ValueError), match=error):
+        fm.compare(["32-true", entry], steps=1, progress=False, data=fm.teacher_gaussians(n=64))
+    assert runs == []

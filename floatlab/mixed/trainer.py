@@ -551,11 +551,6 @@ def compare(
     steps = whole("steps", steps)
     progress = flag("progress", progress)  # "False" would show the bars (a truthy string)
     entries = _entries(precisions)
-    # Resolve every entry first, so a typo in the last one fails before the first run.
-    with warnings.catch_warnings():  # legacy-alias warnings come once, from the Trainer
-        warnings.simplefilter("ignore")
-        for entry in entries:
-            get_policy(entry.get("precision", "32-true") if isinstance(entry, dict) else entry)
     workers = 1 if workers is None else whole("workers", workers)
     jobs = []
     for entry in entries:
@@ -569,6 +564,12 @@ def compare(
             options["precision"] = entry
         options.setdefault("progress", progress and workers == 1)
         jobs.append((options, label))
+    # Build every entry's Trainer first (checks only: cheap), so a typo in the last entry's
+    # precision or options fails before the first run; each run builds its own.
+    with warnings.catch_warnings():  # legacy-alias warnings come once, from the run
+        warnings.simplefilter("ignore")
+        for options, _ in jobs:
+            Trainer(**options)
     if workers > 1 and len(jobs) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
