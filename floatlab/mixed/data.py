@@ -89,8 +89,9 @@ def _real_dtype(dtype: np.dtype) -> bool:
 
 def _check_dataset(d: Dataset) -> None:
     """A Dataset built by hand must hold what training reads: 2-D real features with one
-    integer label in [0, classes) per row, train and test alike (strings, ragged or masked
-    arrays and labels beyond ``classes`` failed, or scored wrongly, in the first step)."""
+    integer label in [0, classes) per row and at least one row, train and test alike (strings,
+    ragged or masked arrays, labels beyond ``classes`` and empty splits failed, or scored
+    wrongly, in the first step)."""
     classes = whole("Dataset: classes", d.classes)
     features = None
     for split in ("train", "test"):
@@ -104,6 +105,11 @@ def _check_dataset(d: Dataset) -> None:
             raise TypeError(f"Dataset: y_{split} must hold one integer label per row of "
                             f"X_{split}, shape ({len(X)},); got dtype {y.dtype} and shape "
                             f"{y.shape}")
+        if not len(X):  # training divided by zero rows (a ZeroDivisionError, NumPy's warning)
+            raise ValueError(f"Dataset: X_{split} has no rows; the Trainer "
+                             f"{'trains on' if split == 'train' else 'scores'} it: give each "
+                             "split at least one row (Dataset.from_arrays(X, y) splits one "
+                             "array for you)")
         if y.size and (y.min() < 0 or y.max() >= classes):
             raise ValueError(f"Dataset: y_{split} holds labels from {y.min()} to {y.max()}, "
                              f"outside [0, {classes}) for classes={classes}")

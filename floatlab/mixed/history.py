@@ -169,7 +169,7 @@ class History:
                                            for fmt, n in self.bytes_held.get(cat, {}).items())
                                  or "-")
                 for cat in BYTE_CATEGORIES]
-        return "\n".join(rows + [f"{'total':<16} {format_bytes(self.total_bytes)}"])
+        return "\n".join(rows + [f"{'total':<16} {_bytes_cell(self)}"])
 
     def __repr__(self) -> str:
         return (f"History({self.precision!r}: {len(self)} steps, train "
@@ -192,6 +192,12 @@ class History:
 
 def _pct(x: float, digits: int = 1) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100 * x:.{digits}f}%"
+
+
+def _bytes_cell(h: History) -> str:
+    """The bytes held at the last step, or "-" when the run recorded none (telemetry off:
+    "0 B" read as a run that held nothing)."""
+    return format_bytes(h.total_bytes) if h.bytes else "-"
 
 
 def unique_run_name(name: str, taken) -> str:
@@ -252,7 +258,7 @@ class Comparison:
                 "underflow", "lost upd", "NaN") + (("clipped", "flushed") if recipes else ())
         body = [
             (name, _pct(h.final_train_accuracy), _pct(h.final_test_accuracy),
-             f"{h.wall_time:.2f} s", format_bytes(h.total_bytes), str(h.skipped_steps),
+             f"{h.wall_time:.2f} s", _bytes_cell(h), str(h.skipped_steps),
              _pct(h.mean("underflow")), _pct(h.mean("lost_updates")),
              f"yes (step {h.first_nonfinite_step})" if h.went_nan else "no")
             + ((_pct(h.mean("clipped"), 3), _pct(h.mean("flushed"), 2)) if recipes else ())

@@ -25,13 +25,18 @@ __all__ = ["plot_amax_history", "plot_operand_qsnr"]
 
 def _records(source: Any) -> dict[str, list]:
     records = getattr(source, "history", None)
-    if isinstance(records, dict):  # a RecipeRun
-        return records
-    info = getattr(source, "info", None)
-    if isinstance(info, dict) and "operands" in info:
-        return info["operands"]
-    raise TypeError("pass the History of a recipe run (Trainer('fp8-delayed').fit(...)) or a "
-                    f"RecipeRun; got {type(source).__name__} without per-operand telemetry")
+    if not isinstance(records, dict):  # not a RecipeRun
+        info = getattr(source, "info", None)
+        records = info.get("operands") if isinstance(info, dict) else None
+    if not isinstance(records, dict):
+        raise TypeError("pass the History of a recipe run (Trainer('fp8-delayed').fit(...)) or "
+                        f"a RecipeRun; got {type(source).__name__} without per-operand "
+                        "telemetry")
+    if not records:  # (was "no operand ...; recorded: " with an empty list)
+        raise ValueError("this recipe run recorded no per-operand telemetry (it ran with "
+                         "telemetry=False, or no GEMM ran); train with Trainer(..., "
+                         "telemetry=True)")
+    return records
 
 
 def _axes(ax: Any) -> Any:

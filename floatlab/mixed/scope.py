@@ -164,8 +164,20 @@ def quantize(
             rng = scope.rng or _FALLBACK_RNG
         # floatlab.round warns about an rng passed with a deterministic mode: only hand it on
         # when it is used (the optimizer threads its Generator through every write).
-        out = _round(values, fmt, rounding=rounding, saturate=policy.saturate,
-                     rng=rng if rounding == "stochastic" else None, dtype=dtype)
+        try:
+            out = _round(values, fmt, rounding=rounding, saturate=policy.saturate,
+                         rng=rng if rounding == "stochastic" else None, dtype=dtype)
+        except ValueError as err:  # the rounding's advice (nan_to_num, saturate=) is not the
+            # lab's: say which values, and that a run in such a format cannot go on
+            if fmt.has_nan or np.isfinite(values).all():
+                raise
+            held = "NaN" if np.isnan(values).any() else "inf"
+            raise ValueError(
+                f"policy {policy.name!r}: values rounded to {fmt.name} ({what}) hold {held}, "
+                f"which {fmt.name} cannot store. A run in a format without NaN / inf stops at "
+                "its first NaN or infinity (a diverged step, Adam's eps rounded to 0, an "
+                "attention mask's -inf); use a format that has them, e.g. "
+                "'float8_e5m2-mixed' or 'bf16-true'") from err
     if scope.stats is not None and what != "partial":
         scope.stats.observe(values, out, fmt, what)
     return out

@@ -146,8 +146,9 @@ def optimizer_label(trainer: Trainer) -> str:
     return f"{name} (fused)" if trainer.fused else name
 
 
-def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None) -> str:
-    opt = f"{optimizer_label(trainer)} lr {trainer.lr:g}"
+def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None,
+                       opt: str) -> str:
+    """The Trainer's describe() for sequence data; ``opt`` is its optimizer label."""
     model = trainer._model_in if isinstance(trainer._model_in, Module) else None
     net = repr(model) if model is not None else (
         f"Transformer(vocab={data.vocab_size}, d_model=64, heads=4, layers=2, "

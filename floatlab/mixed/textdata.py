@@ -82,6 +82,9 @@ class SequenceDataset:
                                  f"{'tokens' if ids.ndim == 1 else 'examples'}, fewer than "
                                  f"{what} of context {context}; give it more data or a "
                                  "shorter context")
+            # keep the checked ids (arrays as given; a list or tuple passed the check, then
+            # .language_model and batch() read its .ndim: an AttributeError)
+            object.__setattr__(self, split, ids)
 
     @property
     def language_model(self) -> bool:

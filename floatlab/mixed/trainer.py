@@ -69,7 +69,8 @@ DEFAULT_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true
 
 
 def _batches(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
-    """Index batches from a fresh seeded permutation each epoch (last partial batch dropped)."""
+    """Index batches from a fresh seeded permutation each epoch (last partial batch dropped;
+    a batch_size above ``n`` gives batches of all ``n`` rows)."""
     rng = np.random.default_rng(seed)
     per_epoch = max(n // batch_size, 1)
     while True:
@@ -173,9 +174,10 @@ class Trainer:
         Scheme each; ``"expand": True`` adds COAT's dynamic range expansion), stores Adam's
         moments that way (:class:`~floatlab.mixed.optim8bit.StateAdam`).
     scaler : "auto" (the policy's: a GradScaler for "16-mixed"), None, "dynamic", a number
-        (static scale), or a GradScaler / StaticScaler object. "bf16-mixed" refuses one, and
-        so do the bf16 recipes but MS-AMP's ("dynamic": torch's GradScaler with MS-AMP's
-        unscaling of FP8 weight gradients; see ``policy.takes_loss_scaler``).
+        (static scale), or a GradScaler / StaticScaler object, copied for each run (every fit
+        starts from its state; the run's copy is ``trainer.scaler``). "bf16-mixed" refuses
+        one, and so do the bf16 recipes but MS-AMP's ("dynamic": torch's GradScaler with
+        MS-AMP's unscaling of FP8 weight gradients; see ``policy.takes_loss_scaler``).
     loss_multiplier : λ, multiplies the loss (see the module docstring: a stand-in for a deep
         network's small gradients, not part of real training).
     hidden, activation : the MLP's hidden widths and activation (when ``model`` is None).
@@ -356,8 +358,9 @@ class Trainer:
                    weight_decay=self.weight_decay, **options)
 
     def _build_scaler(self) -> _LossScaler | None:
-        if self._scaler_object is not None:
-            return self._scaler_object
+        if self._scaler_object is not None:  # a copy: the caller's object (shared by every
+            # compare() entry, reused by a second fit) kept the last run's scale and tracker
+            return copy.deepcopy(self._scaler_object)
         spec = self.policy.scaler
         if spec is None:
             return None
@@ -371,25 +374,43 @@ class Trainer:
         """One line describing the experiment (used as the compare() table's header)."""
         data = None if data is None else _dataset(data)  # a Dataset, or a clear TypeError
         steps = None if steps is None else whole("describe: steps", steps)
+        opt = self._optimizer_label()
         if isinstance(data, SequenceDataset):
-            return describe_sequences(self, data, steps)
-        opt = f"{optimizer_label(self)} lr {self.lr:g}"
-        net = "-".join(map(str, ((data.features,) if data else ()) + self.hidden
-                           + ((data.classes,) if data else ())))
+            return describe_sequences(self, data, steps, opt)
+        # model= is described by itself (the widths of hidden= were shown for it)
+        net = (repr(self._model_in) if isinstance(self._model_in, Module)
+               else "Transformer (d_model 64, 4 heads, 2 layers)"
+               if self._model_in == "transformer" else "MLP " + "-".join(
+                   map(str, ((data.features,) if data else ()) + self.hidden
+                       + ((data.classes,) if data else ()))))
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
                "deep network would; a teaching device, not part of real training)"
                if self.loss_multiplier != 1 else "λ = 1")
         where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
                  if data else "")
-        run = f"{steps} steps of {self.batch_size}, " if steps else ""
+        rows = self.batch_size
+        if data and rows > len(data.X_train):  # each batch is every training row
+            rows = f"{len(data.X_train)} (every training row; batch_size {self.batch_size})"
+        run = f"{steps} steps of {rows}, " if steps else ""
         lists = f"torch's {self.policy.device.upper()} autocast op lists"
-        return f"{where}MLP {net}, {opt}, {run}{lam}, {lists}"
+        return f"{where}{net}, {opt}, {run}{lam}, {lists}"
+
+    def _optimizer_label(self) -> str:
+        """The optimizer and its learning rate, as the experiment line shows them."""
+        return f"{optimizer_label(self)} lr {self.lr:g}"
 
     # ------------------------------------------------------------------ running
     def evaluate(self, X: np.ndarray, y: np.ndarray, chunk: int = 2048) -> float:
-        """Accuracy of the trained model on (X, y), computed under the run's policy."""
+        """Accuracy of the trained classifier on (X, y), computed under the run's policy
+        (a sequence model's validation metrics are in its History)."""
         if self.model is None:
             raise RuntimeError("evaluate(): call fit() first")
+        if isinstance(self.model, Transformer):  # (X read as float features: "token ids must
+            # be integers, got dtype float32")
+            raise TypeError("evaluate(X, y) scores a classifier; this Trainer trained a "
+                            "Transformer on token sequences: its History holds the validation "
+                            "loss and next-token accuracy (final_val_loss, "
+                            "final_test_accuracy, history['val_loss'])")
         chunk = whole("evaluate: chunk", chunk)
         X = as_float_array(X, name="evaluate: X")
         y = as_array(y, "evaluate: y")
@@ -414,6 +435,17 @@ class Trainer:
 
         ``data`` defaults to :func:`~floatlab.mixed.teacher_gaussians` (seed 0). The run uses
         one BLAS thread; the previous limits are restored afterwards.
+
+        Every call is a new run from the seed: a fresh model (a new copy of ``model=``),
+        optimizer, scaler and batch order, so fitting twice repeats the run rather than
+        continuing it; fit once with more steps to train longer. (Lightning's ``Trainer.fit``
+        trains the module it is given in place and keeps its step counter, so a second call
+        starts from the trained weights, and after ``max_steps`` trains no further.)
+
+        >>> t = Trainer(progress=False)
+        >>> data = teacher_gaussians(n=256)
+        >>> t.fit(data, steps=2)["loss"].tolist() == t.fit(data, steps=2)["loss"].tolist()
+        True
         """
         data = _dataset(data)
         steps = whole("steps", steps)
@@ -556,11 +588,6 @@ def compare(
     steps = whole("steps", steps)
     progress = flag("progress", progress)  # "False" would show the bars (a truthy string)
     entries = _entries(precisions)
-    # Resolve every entry first, so a typo in the last one fails before the first run.
-    with warnings.catch_warnings():  # legacy-alias warnings come once, from the Trainer
-        warnings.simplefilter("ignore")
-        for entry in entries:
-            get_policy(entry.get("precision", "32-true") if isinstance(entry, dict) else entry)
     workers = 1 if workers is None else whole("workers", workers)
     jobs = []
     for entry in entries:
@@ -574,6 +601,12 @@ def compare(
             options["precision"] = entry
         options.setdefault("progress", progress and workers == 1)
         jobs.append((options, label))
+    # Build every entry's Trainer first (checks only: cheap), so a typo in the last entry's
+    # precision or options fails before the first run; each run builds its own.
+    with warnings.catch_warnings():  # legacy-alias warnings come once, from the run
+        warnings.simplefilter("ignore")
+        for options, _ in jobs:
+            Trainer(**options)
     if workers > 1 and len(jobs) > 1:
         from concurrent.futures import ProcessPoolExecutor
 

@@ -126,8 +126,10 @@ def training_curves(histories: Any, metric: str = "loss", ax: Axes | None = None
     - ``underflow_fraction`` (or ``underflow``), in [0, 1]
     - optional ``step`` (x values; default 0, 1, ...) and ``label`` / ``precision`` / ``name``
 
-    A run whose metric turns NaN / inf is marked with an x at its last finite value and the
-    step where it diverged (the "16-true" NaN of the seed article).
+    A run whose metric turns NaN / inf for good is marked with an x at its last finite value
+    and the step where it diverged (the "16-true" NaN of the seed article); NaNs between finite
+    values are steps without a value (a History's test_accuracy between evaluations): gaps,
+    with a dot on each value.
 
     >>> runs = {"32-true": {"loss": [1.0, 0.6, 0.4]}, "16-true": {"loss": [1.0, float("nan")]}}
     >>> ax = training_curves(runs)
@@ -143,12 +145,17 @@ def training_curves(histories: Any, metric: str = "loss", ax: Axes | None = None
     for i, (label, history) in enumerate(pairs):
         steps, values = _series(history, metric, label)
         color = f"C{i % 10}"
-        ax.plot(steps, values, color=color, linewidth=1.4, label=label)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            first = int(np.argmax(bad))
-            y = values[first - 1] if first else (np.nanmax(values[np.isfinite(values)])
-                                                 if np.isfinite(values).any() else 0.0)
+        # A run diverged where its values turn non-finite for good; a NaN followed by finite
+        # values means "not recorded at this step" (History's test_accuracy between
+        # evaluations, lost_updates on skipped steps): a gap, and a dot per value so that
+        # values between gaps show.
+        finite = np.isfinite(values)
+        first = values.size - int(np.argmax(finite[::-1])) if finite.any() else 0
+        gaps = not finite[:first].all()
+        ax.plot(steps, values, color=color, linewidth=1.4, label=label,
+                marker="." if gaps else None)
+        if first < values.size:
+            y = values[first - 1] if first else 0.0  # the last finite value
             ax.plot([steps[first]], [y], marker="X", markersize=10, color=color,
                     linestyle="none")
             word = "NaN" if np.isnan(values[first]) else "inf"
