@@ -38,7 +38,7 @@ Semantics
   array function: emulated, refused, or exact).
 * Functions that only move or select values (reshape, concatenate, sort, unique, take,
   ``np.max`` ...) and slicing keep the format; ``np.allclose``, ``np.argsort`` ... give plain
-  bools and indices.
+  bools and indices. Methods (``x.var()``, ``x.max()`` ...) call the matching np function.
 * Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
   original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
   chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
@@ -595,5 +595,5 @@ def __getattr__(name: str) -> Any:
 from floatlab.arith_numpy import FUNCTIONS as _MORE_FUNCTIONS  # noqa: E402
 
 _FUNCTIONS.update(_MORE_FUNCTIONS)
-# every other NumPy function: kept format, plain result or refused
+# every other NumPy function: kept format, plain result or refused; and the ndarray methods
 from floatlab.arith_coverage import unhandled as _unhandled  # noqa: E402

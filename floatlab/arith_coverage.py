@@ -1,4 +1,4 @@
-"""What every NumPy array function does to a FloatArray.
+"""What every NumPy array function does to a FloatArray, and FloatArray's ndarray methods.
 
 Each public function of ``np`` and ``np.linalg`` that NumPy dispatches to
 ``__array_function__`` is in exactly one class (a test enumerates them all):
@@ -20,6 +20,8 @@ Each public function of ``np`` and ``np.linalg`` that NumPy dispatches to
 >>> x = floatlab.array([3.0, 1.0, 2.0], "fp16")
 >>> np.max(x), np.sort(x), np.argmax(x)
 (FloatArray(float16, 3.0), FloatArray(float16, [1.0, 2.0, 3.0]), np.int64(0))
+>>> x.var(), x.max()
+(FloatArray(float16, 0.66650390625), FloatArray(float16, 3.0))
 """
 
 from __future__ import annotations
@@ -185,3 +187,50 @@ _FUNCTIONS.update({
     np.linalg.trace: _linalg_trace,
 })
 
+
+# --------------------------------------------------------------------------- methods
+
+def _method(func, name: str, words: str):
+    def method(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``np.{func.__name__}(x, ...)``: {words}."
+    return method
+
+
+_METHODS = {
+    "var": (np.var, "variance, every step rounded, sums through the accumulator"),
+    "std": (np.std, "square root of the variance, rounded once"),
+    "prod": (np.prod, "products left to right, each rounded"),
+    "cumprod": (np.cumprod, "running products, each rounded"),
+    "max": (np.max, "the largest value (exact)"), "min": (np.min, "the smallest value (exact)"),
+    "argmax": (np.argmax, "index of the largest value"),
+    "argmin": (np.argmin, "index of the smallest value"),
+    "clip": (np.clip, "values clipped to bounds converted to the format (exact)"),
+    "round": (np.round, "rounded to integers (exact)"),
+    "trace": (np.trace, "the diagonal's sum through the accumulator"),
+    "all": (np.all, "a plain bool"), "any": (np.any, "a plain bool"),
+    "squeeze": (np.squeeze, "length-1 axes removed"),
+    "swapaxes": (np.swapaxes, "two axes exchanged"),
+}
+for _name, (_func, _words) in _METHODS.items():
+    setattr(FloatArray, _name, _method(_func, _name, _words))
+
+
+def _flatten(self: FloatArray) -> FloatArray:
+    """A 1-D FloatArray of the values (a new array, as every FloatArray result is)."""
+    return self.ravel()
+
+
+def _item(self: FloatArray, *args: Any) -> float:
+    """One value as a Python float (``ndarray.item``)."""
+    return self.values.item(*args)
+
+
+def _sort(self: FloatArray, *args: Any, **kwargs: Any) -> None:
+    raise TypeError("FloatArray.sort() would sort in place (ndarray.sort does), and a "
+                    "FloatArray is not modified in place: use x = np.sort(x) (a new FloatArray)")
+
+
+FloatArray.flatten, FloatArray.item, FloatArray.sort = _flatten, _item, _sort

@@ -1,5 +1,5 @@
 """Every NumPy array function on a FloatArray: emulated, exact (keeps the format), plain, or
-refused (floatlab.arith_coverage).
+refused (floatlab.arith_coverage), and FloatArray's ndarray methods.
 
 Functions FloatArray did not handle ran on the exact float64 values and returned plain float64
 results (np.linalg.matmul, np.linalg.solve, np.max, np.cumulative_sum ... gave answers computed
@@ -56,6 +56,7 @@ def test_every_numpy_array_function_is_classified_once():
     (lambda x: np.pad(x, 1, mode="mean"), "np.pad with this mode .*constant"),
     (lambda x: np.linalg.matrix_power(x, 2), "matrix_power .*@"),
     (lambda x: np.put(x, [0], [5.0]), "np.put writes into its first argument.*x\\[index\\]"),
+    (lambda x: x.sort(), "sort in place.*np.sort\\(x\\)"),
 ])
 def test_functions_not_emulated_are_refused_with_a_way_out(call, words):
     with pytest.raises(TypeError, match=words):
@@ -101,3 +102,20 @@ def test_linalg_aliases_are_the_emulated_functions():
                                   np.trace(sq, axis1=-2, axis2=-1).values)
     assert isinstance(np.linalg.trace(sq), floatlab.FloatArray)
 
+
+def test_methods_call_the_functions():
+    rng = np.random.default_rng(7)
+    x = _fa(rng.standard_normal((3, 4)) * 10)
+    for name, args, kwargs in (("var", (), {"axis": 0, "ddof": 1}), ("std", (), {}),
+                               ("prod", (1,), {}), ("cumprod", (), {"axis": 0}),
+                               ("max", (), {"axis": 1}), ("min", (), {}), ("argmax", (), {}),
+                               ("argmin", (0,), {}), ("clip", (-1.0, 0.1), {}),
+                               ("round", (), {}), ("trace", (), {}), ("all", (), {}),
+                               ("any", (), {}), ("squeeze", (), {}), ("swapaxes", (0, 1), {})):
+        got, want = getattr(x, name)(*args, **kwargs), getattr(np, name)(x, *args, **kwargs)
+        assert type(got) is type(want), name
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert getattr(got, "fmt", x.fmt) == x.fmt
+    assert x.flatten().values.tolist() == x.values.ravel().tolist() and x.flatten().fmt == x.fmt
+    assert x.item(1) == x.values.item(1) and isinstance(x.item(1), float)
+    assert x.T.shape == (4, 3) and x.copy().fmt == x.fmt
