@@ -15,6 +15,7 @@ FloatArray(float8_e4m3fn, [3.0, 9.0, 28.0])
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,7 @@ def _np_tensordot(a, b, axes=2):
     keep_a = [i for i in range(a.ndim) if i not in axes_a]
     keep_b = [i for i in range(b.ndim) if i not in axes_b]
     def size(shape, axes):
-        return int(np.prod([shape[i] for i in axes], dtype=np.int64))
+        return math.prod(shape[i] for i in axes)
 
     k = size(a.shape, axes_a)  # (sizes spelled out: -1 is ambiguous in an empty reshape)
     a2 = a.transpose(keep_a + axes_a).reshape(size(a.shape, keep_a), k)
