@@ -345,20 +345,21 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
         return _unhandled(func, args, kwargs)  # selections, plain results, or refused
 
     # ------------------------------------------------------------------ methods
-    def sum(self, axis: int | None = None) -> FloatArray:
+    def sum(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """Sum through the array's accumulator (a FloatArray of its format)."""
-        return _sum(self, axis=axis)
+        return _np_sum(self, axis, **kwargs)
 
-    def mean(self, axis: int | None = None) -> FloatArray:
+    def mean(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """The accumulator's sum divided by the count, rounded once (faithful)."""
+        _no_extra_kwargs("mean", kwargs)
         # (checked here: self.shape[axis] would raise IndexError for an axis out of range)
         count = self.size if axis is None else self.shape[_check_axis(axis, self.ndim)]
         total = _sum(self, self.accumulator, axis=axis)
         return self._new(np.asarray(total.values) / count, self.fmt)
 
-    def cumsum(self, axis: int | None = None) -> FloatArray:
+    def cumsum(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """Running sums through the array's accumulator."""
-        return _cumsum(self, axis=axis)
+        return _np_cumsum(self, axis, **kwargs)
 
     def dot(self, other: Any) -> FloatArray:
         """Inner / matrix product through the array's accumulator (a scalar: the product)."""
@@ -515,8 +516,7 @@ def _np_sum(a, axis=None, **kwargs):
 
 
 def _np_mean(a, axis=None, **kwargs):
-    _no_extra_kwargs("mean", kwargs)
-    return a.mean(axis=axis)
+    return a.mean(axis, **kwargs)  # (the method checks the options)
 
 
 def _np_cumsum(a, axis=None, **kwargs):

@@ -116,6 +116,11 @@ def test_methods_call_the_functions():
         assert type(got) is type(want), name
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         assert getattr(got, "fmt", x.fmt) == x.fmt
+    for name in ("sum", "mean", "cumsum"):  # (they took axis only: keepdims=False was a
+        got = getattr(x, name)(0, keepdims=False)  # TypeError, dtype= an unexpected keyword)
+        np.testing.assert_array_equal(got.values, getattr(np, name)(x, 0).values)
+        with pytest.raises(TypeError, match=f"np.{name} on a FloatArray takes axis only"):
+            getattr(x, name)(dtype=np.float32)
     assert x.flatten().values.tolist() == x.values.ravel().tolist() and x.flatten().fmt == x.fmt
     assert x.item(1) == x.values.item(1) and isinstance(x.item(1), float)
     assert x.T.shape == (4, 3) and x.copy().fmt == x.fmt
