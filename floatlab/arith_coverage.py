@@ -95,8 +95,6 @@ REFUSED = {
     np.polyval: "use Horner's rule with the operators: r = p[0]; then r = r * x + c for each "
                 "later coefficient c",
     np.trapezoid: "use (np.diff(x) * (y[1:] + y[:-1]) / 2).sum()",
-    np.nanvar: "use np.var(x[~np.isnan(x)]) (emulated)",
-    np.nanstd: "use np.std(x[~np.isnan(x)]) (emulated)",
     np.bincount: "counts take integers and its weights would be summed in float64: group the "
                  "values and sum them with floatlab.sum",
     np.linalg.vector_norm: "use np.linalg.norm(x, ord, axis) (emulated)",

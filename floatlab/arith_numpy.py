@@ -380,6 +380,25 @@ def _np_nanmean(a, axis=None, **kwargs):
         return a._new(np.asarray(total.values) / count, a.fmt)
 
 
+def _np_nanvar(a, axis=None, ddof=0, **kwargs):
+    """np.var's steps on the values that are not NaN (NumPy's nanvar): their nanmean, the
+    rounded deviations and squares, summed through the accumulator with NaNs as +0, one
+    division by (count - ddof)."""
+    _no_extra_kwargs("nanvar", kwargs)
+    mean = _np_nanmean(a, axis=axis)
+    if axis is not None:
+        mean = np.expand_dims(mean, _check_axis(axis, a.ndim))
+    d = a - mean
+    total = _sum(_nan_filled(d * d, 0.0), axis=axis)
+    count = np.sum(~np.isnan(a.values), axis=None if axis is None else _check_axis(axis, a.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):  # count - ddof <= 0: inf / NaN
+        return a._new(np.asarray(total.values) / np.maximum(count - ddof, 0), a.fmt)
+
+
+def _np_nanstd(a, axis=None, ddof=0, **kwargs):
+    return np.sqrt(_np_nanvar(a, axis=axis, ddof=ddof, **kwargs))
+
+
 def _np_cumulative(name: str):
     def handler(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
         _no_out(name, out, dtype)
@@ -449,7 +468,7 @@ FUNCTIONS = {
     np.diff: _np_diff, np.ediff1d: _np_ediff1d, np.vdot: _np_vdot, np.convolve: _np_convolve,
     np.correlate: _np_correlate, np.nansum: _np_nansum, np.nancumsum: _np_nancumsum,
     np.nanprod: _np_nanprod, np.nancumprod: _np_nancumprod, np.nanmean: _np_nanmean,
-    np.nanmedian: _median_function("nanmedian"),
+    np.nanmedian: _median_function("nanmedian"), np.nanvar: _np_nanvar, np.nanstd: _np_nanstd,
     np.nanpercentile: _quantile_function("nanpercentile"),
     np.nanquantile: _quantile_function("nanquantile"),
     np.cumulative_sum: _np_cumulative("cumulative_sum"),

@@ -218,6 +218,15 @@ def test_nan_reductions_drop_nans_as_numpy_defines_them(mode):
                                   np.cumsum(np.where(np.isnan(x.values), 0.0, x), axis=1).values)
     np.testing.assert_array_equal(np.nancumprod(x, axis=1).values,
                                   np.cumprod(np.where(np.isnan(x.values), 1.0, x), axis=1).values)
+    for axis, ddof in ((0, 0), (1, 1), (None, 0)):  # nanvar: np.var's steps on the kept values
+        got = np.nanvar(x, axis=axis, ddof=ddof)
+        cols = x.values if axis == 1 else (x.values.T if axis == 0 else x.values.reshape(1, -1))
+        want = [float(np.var(x[i][~np.isnan(x[i].values)] if axis == 1 else
+                             _fa(c[~np.isnan(c)], "bf16", rounding=mode), ddof=ddof))
+                for i, c in enumerate(cols)]
+        assert np.ravel(got.values).tolist() == want
+        np.testing.assert_array_equal(np.nanstd(x, axis=axis, ddof=ddof).values,
+                                      np.sqrt(got).values)
     assert float(np.nanmedian(_fa([1.0, np.nan, 5.0, 2.0]))) == 2.0
     assert float(np.nanpercentile(_fa([1.0, np.nan, 5.0]), 50, method="higher")) == 5.0
 
