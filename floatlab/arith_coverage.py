@@ -231,4 +231,10 @@ def _sort(self: FloatArray, *args: Any, **kwargs: Any) -> None:
                     "FloatArray is not modified in place: use x = np.sort(x) (a new FloatArray)")
 
 
+def _format(self: FloatArray, spec: str) -> str:
+    """``f"{x.sum():.3f}"``: a format spec applies to the values, as for a 0-d ndarray."""
+    return format(self.values, spec) if spec else str(self)
+
+
 FloatArray.flatten, FloatArray.item, FloatArray.sort = _flatten, _item, _sort
+FloatArray.__format__ = _format

@@ -123,3 +123,8 @@ def test_methods_call_the_functions():
     assert x.flatten().values.tolist() == x.values.ravel().tolist() and x.flatten().fmt == x.fmt
     assert x.item(1) == x.values.item(1) and isinstance(x.item(1), float)
     assert x.T.shape == (4, 3) and x.copy().fmt == x.fmt
+    # a format spec was "unsupported format string passed to FloatArray.__format__"
+    assert f"{_fa(2.0**-11 + 1).sum():.4f} {np.max(_fa([1.5, 2.5])):g}" == "1.0000 2.5"
+    assert f"{_fa([1.0])}" == "FloatArray(float16, [1.0])"
+    with pytest.raises(TypeError, match="unsupported format string"):  # (as ndarray: 0-d only)
+        f"{x:.3f}"
