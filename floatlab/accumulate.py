@@ -29,6 +29,7 @@ in :mod:`floatlab.sequential`.
 from __future__ import annotations
 
 import builtins
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -558,7 +559,7 @@ def _as_columns(values: np.ndarray, axis: Any) -> tuple[np.ndarray, tuple[int, .
 
 
 def _count(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 # The products run the Accumulator above (floatlab.products imports this module).

@@ -31,11 +31,14 @@ Semantics
   ``np.outer`` / ``np.kron`` round each product; ``np.clip``, ``np.where``, ``np.round``
   (decimals=0), ``np.ptp``, ``np.median`` and ``np.percentile`` / ``np.quantile`` with a
   selecting method select exact values or round once (:mod:`floatlab.arith_numpy`).
-  ``np.einsum``, ``np.round`` with decimals and interpolating percentiles are refused with a
-  supported spelling.
-* Other NumPy functions (``np.allclose``, ``np.max``, ``np.argsort`` ...) see the exact float64
-  values and return plain arrays, never FloatArrays; shape functions (reshape, transpose,
-  concatenate, stack, sort ...) and slicing keep the format.
+  ``np.diff`` rounds each difference; ``np.vdot`` / ``np.convolve`` / ``np.correlate`` and the
+  nan-reductions (NaNs replaced as NumPy does) run through the accumulator. ``np.einsum``,
+  ``np.round`` with decimals, interpolating percentiles, solvers and factorisations are
+  refused with a supported spelling (:mod:`floatlab.arith_coverage` classifies every NumPy
+  array function: emulated, refused, or exact).
+* Functions that only move or select values (reshape, concatenate, sort, unique, take,
+  ``np.max`` ...) and slicing keep the format; ``np.allclose``, ``np.argsort`` ... give plain
+  bools and indices. Methods (``x.var()``, ``x.max()`` ...) call the matching np function.
 * Indexing, slicing, ``.T`` and reshaping give new FloatArrays that share nothing with the
   original (NumPy and torch give views): ``x[i] = v`` rounds ``v`` into ``x`` only, so a
   chained ``m[0][1] = v`` or ``m.T[0] = v`` leaves ``m`` unchanged; index once, ``m[0, 1] = v``.
@@ -343,23 +346,24 @@ class FloatArray(np.lib.mixins.NDArrayOperatorsMixin):
             return handler(*args, **kwargs)
         if func in _SHAPE_FUNCTIONS:
             return _shape_function(func, args, kwargs)
-        return func(*_plain(args), **_plain(kwargs))
+        return _unhandled(func, args, kwargs)  # selections, plain results, or refused
 
     # ------------------------------------------------------------------ methods
-    def sum(self, axis: int | None = None) -> FloatArray:
+    def sum(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """Sum through the array's accumulator (a FloatArray of its format)."""
-        return _sum(self, axis=axis)
+        return _np_sum(self, axis, **kwargs)
 
-    def mean(self, axis: int | None = None) -> FloatArray:
+    def mean(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """The accumulator's sum divided by the count, rounded once (faithful)."""
+        _no_extra_kwargs("mean", kwargs)
         # (checked here: self.shape[axis] would raise IndexError for an axis out of range)
         count = self.size if axis is None else self.shape[_check_axis(axis, self.ndim)]
         total = _sum(self, self.accumulator, axis=axis)
         return self._new(np.asarray(total.values) / count, self.fmt)
 
-    def cumsum(self, axis: int | None = None) -> FloatArray:
+    def cumsum(self, axis: int | None = None, **kwargs: Any) -> FloatArray:
         """Running sums through the array's accumulator."""
-        return _cumsum(self, axis=axis)
+        return _np_cumsum(self, axis, **kwargs)
 
     def dot(self, other: Any) -> FloatArray:
         """Inner / matrix product through the array's accumulator (a scalar: the product)."""
@@ -516,8 +520,7 @@ def _np_sum(a, axis=None, **kwargs):
 
 
 def _np_mean(a, axis=None, **kwargs):
-    _no_extra_kwargs("mean", kwargs)
-    return a.mean(axis=axis)
+    return a.mean(axis, **kwargs)  # (the method checks the options)
 
 
 def _np_cumsum(a, axis=None, **kwargs):
@@ -596,3 +599,5 @@ def __getattr__(name: str) -> Any:
 from floatlab.arith_numpy import FUNCTIONS as _MORE_FUNCTIONS  # noqa: E402
 
 _FUNCTIONS.update(_MORE_FUNCTIONS)
+# every other NumPy function: kept format, plain result or refused; and the ndarray methods
+from floatlab.arith_coverage import unhandled as _unhandled  # noqa: E402

@@ -15,6 +15,7 @@ FloatArray(float8_e4m3fn, [3.0, 9.0, 28.0])
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,7 @@ def _np_tensordot(a, b, axes=2):
     keep_a = [i for i in range(a.ndim) if i not in axes_a]
     keep_b = [i for i in range(b.ndim) if i not in axes_b]
     def size(shape, axes):
-        return int(np.prod([shape[i] for i in axes], dtype=np.int64))
+        return math.prod(shape[i] for i in axes)
 
     k = size(a.shape, axes_a)  # (sizes spelled out: -1 is ambiguous in an empty reshape)
     a2 = a.transpose(keep_a + axes_a).reshape(size(a.shape, keep_a), k)
@@ -196,11 +197,17 @@ def _np_ptp(a, axis=None, **kwargs):
         np.min(a.values, axis=axis), a.fmt, exact=True)
 
 
-def _np_median(a, axis=None, **kwargs):
-    """The middle value, or the two middle values' mean rounded once (correctly rounded for
-    the formats of :func:`~floatlab.arith.correctly_rounded`, as ``+`` and ``/`` are)."""
-    _no_extra_kwargs("median", kwargs)
-    return a._new(np.median(a.values, axis=axis), a.fmt)
+def _median_function(name: str):
+    numpy_function = getattr(np, name)
+
+    def handler(a, axis=None, **kwargs):
+        """The middle value, or the two middle values' mean rounded once (correctly rounded
+        for the formats of :func:`~floatlab.arith.correctly_rounded`, as ``+`` and ``/``
+        are); nanmedian: of the values that are not NaN."""
+        _no_extra_kwargs(name, kwargs)
+        return a._new(numpy_function(a.values, axis=axis), a.fmt)
+
+    return handler
 
 
 _SELECTING = ("inverted_cdf", "closest_observation", "lower", "higher", "nearest")
@@ -256,6 +263,189 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's na
     return x._new(pick(sums.values), x.fmt, exact=True)
 
 
+def _np_diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """``n`` rounds of ``x[1:] - x[:-1]`` along ``axis``, each difference rounded once (the
+    ``prepend`` / ``append`` values converted to the format first, as operands are)."""
+    lead = _lead(a, prepend, append)
+    a = _fa(a, lead)
+    if a.ndim == 0:
+        raise ValueError("diff requires input that is at least one dimensional: pass a 1-D "
+                         "FloatArray")
+    axis = _check_axis(axis, a.ndim)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"np.diff's n is the number of differences, an int: got {n!r}")
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n!r}: pass n=1, 2, ...")
+    parts = []
+    for extra in (prepend, a, append):
+        if extra is np._NoValue:
+            continue
+        extra = _fa(extra, a)
+        if extra.ndim == 0:
+            shape = list(a.shape)
+            shape[axis] = 1
+            extra = extra._new(np.broadcast_to(extra.values, shape), extra.fmt, exact=True)
+        parts.append(extra)
+    if len(parts) > 1:
+        a = np.concatenate(parts, axis=axis)
+    for _ in range(n):
+        a = np.take(a, range(1, a.shape[axis]), axis) - np.take(a, range(a.shape[axis] - 1), axis)
+    return a
+
+
+def _np_ediff1d(ary, to_end=None, to_begin=None):
+    """np.diff of the flattened array, ``to_begin`` / ``to_end`` (converted) around it."""
+    lead = _lead(ary, to_end, to_begin)
+    parts = [_fa(np.ravel(np.asarray(v)), lead) for v in (to_begin,) if v is not None]
+    parts.append(_np_diff(_fa(ary, lead).ravel()))
+    parts += [_fa(np.ravel(np.asarray(v)), lead) for v in (to_end,) if v is not None]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _np_vdot(a, b):
+    """The flattened arrays' inner product through the accumulator (real: no conjugate)."""
+    lead = _lead(a, b)
+    a, b = _fa(a, lead), _fa(b, lead)
+    if a.size != b.size:
+        raise ValueError(f"vdot: vectors have different lengths ({a.size} and {b.size}): "
+                         "pass arrays of the same size")
+    return _dot(a.ravel(), b.ravel())
+
+
+def _np_convolve(a, v, mode="full", late=False):
+    """Each output ``sum_k a[n - k] * v[k]`` one dot product through the accumulator (k
+    ascending); the terms past the ends are exact zeros, which change no nonzero sum.
+    ``late``: mode 'same' centred as np.correlate centres it for a v longer than a."""
+    lead = _lead(a, v)
+    a, v = (_fa(x, lead).reshape(-1) if np.ndim(x) == 0 else _fa(x, lead) for x in (a, v))
+    plain = np.convolve(np.zeros(a.shape), np.zeros(v.shape), mode)  # NumPy's checks, length
+    m, k = a.size, v.size
+    padded = np.concatenate([np.zeros(k - 1), a.values, np.zeros(k - 1)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, k)[:, ::-1]  # a[n - k]
+    short = min(m, k) - 1
+    start = {"full": 0, "same": short - short // 2 if late else short // 2, "valid": short}[mode]
+    windows = windows[start:start + plain.size]
+    from floatlab.accumulate import matmul
+
+    return matmul(a._new(windows, a.fmt, exact=True), v).reshape(plain.shape)
+
+
+def _np_correlate(a, v, mode="valid"):
+    """``sum_n a[n + k] * v[n]`` through the accumulator: np.convolve with v reversed."""
+    lead = _lead(a, v)
+    a, v = _fa(a, lead), _fa(v, lead)
+    if v.ndim == 1:
+        v = v[::-1]
+    return _np_convolve(a, v, mode, late=v.size > a.size)
+
+
+def _nan_filled(a: FloatArray, fill: float) -> FloatArray:
+    """``a`` with its NaNs replaced by ``fill`` (NumPy's nansum / nanprod rule)."""
+    return a._new(np.where(np.isnan(a.values), fill, a.values), a.fmt, exact=True)
+
+
+def _np_nansum(a, axis=None, **kwargs):
+    _no_extra_kwargs("nansum", kwargs)
+    return _sum(_nan_filled(a, 0.0), axis=axis)
+
+
+def _np_nancumsum(a, axis=None, **kwargs):
+    _no_extra_kwargs("nancumsum", kwargs)
+    from floatlab.accumulate import cumsum
+
+    return cumsum(_nan_filled(a, 0.0), axis=axis)
+
+
+def _np_nanprod(a, axis=None, **kwargs):
+    _no_extra_kwargs("nanprod", kwargs)
+    return _products(_nan_filled(a, 1.0), axis, keep=False)
+
+
+def _np_nancumprod(a, axis=None, **kwargs):
+    _no_extra_kwargs("nancumprod", kwargs)
+    return _products(_nan_filled(a, 1.0), axis, keep=True)
+
+
+def _np_nanmean(a, axis=None, **kwargs):
+    """nansum through the accumulator divided by the count of non-NaN values, rounded once
+    (NaN, with NumPy's RuntimeWarning, where there is none)."""
+    _no_extra_kwargs("nanmean", kwargs)
+    total = _sum(_nan_filled(a, 0.0), axis=axis)
+    count = np.sum(~np.isnan(a.values), axis=None if axis is None else _check_axis(axis, a.ndim))
+    if np.any(count == 0):
+        import warnings
+
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return a._new(np.asarray(total.values) / count, a.fmt)
+
+
+def _np_nanvar(a, axis=None, ddof=0, **kwargs):
+    """np.var's steps on the values that are not NaN (NumPy's nanvar): their nanmean, the
+    rounded deviations and squares, summed through the accumulator with NaNs as +0, one
+    division by (count - ddof)."""
+    _no_extra_kwargs("nanvar", kwargs)
+    mean = _np_nanmean(a, axis=axis)
+    if axis is not None:
+        mean = np.expand_dims(mean, _check_axis(axis, a.ndim))
+    d = a - mean
+    total = _sum(_nan_filled(d * d, 0.0), axis=axis)
+    count = np.sum(~np.isnan(a.values), axis=None if axis is None else _check_axis(axis, a.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):  # count - ddof <= 0: inf / NaN
+        return a._new(np.asarray(total.values) / np.maximum(count - ddof, 0), a.fmt)
+
+
+def _np_nanstd(a, axis=None, ddof=0, **kwargs):
+    return np.sqrt(_np_nanvar(a, axis=axis, ddof=ddof, **kwargs))
+
+
+def _np_cumulative(name: str):
+    def handler(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        _no_out(name, out, dtype)
+        if x.ndim == 0:
+            raise ValueError(f"np.{name} of a 0-d FloatArray: it needs an array of at least "
+                             "one dimension (x.reshape(1))")
+        if axis is None:
+            if x.ndim != 1:
+                raise ValueError(f"np.{name} of a {x.ndim}-D FloatArray needs axis=: pass "
+                                 "the axis to run along")
+            axis = 0
+        axis = _check_axis(axis, x.ndim)
+        if name == "cumulative_sum":
+            from floatlab.accumulate import cumsum
+
+            running = cumsum(x, axis=axis)
+        else:
+            running = _products(x, axis, keep=True)
+        if include_initial is not True:
+            return running
+        shape = list(x.shape)
+        shape[axis] = 1
+        first = x._new(np.full(shape, 0.0 if name == "cumulative_sum" else 1.0), x.fmt)
+        return np.concatenate([first, running], axis=axis)
+
+    return handler
+
+
+def _np_nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN to ``nan``, +-inf to the format's largest finite values (NumPy: the dtype's), or
+    to ``posinf`` / ``neginf``; the replacements converted to the format."""
+    big = x.fmt.max
+    values = x.values
+    filled = np.where(np.isnan(values), x._weak(nan, x.fmt), values)
+    filled = np.where(values == np.inf, big if posinf is None else x._weak(posinf, x.fmt),
+                      filled)
+    low = -big if x.fmt.signed else x.fmt.min
+    filled = np.where(values == -np.inf, low if neginf is None else x._weak(neginf, x.fmt),
+                      filled)
+    return x._new(filled, x.fmt, exact=True)
+
+
+def _np_fix(x, out=None):
+    _no_out("fix", out)
+    return np.trunc(x)  # an integer of the format's range is a value of it: exact
+
+
 def _np_einsum(*args, **kwargs):
     _refuse("einsum", "write it with @ / floatlab.matmul, np.tensordot, np.inner, np.outer or "
             ".sum(axis), which run through the accumulator")
@@ -271,7 +461,17 @@ FUNCTIONS = {
     np.inner: _np_inner, np.outer: _np_outer, np.kron: _np_kron, np.tensordot: _np_tensordot,
     np.trace: _np_trace, np.prod: _np_prod, np.cumprod: _np_cumprod, np.var: _np_var,
     np.std: _np_std, np.average: _np_average, np.clip: _np_clip, np.round: _np_round,
-    np.around: _np_round, np.where: _np_where, np.ptp: _np_ptp, np.median: _np_median,
+    np.around: _np_round, np.where: _np_where, np.ptp: _np_ptp,
+    np.median: _median_function("median"),
     np.percentile: _quantile_function("percentile"), np.quantile: _quantile_function("quantile"),
     np.einsum: _np_einsum, np.linalg.norm: _np_norm,
+    np.diff: _np_diff, np.ediff1d: _np_ediff1d, np.vdot: _np_vdot, np.convolve: _np_convolve,
+    np.correlate: _np_correlate, np.nansum: _np_nansum, np.nancumsum: _np_nancumsum,
+    np.nanprod: _np_nanprod, np.nancumprod: _np_nancumprod, np.nanmean: _np_nanmean,
+    np.nanmedian: _median_function("nanmedian"), np.nanvar: _np_nanvar, np.nanstd: _np_nanstd,
+    np.nanpercentile: _quantile_function("nanpercentile"),
+    np.nanquantile: _quantile_function("nanquantile"),
+    np.cumulative_sum: _np_cumulative("cumulative_sum"),
+    np.cumulative_prod: _np_cumulative("cumulative_prod"),
+    np.nan_to_num: _np_nan_to_num, np.fix: _np_fix,
 }

@@ -165,10 +165,10 @@ def _computed(result: Any, fmt: Format) -> np.ndarray:
     """f's result as float64 values, refused if it left ``fmt`` without saying so.
 
     A FloatArray (of any format) is what f computed. A plain array or number is what f's
-    operations gave outside FloatArray: a NumPy function FloatArray does not emulate
-    (np.median, np.interp, np.fft.fft ...) or np.asarray(x) computes on the exact float64
-    values. Where that gives values ``fmt`` cannot hold, measuring them would report the
-    error of a float64 computation rounded once (0 bits of error) as the format's.
+    operations gave outside FloatArray: np.asarray(x) (or a function called on it) computes on
+    the exact float64 values (NumPy functions FloatArray does not emulate are refused). Where
+    that gives values ``fmt`` cannot hold, measuring them would report the error of a float64
+    computation rounded once (0 bits of error) as the format's.
     """
     values = _values(result, "f")
     if isinstance(result, FloatArray):
@@ -181,11 +181,10 @@ def _computed(result: Any, fmt: Format) -> np.ndarray:
         example = float(finite[~kept][0])
         raise ValueError(
             f"f returned a plain {type(result).__name__} holding {example!r}, which is not a "
-            f"value of {fmt.name}: part of f ran outside the format (NumPy functions "
-            "FloatArray does not emulate, such as np.median, np.interp or np.fft.fft, and "
-            "np.asarray(x) compute on the exact float64 values), so its error would not be "
-            f"{fmt.name}'s. Write f with FloatArray operations, or round such a step back "
-            "with floatlab.array(value, x.fmt)")
+            f"value of {fmt.name}: part of f ran outside the format (np.asarray(x) and "
+            "functions called on it compute on the exact float64 values), so its error "
+            f"would not be {fmt.name}'s. Write f with FloatArray operations, or round such a "
+            "step back with floatlab.array(value, x.fmt)")
     return values
 
 

@@ -29,6 +29,7 @@ per-slice products, so a seeded stack equals them too.
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import numpy as np
@@ -249,4 +250,4 @@ class _StackTerms(_Terms):
 
 
 def _count(shape: tuple) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)

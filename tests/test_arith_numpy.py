@@ -17,6 +17,8 @@ from exact_arith import round_fraction
 import floatlab
 
 FP16 = floatlab.get_format("fp16")
+MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
+FORMATS = ("fp16", "bf16", "float8_e4m3fn")
 
 
 def _fa(x, fmt="fp16", **kw):
@@ -128,3 +130,119 @@ def test_norm_orders_against_the_exact_steps():
     assert float(np.linalg.norm(m, 1)) == 6.0 and float(np.linalg.norm(m, -1)) == 4.0
     assert float(np.linalg.norm(m, np.inf)) == 7.0 and float(np.linalg.norm(m, -np.inf)) == 3.0
     assert np.linalg.norm(m, 1, axis=1).values.tolist() == [3.0, 7.0]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("mode", MODES)
+def test_diff_rounds_each_difference_once(fmt, mode):
+    rng = np.random.default_rng(3)
+    x = _fa(rng.standard_normal(12) * 8, fmt, rounding=mode)
+    got = np.diff(x, n=2, prepend=0.3)
+    level = [Fraction(float(floatlab.round(0.3, fmt)))] + [Fraction(float(v)) for v in x.values]
+    for _ in range(2):
+        level = [round_fraction(b - a, x.fmt, mode) for a, b in zip(level, level[1:], strict=False)]
+    assert got.fmt == x.fmt and got.values.tolist() == [float(q) for q in level]
+    m = _fa(rng.standard_normal((3, 4)), fmt, rounding=mode)
+    np.testing.assert_array_equal(np.diff(m, axis=0).values, (m[1:] - m[:-1]).values)
+    np.testing.assert_array_equal(np.ediff1d(m, to_begin=[7.0]).values,
+                                  np.concatenate([_fa([7.0], fmt), np.diff(m.ravel())]).values)
+    with pytest.raises(ValueError, match="order must be non-negative"):
+        np.diff(x, n=-1)
+    with pytest.raises(TypeError, match="n is the number of differences, an int: got 1.0"):
+        np.diff(x, n=1.0)
+    with pytest.raises(TypeError, match="boolean"):
+        np.diff(x, prepend=True)
+
+
+def _accumulated(terms, fmt, mode):
+    """The default accumulator: exact products, each addition rounded once."""
+    total = Fraction(0)
+    for t in terms:
+        total = round_fraction(total + t, fmt, mode)
+    return float(total)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("mode", MODES)
+def test_vdot_convolve_correlate_through_the_accumulator(fmt, mode):
+    rng = np.random.default_rng(4)
+    a = _fa(rng.standard_normal(9) * 4, fmt, rounding=mode)
+    v = _fa(rng.standard_normal(4), fmt, rounding=mode)
+    fa, fv = ([Fraction(float(t)) for t in z.values] for z in (a, v))
+    full = [_accumulated([fa[n - k] * fv[k] for k in range(4) if 0 <= n - k < 9], a.fmt, mode)
+            for n in range(12)]
+    assert np.convolve(a, v).values.tolist() == full
+    assert np.convolve(a, v, "valid").values.tolist() == full[3:9]
+    assert np.convolve(a, v, "same").values.tolist() == full[1:10]
+    # correlate(a, v) is convolve(a, v reversed); in NumPy's float64 the same identity holds
+    assert np.correlate(a, v, "full").values.tolist() == np.convolve(a, v[::-1]).values.tolist()
+    assert np.correlate(a, v).shape == np.correlate(a.values, v.values).shape == (6,)
+    assert float(np.vdot(a[:8].reshape(2, 4), a[:8])) == _accumulated(
+        [t * t for t in fa[:8]], a.fmt, mode)
+    # small integers: NumPy's float64 is exact, and so is the emulation
+    for m, k in ((9, 4), (4, 9), (5, 5), (1, 3), (2, 5), (4, 6), (6, 3)):
+        ia, iv = rng.integers(-9, 9, m).astype(float), rng.integers(-9, 9, k).astype(float)
+        for how in ("full", "same", "valid"):
+            for f in (np.convolve, np.correlate):
+                got = f(_fa(ia, "fp16"), _fa(iv, "fp16"), how)
+                assert got.values.tolist() == f(ia, iv, how).tolist(), (f, m, k, how)
+    two = _fa(2.0, fmt)  # (a 0-d operand is a vector of one, as in NumPy)
+    assert np.convolve(two, a).values.tolist() == (a * 2).values.tolist()
+    assert np.correlate(a, two).values.tolist() == (a * 2).values.tolist()
+    ones = _fa(np.ones(4096))
+    assert float(np.vdot(ones, ones)) == 2048.0 and float(np.convolve(ones, ones)[4095]) == 2048.0
+    with pytest.raises(ValueError, match="different lengths"):
+        np.vdot(a, v)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nan_reductions_drop_nans_as_numpy_defines_them(mode):
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal((4, 6)) * 50
+    values[rng.random((4, 6)) < 0.3] = np.nan
+    x = _fa(values, "bf16", rounding=mode)
+    kept = [[Fraction(float(v)) for v in row if not np.isnan(v)] for row in x.values.T]
+    sums = [_accumulated(col, x.fmt, mode) for col in kept]
+    assert np.nansum(x, axis=0).values.tolist() == sums
+    prods = []
+    for col in kept:
+        p = Fraction(1)
+        for t in col:
+            p = round_fraction(p * t, x.fmt, mode)
+        prods.append(float(p))
+    assert np.nanprod(x, axis=0).values.tolist() == prods
+    means = [float(round_fraction(Fraction(s) / len(c), x.fmt, mode))
+             for s, c in zip(sums, kept, strict=True)]
+    assert np.nanmean(x, axis=0).values.tolist() == means
+    np.testing.assert_array_equal(np.nancumsum(x, axis=1).values,
+                                  np.cumsum(np.where(np.isnan(x.values), 0.0, x), axis=1).values)
+    np.testing.assert_array_equal(np.nancumprod(x, axis=1).values,
+                                  np.cumprod(np.where(np.isnan(x.values), 1.0, x), axis=1).values)
+    for axis, ddof in ((0, 0), (1, 1), (None, 0)):  # nanvar: np.var's steps on the kept values
+        got = np.nanvar(x, axis=axis, ddof=ddof)
+        cols = x.values if axis == 1 else (x.values.T if axis == 0 else x.values.reshape(1, -1))
+        want = [float(np.var(x[i][~np.isnan(x[i].values)] if axis == 1 else
+                             _fa(c[~np.isnan(c)], "bf16", rounding=mode), ddof=ddof))
+                for i, c in enumerate(cols)]
+        assert np.ravel(got.values).tolist() == want
+        np.testing.assert_array_equal(np.nanstd(x, axis=axis, ddof=ddof).values,
+                                      np.sqrt(got).values)
+    assert float(np.nanmedian(_fa([1.0, np.nan, 5.0, 2.0]))) == 2.0
+    assert float(np.nanpercentile(_fa([1.0, np.nan, 5.0]), 50, method="higher")) == 5.0
+
+
+def test_cumulative_nan_to_num_and_fix():
+    x = _fa(np.ones(4096))
+    assert float(np.cumulative_sum(x)[-1]) == 2048.0  # as cumsum, not float64's 4096
+    got = np.cumulative_sum(_fa([1.0, 2.0]), include_initial=True)
+    assert got.values.tolist() == [0.0, 1.0, 3.0]
+    three = _fa([3.0, 3.0, 3.0], "float8_e4m3fn")
+    assert np.cumulative_prod(three).values.tolist() == [3.0, 9.0, 28.0]  # 27: a tie, to 28
+    with pytest.raises(ValueError, match="needs axis="):
+        np.cumulative_sum(_fa(np.ones((2, 2))))
+    with pytest.raises(ValueError, match="0-d FloatArray: it needs an array of at least one"):
+        np.cumulative_prod(_fa(2.0))
+    special = _fa([np.nan, np.inf, -np.inf, 1.5])
+    assert np.nan_to_num(special).values.tolist() == [0.0, 65504.0, -65504.0, 1.5]
+    assert np.nan_to_num(special, posinf=0.1).values[1] == float(floatlab.round(0.1, "fp16"))
+    assert np.fix(_fa([-2.5, 2.5])).values.tolist() == [-2.0, 2.0]
