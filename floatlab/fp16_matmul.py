@@ -102,6 +102,7 @@ _FAST_MAGIC = True  # switch for the tests, which check the magic path equal to 
 _TILE_OUTPUTS = 32768  # running sums per tile: 256 KiB per buffer, in L2 (a few % over 16K)
 _FP16_EXPONENT = np.uint64(0x7FF0000000000000)
 _FP16_MAGIC = np.uint64((42 << 52) + (1 << 51))  # exponent field of 2**e -> 1.5 * 2**(e + 42)
+_NEGATE_SHIFT = np.uint64((1 << 63) + (42 << 52))  # bits of w -> bits of -w * 2**42 (scaled loop)
 _FP16_SUBNORMAL_MAGIC = 1.5 * 2.0**28  # M of the subnormal binade: 1.5 * 2**52 * 2**-24
 
 
@@ -121,8 +122,9 @@ def _float16_magic(a: np.ndarray, b: np.ndarray, tile: int = _TILE_OUTPUTS,
     U: float64's rounding to nearest even rounds v to a multiple of U, ties to an even
     multiple (M / U is even), and subtracting M is exact (Sterbenz). That is fp16's rounding
     of v: no overflow (the caller's bound), a carry to 2**(E+1) is an fp16 value too.
-    Where :func:`_float16_scale_applies` says so, the sums run scaled by 2**-1009 and the clamp
-    is not needed (five passes per addition instead of six; see :func:`_float16_scale_applies`).
+    Where :func:`_float16_scale_applies` says so, the sums run scaled by 2**-1009, where one
+    integer addition on the bits of v makes a magic constant that needs neither the mask nor
+    the clamp (four passes per addition instead of six; see :func:`_float16_scale_applies`).
     Zeros: (v + M) - M gives +0 where the float16 cast gives -0 for a tiny negative v, so the
     running sum t is never -0 and t + x never reads the sign of a zero product x (t + 0 = t
     for t != 0, +0 + (+-0) = +0). A zero's sign changes no later value (only a sum of two
@@ -185,6 +187,7 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
     # constants as arrays: NumPy converts a scalar operand on every call, and its maximum
     # loop is faster with two arrays than with an array and a scalar
     exponent, offset = np.array(_FP16_EXPONENT), np.array(_FP16_MAGIC)
+    negate_shift = np.array(_NEGATE_SHIFT)
     floor = np.full((1, 1) if scaled else shape, _FP16_SUBNORMAL_MAGIC)  # (scaled: unused)
     add, subtract, bitwise_and, maximum = np.add, np.subtract, np.bitwise_and, np.maximum
     # (a small ufunc buffer for _outer_blocks' multiplies; the passes are unaffected)
@@ -209,9 +212,8 @@ def _float16_magic_rows(a: np.ndarray, b: np.ndarray, tile: int, counts: np.ndar
                     tb, low = out_bits[start : start + r], floor[:r]
                 if scaled:
                     for product in block:  # (local names, positional out: a few %, narrow outputs)
-                        add(t, product, t)  # v * 2**-1009
-                        bitwise_and(tb, exponent, mb)
-                        add(mb, offset, mb)  # M * 2**-1009 (the subnormal field 0 gives the floor)
+                        add(t, product, t)  # w = v * 2**-1009
+                        add(tb, negate_shift, mb)  # M = -w * 2**42 (see _float16_scale_applies)
                         add(t, mg, t)
                         subtract(t, mg, t)  # fp16's rounding of v, times 2**-1009
                     continue
@@ -250,14 +252,14 @@ def _float16_scaled(a: np.ndarray, b: np.ndarray, tile: int, bits: tuple[int, in
 
 
 def _float16_scale_pays(a: np.ndarray, b: np.ndarray, tile: int, known: bool = False) -> bool:
-    """Whether the scaled loop's saving (one pass and one call per addition) outweighs what it
-    adds (its check, scaling the operands and the result; measured, microseconds): not on the
-    lab's fwd 3 (few additions per output). ``known``: both operands' formats are known, so
-    the check makes no passes over them (5 us less: dgrad 3 then scales, 343 -> 321 us)."""
+    """Whether the scaled loop's saving (two passes and two calls per addition) outweighs what
+    it adds (its check, scaling the operands and the result; measured, microseconds).
+    ``known``: both operands' formats are known, so the check makes no passes over them (5 us
+    less: dgrad 3 then scales, 343 -> 321 us)."""
     n, k = a.shape
     m = b.shape[1]
     tiles = -(-n // builtins.max(1, tile // m))
-    saving = k * (tiles * _CALL_US + n * m * _PASS_NS / 5 * 1e-3)
+    saving = 2 * k * (tiles * _CALL_US + n * m * _PASS_NS / 5 * 1e-3)
     return saving > (3.0 if known else 8.0) + (a.size + b.size) * 1.5e-3 + n * m * 0.5e-3
 
 
@@ -267,13 +269,32 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] |
     subnormal range makes the clamp of M to fp16's subnormal quantum unnecessary.
 
     Scaled by 2**-1009, fp16's binade [2**-14, 2**-13) is [2**-1023, 2**-1022), float64's top
-    subnormal binade, and every |v| < 2**-13 is a float64 subnormal (exponent field 0). The
-    mask and the integer addition of :func:`_float16_magic` turn field f into
-    M = 1.5 * 2**(f + 42 - 1023): for f >= 1 (|v| >= 2**-13) that is 1.5 * 2**52 * U with U the
-    scaled fp16 quantum 2**(E - 10 - 1009), as unscaled; for f = 0 it is 1.5 * 2**52 * 2**-1033,
-    and 2**-1033 is fp16's quantum 2**-24 scaled, the right one for all of |v| < 2**-13 (fp16's
-    subnormals and its binade -14). So the maximum with the floor is not needed. The rest of
-    the proof holds scaled if every scaled value is the unscaled one times 2**-1009, exactly:
+    subnormal binade, and every |v| < 2**-13 is a float64 subnormal (exponent field 0); fp16's
+    quantum 2**-24 is 2**-1033 scaled, and its quantum in binade E >= -13 is U = 2**(E - 1019).
+    The scaled loop rounds the scaled sum w = v * 2**-1009 as (w + M) - M with
+    M = -w * 2**42 for a normal w (one integer addition on w's bits: 42 to the exponent field,
+    2**63 flips the sign bit; no carry, the field stays below 2047), and for a subnormal w
+    (field 0, fraction m, w = m * 2**-1074) the same addition gives
+    M = -sign(w) * (2**-981 + m * 2**-1033). Why (w + M) - M is fp16's rounding of w, ties
+    to even (take w > 0; w < 0 is its mirror, w = +-0 gives +0 -- the zero totals' rule above):
+
+    * w normal, w = s * 2**(e - 52) with s a 53-bit integer: M = -s * U (U = 2**(e - 10), the
+      fp16 quantum), a multiple of U, and |w + M| = w * (2**42 - 1). Where that lies in
+      [2**(e + 42), 2**(e + 43)), float64's ulp is U, so fl(w + M) = M + RN_U(w) (M is on
+      the grid; at a tie w = (n + 1/2) U, s = (2n + 1) * 2**41 is even, so the even multiple of
+      U for w + M is the even one for w), and subtracting M is exact (Sterbenz: the same sign,
+      within a factor 2). Below 2**(e + 42) -- only for w < 2**e * (1 + 1 / (2**42 - 1)), i.e.
+      w within 2**(e - 42) of 2**e -- the ulp is U / 2 and the result is RN_{U/2}(w) = 2**e =
+      RN_U(w). It never reaches 2**(e + 43): w * (2**42 - 1) < 2**(e + 1) * 2**42. (With +w
+      instead of -w, w + M = w * (2**42 + 1) crosses into the binade above for w within
+      2**(e - 41) of 2**(e + 1), where the rounding to 2U is wrong when s is odd: 32 - 2**-48
+      would round to 32 - 2**-6.)
+    * w subnormal: |w + M| = 2**-981 + |w| * (2**41 - 1) stays in [2**-981, 2**-980), whose
+      ulp 2**-1033 is fp16's quantum there; M is a multiple of it and at a tie m is even, so
+      the same argument applies: fp16's subnormals and its binade -14 need no clamp.
+
+    The rest of the proof holds scaled if every scaled value is the unscaled one times
+    2**-1009, exactly:
 
     * the operands: a * 2**-505 and b * 2**-504 are exact when every nonzero |a|, |b| is at
       least 2**-500 (normal results), which the lowest-bit bound below also checks;
@@ -286,8 +307,8 @@ def _float16_scale_applies(a: np.ndarray, b: np.ndarray, bits: tuple[int, int] |
     * the sums: a float64 sum whose result is normal rounds the same scaled or not (the same
       significands); one whose scaled result is subnormal is exact (both addends are multiples
       of 2**-1074), and so is the unscaled one (a multiple of 2**-65 below 2**-13: <= 52 bits);
-    * the roundings: (v + M) - M as in :func:`_float16_magic`, with M >= 1.5 * 2**-981 normal;
-      the result times 2**1009 is exact (fp16 values are multiples of 2**-24).
+    * the roundings: (w + M) - M as above, with |M| >= 2**-981 normal; the result times
+      2**1009 is exact (fp16 values are multiples of 2**-24).
 
     Float64 subnormals must be computed, not flushed: a process can switch on flush-to-zero /
     denormals-are-zero (some libraries built with -ffast-math do), so that is checked on every

@@ -171,20 +171,22 @@ def test_the_plan_leaves_out_relu_zeros():
 
 
 def test_the_scaled_loop_runs_where_it_pays():
-    # one pass fewer per addition against a check and two scalings: worth it on the lab's
-    # wide products (fwd 1: 32K outputs x 16 additions), not on fwd 3 (2K outputs x 64)
+    # two passes fewer per addition against a check and two scalings: worth it on the lab's
+    # products (fwd 1: 32K outputs x 16 additions; fwd 3: 2K outputs x 64, measured 0.38
+    # against 0.41 ms), not on a small one with few additions
     rng = np.random.default_rng(5)
     x = _fp16(rng.standard_normal((512, 16)))
     w = _fp16(rng.standard_normal((16, 64)) * 0.1)
     tile = fp16_matmul._TILE_OUTPUTS
     assert fp16_matmul._float16_scale_pays(w.T, x.T, tile)
     w3, x2 = _fp16(rng.standard_normal((4, 64))), _fp16(rng.standard_normal((64, 512)))
-    assert not fp16_matmul._float16_scale_pays(w3, x2, tile)
-    assert not fp16_matmul._float16_scale_pays(w3, x2, tile, known=True)
-    # dgrad 3 (32K outputs x 4 additions): only when the formats are known (a cheaper check)
+    assert fp16_matmul._float16_scale_pays(w3, x2, tile, known=True)
+    small_a, small_b = _fp16(rng.standard_normal((8, 4))), _fp16(rng.standard_normal((4, 16)))
+    assert not fp16_matmul._float16_scale_pays(small_a, small_b, tile, known=True)
+    # dgrad 3 (32K outputs x 4 additions) too, whether or not the formats are known
     w, g = _fp16(rng.standard_normal((64, 4))), _fp16(rng.standard_normal((4, 512)))
     assert fp16_matmul._float16_scale_pays(w, g, tile, known=True)
-    assert not fp16_matmul._float16_scale_pays(w, g, tile)
+    assert fp16_matmul._float16_scale_pays(w, g, tile)
 
 
 def test_bits_bounds_the_significant_bits():
@@ -255,6 +257,9 @@ def _adversarial_sums():
             2.0**-14 - 2.0**-25, 2.0**-13 - 2.0**-25, 2.0**-40, 2.0**-60, 3 * 2.0**-65]
     for d in tiny:  # across and onto zero, into the subnormals and out of them
         ps += [-t + d, -t - d, -2 * t + d]
+    for j in (41, 42, 43, 52, 53):  # sums within a few float64 ulps of a power of two t, where
+        for odd in (1, 3, 2**10 + 1):  # w * (2**42 +- 1) leaves the binade (see
+            ps += [t * 2.0**-j * odd, -t * 2.0**-j * odd]  # fp16_matmul._float16_scale_applies)
     for _ in range(8):  # random fp16 x fp16 products of the magnitudes around t
         x = _fp16(rng.standard_normal(t.size) * 4)
         with np.errstate(over="ignore"):
@@ -296,6 +301,14 @@ def test_scaled_engine_rounds_every_fp16_sum(products, monkeypatch):
     assert (np.abs(want) < 2.0**-14).sum() > 10_000 and (want == 0).sum() > 50_000
     midpoint = np.mod((t + p) * 2.0**25, 2) == 1  # exact fp16 ties in the subnormal range
     assert (midpoint & (np.abs(t + p) < 2.0**-14)).sum() > 1000
+    # sums just below a power of two whose last float64 bit is set (M = +w * 2**42 would
+    # round those to the wrong quantum) and just above one (where -w * 2**42 leaves the binade)
+    v = np.abs(t + p)
+    v = v[v > 0]
+    power = 2.0 ** np.floor(np.log2(v))
+    below = (2 * power - v) / np.spacing(v)
+    assert ((below <= 2**11) & (np.mod(below, 2) == 1) & (v >= 2.0**-13)).sum() > 50
+    assert (((v - power) / np.spacing(v) <= 2**10) & (v > power) & (v >= 2.0**-13)).sum() > 100
 
 
 @pytest.mark.parametrize("scale", [True, False], ids=["scaled", "clamped"])
