@@ -285,6 +285,30 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
 
 
 def _msamp(level: int) -> Callable[..., Recipe]:
+    """MS-AMP's opt levels (``msamp.initialize``, O3 through its DeepSpeed ZeRO optimizer).
+
+    Where the lab's model differs from MS-AMP's source (the GEMMs, their scales and the
+    optimizer's moments follow it):
+
+    * Parameters other than Linear weights. MS-AMP's ``LinearReplacer`` turns only each
+      ``nn.Linear``'s weight into an FP16 ScalingTensor; the bias keeps the Linear's dtype
+      (``FP8Linear(bias_type=linear.bias.dtype)``) and every other parameter (LayerNorm,
+      embeddings) stays as the model built it, float32 in MS-AMP's examples; ``LBAdamW``
+      updates those in place in float32, and O3's ZeRO optimizer leaves them to DeepSpeed's
+      own 16-bit groups with float32 masters. The lab holds every parameter in the recipe's
+      ``master`` format, FP16 (biases and LayerNorm too, so their updates round to FP16).
+    * The FP16 weights. MS-AMP's are ScalingTensors: ``fp16(w * 2**k)`` with one power-of-two
+      scale per tensor from its amax (``msamp_scheme("float16")``), recast after each update;
+      the lab's are plain FP16. They differ only on entries below FP16's normal range
+      (``2**-14``), which MS-AMP's scale keeps normal.
+    * The weight gradients. MS-AMP keeps each as a ScalingTensor (E4M3 codes and a float32
+      scale, window 1) and its optimizer reads ``grad.float()``; the lab quantises the wgrad
+      result the same way (``weight_grad``) and delivers it to the FP16 parameter rounded to
+      FP16: exact for every entry from ``2**-21`` (four significant bits above FP16's
+      ``2**-24`` quantum) up to 65504 (the default 25-step runs deliver every entry exactly),
+      but smaller entries (tiny gradients without a loss scaler) can lose bits or flush to 0,
+      and larger ones overflow, where MS-AMP's keep their E4M3 value.
+    """
     def build() -> Recipe:
         # MS-AMP's FP8Linear (msamp/nn/linear.py): input E4M3 with an amax window of 16,
         # output gradient E5M2 with a window of 16, the weight cast with its own amax; every
