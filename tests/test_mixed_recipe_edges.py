@@ -11,6 +11,7 @@ from floatlab.mixed import Tensor, Trainer, get_policy, parameter, teacher_gauss
 from floatlab.mixed.nn import linear
 from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.tensor import no_grad, use_precision
+from floatlab.rounding import round as fl_round
 
 
 def _step(precision, batch, **opts):
@@ -195,3 +196,67 @@ def test_msamp_recipes_take_a_loss_scaler_as_ms_amp_does():
         Trainer("msamp-O1", scaler=GradScaler())
     with pytest.raises(ValueError, match="TransformerEnginePrecision takes no scaler"):
         Trainer("fp8-delayed", scaler="dynamic")
+
+
+@pytest.mark.parametrize("name, weights", [("transformer-engine", "bfloat16"),
+                                           ("transformer-engine-float16", "float16")])
+def test_transformer_engine_lightning_option_is_lightnings_plugin(name, weights):
+    # The note said "Lightning's 'transformer-engine-float16': ... GradScaler" over float32
+    # masters, but Lightning's connectors build TransformerEnginePrecision(weights_dtype=
+    # torch.float16 / torch.bfloat16), which casts the module to that dtype and has no scaler.
+    # The default stays torch's AMP around TE (float32 masters, GradScaler for fp16) and says
+    # so; lightning=True trains the weights themselves in that dtype, without a loss scaler.
+    from floatlab.mixed.recipe import get_recipe
+    default = get_recipe(name)
+    assert default.master.name == "float32" and "Lightning" not in default.note
+    assert get_recipe(name, lightning=False) == default
+    r = get_recipe(name, lightning=True)
+    assert (r.master.name, r.compute.name, r.scaler) == (weights, weights, None)
+    assert r.note.startswith(f"Lightning's {name!r}") and r.options["lightning"] is True
+    assert r.forward == default.forward and r.dgrad == default.dgrad
+    trainer = Trainer(name, recipe_options={"lightning": True}, optimizer="sgd", progress=False)
+    assert not trainer.policy.master_weights and trainer.policy.scaler is None
+    trainer.fit(teacher_gaussians(n=256), steps=3)
+    assert trainer.scaler is None
+    for p in trainer.model.parameters():  # held in bf16 / fp16 themselves, no float32 copy
+        assert p.fmt.name == weights
+        assert np.array_equal(fl_round(p.data, weights), p.data)
+    with pytest.raises(ValueError, match="lightning must be True or False"):
+        get_recipe(name, lightning="False")
+
+
+@pytest.mark.parametrize("level", [1, 3])
+def test_msamp_modelling_differences_documented_in_its_builder_hold(level, monkeypatch):
+    # _msamp's docstring (and the README) state where the lab differs from MS-AMP's source:
+    # every parameter, biases too, is FP16 (MS-AMP: only Linear weights), and the FP8 weight
+    # gradient (MS-AMP: a ScalingTensor read as grad.float()) reaches its FP16 parameter
+    # rounded to FP16: exact from 2**-21 up, tinier entries lose bits or flush.
+    import floatlab.mixed.recipe_gemm as rg
+    name = f"msamp-O{level}"
+    held = []
+
+    def spy(a, spec, run, label, *args, **kw):
+        out = quantize_operand(a, spec, run, label, *args, **kw)
+        if label.endswith(".weight_grad"):
+            held.append(np.array(out, np.float32))
+        return out
+
+    quantize_operand = rg.quantize_operand
+    monkeypatch.setattr(rg, "quantize_operand", spy)
+    trainer = Trainer(name, progress=False)
+    trainer.fit(teacher_gaussians(n=256), steps=2)
+    assert {p.fmt.name for p in trainer.model.parameters()} == {"float16"}
+    assert all(np.array_equal(fl_round(h, "float16"), h) for h in held)  # exact in these runs
+    rng = np.random.default_rng(0)
+    for size, exact in ((1e-3, True), (1e-7, False)):
+        held.clear()
+        x = rng.standard_normal((32, 16)).astype(np.float32)
+        with use_precision(name), recipe_run():  # (the parameter takes the policy's FP16)
+            w = parameter((rng.standard_normal((8, 16)) / 4).astype(np.float32))
+            y = linear(Tensor(x), w)
+            y.backward((rng.standard_normal((32, 8)) * size).astype(np.float32))
+        (dw,) = held
+        assert w.fmt.name == "float16" and np.array_equal(w.grad, fl_round(dw, "float16"))
+        assert np.array_equal(w.grad, dw) == exact
+        assert exact or (np.abs(dw[w.grad != dw]).max() < 2.0 ** -21
+                         and np.count_nonzero(w.grad == 0) > np.count_nonzero(dw == 0))

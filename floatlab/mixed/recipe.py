@@ -47,6 +47,7 @@ from typing import Any
 
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format, get_format
+from floatlab.mixed.checks import flag
 from floatlab.mixed.recipe_specs import (  # (the specs are re-exported: users import them here)
     BF16,
     FP32,
@@ -112,19 +113,46 @@ def _fp8_e4m3(*, fp8_format: str = "E4M3", history_len: int = 16, margin: int = 
 
 
 def _transformer_engine(*, fp8_format: str = "HYBRID", history_len: int = 16, margin: int = 0,
-                        amax_compute_algo: str = "max") -> Recipe:
+                        amax_compute_algo: str = "max", lightning: bool = False) -> Recipe:
     r = _fp8_delayed(fp8_format=fp8_format, history_len=history_len, margin=margin,
                      amax_compute_algo=amax_compute_algo)
-    return replace(r, name="transformer-engine",
-                   note="Lightning's 'transformer-engine': fp8-delayed, bf16 elsewhere")
+    r = replace(r, name="transformer-engine",
+                note="fp8-delayed inside torch's bf16 autocast: bf16 elsewhere, float32 masters")
+    return _lightning_weights(r, lightning)
 
 
 def _transformer_engine_fp16(*, fp8_format: str = "HYBRID", history_len: int = 16,
-                             margin: int = 0, amax_compute_algo: str = "max") -> Recipe:
-    return _te("transformer-engine-float16", delayed=True, compute=FP16, fp8_format=fp8_format,
-               history_len=history_len, margin=margin, amax_compute_algo=amax_compute_algo,
-               note="Lightning's 'transformer-engine-float16': fp8-delayed, fp16 elsewhere, "
-                    "GradScaler")
+                             margin: int = 0, amax_compute_algo: str = "max",
+                             lightning: bool = False) -> Recipe:
+    r = _te("transformer-engine-float16", delayed=True, compute=FP16, fp8_format=fp8_format,
+            history_len=history_len, margin=margin, amax_compute_algo=amax_compute_algo,
+            note="fp8-delayed inside torch's fp16 autocast: fp16 elsewhere, float32 masters, "
+                 "GradScaler")
+    return _lightning_weights(r, lightning)
+
+
+def _lightning_weights(recipe: Recipe, lightning: bool) -> Recipe:
+    """The "transformer-engine*" recipes as torch's AMP runs TE's FP8 (``te.fp8_autocast``
+    inside ``torch.autocast``, float32 parameters, as TE's own AMP tests do; fp16 adds torch's
+    GradScaler, as torch's AMP recipe for fp16 does), or with ``lightning=True`` as Lightning's
+    ``TransformerEnginePrecision`` runs them: its connectors pass
+    ``weights_dtype=torch.bfloat16`` / ``torch.float16`` for the two precision strings, and
+    the plugin casts the whole module to that dtype (``module.to(dtype=weights_dtype)``:
+    the optimizer updates bf16 / fp16 weights, no float32 master copy) and trains without a
+    loss scaler (it has none; its fallback ``torch.autocast`` uses the same dtype, so the
+    float32 list still runs in float32). Lightning also converts the inputs to that dtype and
+    swaps only ``nn.Linear`` layers whose in / out features are multiples of 8 / 16 for TE's
+    (the others run without FP8); the lab quantises every Linear layer's GEMMs and reads its
+    inputs in float32 either way.
+    """
+    lightning = flag("lightning", lightning)  # lightning="False" would be truthy
+    options = {**recipe.options, "lightning": lightning}
+    if not lightning:
+        return replace(recipe, options=options)
+    how = "bf16 weights" if recipe.compute == BF16 else "fp16 weights, no loss scaler"
+    return replace(recipe, master=recipe.compute, scaler=None, options=options,
+                   note=f"Lightning's {recipe.name!r}: fp8-delayed, {how} (module cast to "
+                        f"{recipe.compute.name}, no float32 masters)")
 
 
 def _rowwise(gw_hp: bool = False) -> Callable[..., Recipe]:
@@ -257,6 +285,30 @@ def msamp_scheme(element: str | Format = "e4m3fn") -> Scheme:
 
 
 def _msamp(level: int) -> Callable[..., Recipe]:
+    """MS-AMP's opt levels (``msamp.initialize``, O3 through its DeepSpeed ZeRO optimizer).
+
+    Where the lab's model differs from MS-AMP's source (the GEMMs, their scales and the
+    optimizer's moments follow it):
+
+    * Parameters other than Linear weights. MS-AMP's ``LinearReplacer`` turns only each
+      ``nn.Linear``'s weight into an FP16 ScalingTensor; the bias keeps the Linear's dtype
+      (``FP8Linear(bias_type=linear.bias.dtype)``) and every other parameter (LayerNorm,
+      embeddings) stays as the model built it, float32 in MS-AMP's examples; ``LBAdamW``
+      updates those in place in float32, and O3's ZeRO optimizer leaves them to DeepSpeed's
+      own 16-bit groups with float32 masters. The lab holds every parameter in the recipe's
+      ``master`` format, FP16 (biases and LayerNorm too, so their updates round to FP16).
+    * The FP16 weights. MS-AMP's are ScalingTensors: ``fp16(w * 2**k)`` with one power-of-two
+      scale per tensor from its amax (``msamp_scheme("float16")``), recast after each update;
+      the lab's are plain FP16. They differ only on entries below FP16's normal range
+      (``2**-14``), which MS-AMP's scale keeps normal.
+    * The weight gradients. MS-AMP keeps each as a ScalingTensor (E4M3 codes and a float32
+      scale, window 1) and its optimizer reads ``grad.float()``; the lab quantises the wgrad
+      result the same way (``weight_grad``) and delivers it to the FP16 parameter rounded to
+      FP16: exact for every entry from ``2**-21`` (four significant bits above FP16's
+      ``2**-24`` quantum) up to 65504 (the default 25-step runs deliver every entry exactly),
+      but smaller entries (tiny gradients without a loss scaler) can lose bits or flush to 0,
+      and larger ones overflow, where MS-AMP's keep their E4M3 value.
+    """
     def build() -> Recipe:
         # MS-AMP's FP8Linear (msamp/nn/linear.py): input E4M3 with an amax window of 16,
         # output gradient E5M2 with a window of 16, the weight cast with its own amax; every
@@ -332,12 +384,15 @@ def get_recipe(name: str | Recipe, **options: Any) -> Recipe:
 
     Options: "fp8-delayed" / "fp8-e4m3" / "transformer-engine*": ``history_len`` (16),
     ``margin`` (0), ``amax_compute_algo`` ("max" / "most_recent"), ``fp8_format`` ("HYBRID" /
-    "E4M3"); "fp8-current": ``margin``, ``fp8_format``; "mxfp8": ``scale_rounding`` ("floor",
-    OCP's and torchao's default, or "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" /
-    "bf16"), ``scale_rounding``; "nvfp4": ``stochastic_rounding``, ``hadamard``,
-    ``two_d_weights`` (all True); "deepseek-fp8": ``promote_every`` (128, None for none; at 128,
-    the tile length, the accumulator sums the E4M3 codes' products and the tile scales apply at
-    promotion, as DeepSeek-V3's kernel does; otherwise it sums products of dequantised values),
+    "E4M3"); "transformer-engine*" also ``lightning`` (False: float32 masters, and a GradScaler
+    for fp16, as torch's AMP runs TE; True: the weights themselves in bf16 / fp16 and no loss
+    scaler, as Lightning's ``TransformerEnginePrecision`` runs them); "fp8-current": ``margin``,
+    ``fp8_format``; "mxfp8": ``scale_rounding`` ("floor", OCP's and torchao's default, or
+    "rceil", the hardware's); "mxfp4": ``backward`` ("mxfp8" / "bf16"), ``scale_rounding``;
+    "nvfp4": ``stochastic_rounding``, ``hadamard``, ``two_d_weights`` (all True);
+    "deepseek-fp8": ``promote_every`` (128, None for none; at 128, the tile length, the
+    accumulator sums the E4M3 codes' products and the tile scales apply at promotion, as
+    DeepSeek-V3's kernel does; otherwise it sums products of dequantised values),
     ``accumulator_bits`` (13; None sums in float32), ``block_fma`` (32; None truncates after
     every product).
 
