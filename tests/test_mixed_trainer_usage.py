@@ -148,7 +148,7 @@ def test_a_run_in_a_format_without_nan_or_inf_says_why_it_stops(precision, model
 
 @pytest.mark.parametrize("entry, error", [
     ({"precision": "16-mixed", "scalar": None}, "unexpected keyword argument 'scalar'"),
-    ({"precision": "16-mixed", "lr": -1}, "lr must be > 0"),
+    ({"precision": "16-mixed", "lr": -1}, "lr must be >= 0"),
     ({"precision": "16-mixed", "optimizer": "lbfgs"}, "optimizer='lbfgs'"),
 ])
 def test_compare_checks_every_entry_before_the_first_run(entry, error, monkeypatch):
@@ -162,3 +162,18 @@ def test_compare_checks_every_entry_before_the_first_run(entry, error, monkeypat
     with pytest.raises((TypeError, ValueError), match=error):
         fm.compare(["32-true", entry], steps=1, progress=False, data=fm.teacher_gaussians(n=64))
     assert runs == []
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd", "adam8bit"])
+def test_the_trainer_takes_lr_zero_as_its_optimizers_do(optimizer):
+    """Trainer(lr=0) was 'lr must be > 0' while every optimizer takes lr = 0 as torch.optim
+    does (a frozen run, a warm-up's first step); the weights then stay as they were, to the
+    bit, and a negative lr is still refused."""
+    model = fm.MLP((16, 8, 4), seed=1)
+    t = fm.Trainer(progress=False, optimizer=optimizer, lr=0.0, model=model)
+    h = t.fit(fm.teacher_gaussians(n=64), steps=3)
+    assert len(h) == 3 and "lr 0," in h.info["experiment"]
+    for before, after in zip(model.parameters(), t.model.parameters(), strict=True):
+        assert before.data.tobytes() == after.data.tobytes()
+    with pytest.raises(ValueError, match="lr must be >= 0, got -0.001"):
+        fm.Trainer(lr=-1e-3)

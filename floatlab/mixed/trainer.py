@@ -165,7 +165,7 @@ class Trainer:
     optimizer : "adam", "adamw" (torch's AdamW), "sgd", "adam8bit" or "adamw8bit"
         (bitsandbytes' Adam8bit / AdamW8bit, see :mod:`floatlab.mixed.optim8bit`;
         ``optimizer_options`` go to them, e.g. ``{"min_8bit_size": 0, "block": None}``);
-        ``lr`` defaults to 1e-3 (the Adams) or 1e-2 (SGD).
+        ``lr`` defaults to 1e-3 (the Adams) or 1e-2 (SGD); lr = 0 is valid, as in torch.optim.
     weight_decay : the optimizer's; default 0, or 1e-2 for "adamw" / "adamw8bit" (torch's and
         bitsandbytes' default). Adam and SGD add it to the gradient (L2), AdamW decays the
         weights before the update and AdamW8bit / Adam8bit after it.
@@ -267,7 +267,7 @@ class Trainer:
         if "weight_decay" in self.optimizer_options:  # two values for one argument
             raise ValueError("optimizer_options: pass weight_decay to the Trainer "
                              "(Trainer(weight_decay=...)), not in optimizer_options")
-        lr = None if lr is None else number("lr", lr, positive=True)
+        lr = None if lr is None else number("lr", lr, nonnegative=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         if isinstance(model, str) and model != "transformer":
             raise ValueError(f"model={model!r}: pass None (an MLP), 'transformer', or a Module")
