@@ -177,3 +177,17 @@ def test_the_trainer_takes_lr_zero_as_its_optimizers_do(optimizer):
         assert before.data.tobytes() == after.data.tobytes()
     with pytest.raises(ValueError, match="lr must be >= 0, got -0.001"):
         fm.Trainer(lr=-1e-3)
+
+
+def test_a_summary_without_telemetry_says_nothing_was_counted():
+    """summary() said overflow=0 and total_bytes=0 for a telemetry=False run: counts of 0
+    where nothing was counted (the table already showed '-')."""
+    data = fm.teacher_gaussians(n=64)
+    quiet = fm.Trainer(progress=False, telemetry=False).fit(data, steps=2)
+    counted = fm.Trainer(progress=False).fit(data, steps=2)
+    assert quiet.total_bytes is None
+    assert (quiet.summary()["overflow"], quiet.summary()["total_bytes"]) == (None, None)
+    assert np.isnan(quiet.summary()["underflow"])
+    assert counted.summary()["overflow"] == 0 and counted.summary()["total_bytes"] > 0
+    rows = fm.Comparison([counted, quiet]).rows()
+    assert [r["total_bytes"] is None for r in rows] == [False, True]

@@ -133,7 +133,11 @@ class History:
         return math.nan if math.isnan(loss) else math.exp(min(loss, 700.0))
 
     @property
-    def total_bytes(self) -> int:
+    def total_bytes(self) -> int | None:
+        """Bytes held at the last step, all categories; None when the run counted none
+        (telemetry=False: nothing was counted, which is not 0 bytes)."""
+        if not self.bytes:
+            return None
         return int(sum(sum(v.values()) for v in self.bytes_held.values()))
 
     def mean(self, column: str) -> float:
@@ -143,6 +147,17 @@ class History:
         return float(values.mean()) if values.size else math.nan
 
     def summary(self) -> dict[str, Any]:
+        """The run in one dict. What telemetry counts is None when the run counted nothing
+        (telemetry=False): ``total_bytes`` and ``overflow`` (0 would read as "none happened");
+        the telemetry means (underflow, subnormal, ...) are NaN then, as for any column never
+        recorded. The compare() table shows both as "-".
+
+        >>> h = History("32-true")
+        >>> h._append(loss=1.0, skipped=False)
+        >>> h.summary()["overflow"], h.summary()["total_bytes"], h.summary()["skipped_steps"]
+        (None, None, 0)
+        """
+        overflow = self["overflow"]
         return {
             "precision": self.precision,
             "steps": len(self),
@@ -158,7 +173,7 @@ class History:
             "lost_updates": self.mean("lost_updates"),
             "clipped": self.mean("clipped"),
             "flushed": self.mean("flushed"),
-            "overflow": int(np.nansum(self["overflow"])),
+            "overflow": int(np.nansum(overflow)) if np.isfinite(overflow).any() else None,
             "went_nan": self.went_nan,
             "first_nonfinite_step": self.first_nonfinite_step,
         }
@@ -197,7 +212,8 @@ def _pct(x: float, digits: int = 1) -> str:
 def _bytes_cell(h: History) -> str:
     """The bytes held at the last step, or "-" when the run recorded none (telemetry off:
     "0 B" read as a run that held nothing)."""
-    return format_bytes(h.total_bytes) if h.bytes else "-"
+    total = h.total_bytes
+    return "-" if total is None else format_bytes(total)
 
 
 def unique_run_name(name: str, taken) -> str:
