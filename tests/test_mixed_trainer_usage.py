@@ -191,3 +191,92 @@ def test_a_summary_without_telemetry_says_nothing_was_counted():
     assert counted.summary()["overflow"] == 0 and counted.summary()["total_bytes"] > 0
     rows = fm.Comparison([counted, quiet]).rows()
     assert [r["total_bytes"] is None for r in rows] == [False, True]
+
+
+def _same_float(a, b):
+    return (np.isnan(a) and np.isnan(b)) or a == b
+
+
+def _assert_same_history(a, b):
+    assert b.precision == a.precision and len(b) == len(a)
+    for name in a.columns:  # every value to the bit (NaN and inf included)
+        assert np.array(b._rows[name]).tobytes() == np.array(a._rows[name]).tobytes(), name
+    assert b.bytes == a.bytes
+    for name in ("final_train_accuracy", "final_test_accuracy", "final_val_loss", "wall_time"):
+        assert _same_float(getattr(a, name), getattr(b, name)), name
+    kept = {k: v for k, v in a.info.items() if k not in ("policy", "operands")}
+    assert {k: v for k, v in b.info.items() if k != "operands"} == kept
+    assert "policy" not in b.info
+    assert set(b.info.get("operands", {})) == set(a.info.get("operands", {}))
+    for key, records in a.info.get("operands", {}).items():
+        for x, y in zip(records, b.info["operands"][key], strict=True):
+            assert all(_same_float(getattr(x, f), getattr(y, f)) for f in vars(x)), key
+    assert b.summary().keys() == a.summary().keys()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: fm.Trainer("16-true", progress=False).fit(fm.teacher_gaussians(n=64), steps=3),
+    lambda: fm.Trainer("fp8-delayed", progress=False).fit(fm.teacher_gaussians(n=64), steps=2),
+    lambda: fm.Trainer("32-true", progress=False, telemetry=False).fit(
+        fm.teacher_gaussians(n=64), steps=2),
+    lambda: fm.Trainer("bf16-mixed", model="transformer", progress=False).fit(
+        fm.digit_reversal(n=64, digits=2), steps=2),
+])
+def test_a_history_is_saved_and_loaded_field_for_field(make, tmp_path):
+    """A History could not be saved: to_dict() held only the columns and the summary, with
+    NaN floats that strict JSON refuses, and nothing read it back."""
+    import json
+
+    h = make()
+    d = h.to_dict()
+    json.dumps(d, allow_nan=False)  # strict JSON: NaN and inf as strings
+    assert d["dropped"] == ["policy"]
+    _assert_same_history(h, fm.History.from_dict(d))
+    h.save(tmp_path / "run.json")
+    loaded = fm.History.load(tmp_path / "run.json")
+    _assert_same_history(h, loaded)
+    assert repr(loaded) == repr(h) and str(loaded) == str(h)
+
+
+def test_a_history_inf_loss_and_a_hand_built_one_round_trip():
+    h = fm.History("x", {"note": (1, "a"), "obj": object()})
+    h._append(loss=float("inf"), accuracy=-0.0, skipped=True, overflow=2)
+    h._append(loss=float("-inf"), scale=2.0**-149)
+    d = h.to_dict()
+    assert d["loss"] == ["inf", "-inf"] and d["dropped"] == ["obj"]
+    back = fm.History.from_dict(d)
+    assert back.info == {"note": [1, "a"]}  # a tuple comes back a list (JSON has no tuples)
+    assert back["loss"].tolist() == [np.inf, -np.inf] and back["scale"][1] == 2.0**-149
+    assert np.signbit(back["accuracy"][0]) and back["overflow"][0] == 2
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d.update(kind="floatlab.Comparison"), "not a saved History .*kind "
+                                                     "'floatlab.Comparison'"),
+    (lambda d: d.pop("kind"), "not a saved History .*kind None"),
+    (lambda d: d.update(version=2), "version 2; this floatlab reads version 1"),
+    (lambda d: d.update(loss=[1.0, 2.0]), "columns have different lengths"),
+    (lambda d: d.update(loss=["NaN"]), r"loss\[0\] must be a number or 'nan'"),
+    (lambda d: d.pop("step"), r"has no columns \['step'\]"),
+])
+def test_from_dict_refuses_another_kind_or_version(edit, match):
+    h = fm.History("32-true")
+    h._append(loss=1.0)
+    d = h.to_dict()
+    edit(d)
+    with pytest.raises(ValueError, match=match):
+        fm.History.from_dict(d)
+
+
+def test_load_refuses_a_file_that_is_not_a_saved_history(tmp_path):
+    (tmp_path / "a.json").write_text("[1, 2]")
+    (tmp_path / "b.txt").write_text("loss,1.0\n")
+    (tmp_path / "c.json").write_text('{"kind": "other"}')
+    with pytest.raises(ValueError, match="holds a JSON list, not a saved History"):
+        fm.History.load(tmp_path / "a.json")
+    with pytest.raises(ValueError, match="is not JSON .*History.save"):
+        fm.History.load(tmp_path / "b.txt")
+    with pytest.raises(ValueError, match="not a saved History"):
+        fm.History.load(tmp_path / "c.json")
+    with pytest.raises(TypeError, match="takes the dict of History.to_dict"):
+        fm.History.from_dict([1])

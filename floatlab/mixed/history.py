@@ -101,9 +101,51 @@ class History:
             return values.astype(np.int64) if np.isfinite(values).all() else values
         return values.astype(bool) if column == "skipped" else values
 
+    # ------------------------------------------------------------------ saving
     def to_dict(self) -> dict[str, Any]:
-        """Columns as lists, plus the run's summary."""
-        return {**{k: list(v) for k, v in self._rows.items()}, "summary": self.summary()}
+        """The run as plain JSON data (see :mod:`floatlab.mixed.history_io`): each column as
+        a list of numbers, NaN and ±inf as the strings "nan", "inf", "-inf" (strict JSON has
+        no token for them); "summary" (:meth:`summary`, same encoding); and, for
+        :meth:`from_dict`, "kind", "version", "precision", "bytes", the final metrics,
+        "wall_time" and "info".
+
+        Dropped (their names listed under "dropped"): ``info["policy"]``, a Policy object (the
+        run's precision keeps its name), and any other info value that is not plain data
+        (strings, numbers, bools, None, lists and string-keyed dicts of them; tuples become
+        lists). A recipe run's ``info["operands"]`` is kept: OperandStats as dicts.
+        """
+        from floatlab.mixed.history_io import history_to_dict
+
+        return history_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> History:
+        """The History that :meth:`to_dict` wrote; a dict of another kind or version is
+        refused with a ValueError."""
+        from floatlab.mixed.history_io import history_from_dict
+
+        return history_from_dict(data)
+
+    def save(self, path: Any) -> None:
+        """Write the run to ``path`` as JSON (:meth:`to_dict`; strict JSON, no NaN tokens).
+
+        >>> import os, tempfile
+        >>> h = History("bf16-mixed"); h._append(loss=0.5)
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+        >>> h.save(path); History.load(path)["loss"].tolist()
+        [0.5]
+        """
+        from floatlab.mixed.history_io import save_history
+
+        save_history(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> History:
+        """The History :meth:`save` wrote to ``path``; another file (not JSON, or JSON of
+        another kind or version) is refused with a ValueError saying so."""
+        from floatlab.mixed.history_io import load_history
+
+        return load_history(path)
 
     # ------------------------------------------------------------------ summaries
     @property
