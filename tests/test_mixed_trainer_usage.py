@@ -280,3 +280,30 @@ def test_load_refuses_a_file_that_is_not_a_saved_history(tmp_path):
         fm.History.load(tmp_path / "c.json")
     with pytest.raises(TypeError, match="takes the dict of History.to_dict"):
         fm.History.from_dict([1])
+
+
+def test_compare_heads_the_table_with_what_every_entry_shares():
+    """The header was the first entry's describe() line: rows run with AdamW, another lr or
+    another model appeared under 'MLP 16-64-64-4, Adam lr 0.001'. It now holds the shared
+    parts; each row's own settings are a column (absent when the entries share everything)."""
+    data = fm.teacher_gaussians(n=64)
+    c = fm.compare(["32-true", {"precision": "32-true", "optimizer": "adamw", "lr": 0.01},
+                    {"precision": "bf16-mixed", "model": fm.MLP((16, 8, 4))}],
+                   steps=2, progress=False, data=data)
+    assert c.header == ("teacher_gaussians (32 train / 32 test), 2 steps of 32 (every training "
+                        "row; batch_size 512), λ = 1, torch's CUDA autocast op lists")
+    lines = str(c).splitlines()
+    assert [cell.strip() for cell in lines[1].split("|")[1:3]] == ["precision", "settings"]
+    assert [[cell.strip() for cell in line.split("|")[1:3]] for line in lines[3:]] == [
+        ["32-true", "MLP 16-64-64-4, Adam lr 0.001"],
+        ["32-true #2", "MLP 16-64-64-4, AdamW lr 0.01"],
+        ["bf16-mixed", "MLP(16-8-4, relu), Adam lr 0.001"]]
+    assert [r["settings"] for r in c.rows()][1] == "MLP 16-64-64-4, AdamW lr 0.01"
+    for h, row in zip(c, c.rows(), strict=True):  # each run's full line is in its History
+        assert h.info["experiment"].startswith("teacher_gaussians") and \
+            row["settings"].split(", ")[-1] in h.info["experiment"]
+    same = fm.compare(["32-true", "bf16-mixed"], steps=2, progress=False, data=data)
+    assert same.header == fm.Trainer().describe(data, 2) and "settings" not in str(same)
+    assert str(same).splitlines()[1].startswith("| precision  | train acc |")
+    with pytest.raises(ValueError, match=r"settings must be one string per history \(2\)"):
+        fm.Comparison(list(same), settings=["a"])

@@ -270,14 +270,28 @@ def unique_run_name(name: str, taken) -> str:
     return candidate
 
 
+def shared_description(parts: list[list[str]]) -> tuple[str, list[str]]:
+    """(the parts every run's description holds, joined; each run's other parts, joined).
+
+    >>> shared_description([["MLP 16-64-4", "Adam lr 0.001", "λ = 1"],
+    ...                     ["MLP 16-64-4", "AdamW lr 0.01", "λ = 1"]])
+    ('MLP 16-64-4, λ = 1', ['Adam lr 0.001', 'AdamW lr 0.01'])
+    """
+    shared = [p for p in parts[0] if all(p in other for other in parts[1:])] if parts else []
+    return ", ".join(shared), [", ".join(p for p in own if p not in shared) for own in parts]
+
+
 class Comparison:
     """Results of the same experiment under several precisions; ``str()`` is the table.
 
     ``comparison["16-mixed"]`` is that run's :class:`History`; ``comparison.histories`` holds
-    them all in order.
+    them all in order. ``header`` heads the table (compare(): what every run shares);
+    ``settings``, one string per run, what sets each run apart (compare(): another optimizer,
+    lr, model...), shown in a "settings" column when any is non-empty.
     """
 
-    def __init__(self, histories: list[History], header: str = "") -> None:
+    def __init__(self, histories: list[History], header: str = "",
+                 settings: list[str] | None = None) -> None:
         one = isinstance(histories, (str, History)) or not hasattr(histories, "__iter__")
         histories = [histories] if one else list(histories)
         bad = [h for h in histories if not isinstance(h, History)]
@@ -293,6 +307,11 @@ class Comparison:
         for h in histories:
             self.histories[unique_run_name(h.precision, self.histories)] = h
         self.header = header
+        settings = [""] * len(histories) if settings is None else list(settings)
+        if len(settings) != len(histories) or not all(isinstance(x, str) for x in settings):
+            raise ValueError(f"Comparison: settings must be one string per history "
+                             f"({len(histories)}), got {settings!r}")
+        self.settings = dict(zip(self.histories, settings, strict=True))
 
     def __getitem__(self, precision: str) -> History:
         try:
@@ -308,7 +327,9 @@ class Comparison:
         return len(self.histories)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{**h.summary(), "precision": name} for name, h in self.histories.items()]
+        """Each run's :meth:`History.summary`, named as in the table, with its "settings"."""
+        return [{**h.summary(), "precision": name, "settings": self.settings[name]}
+                for name, h in self.histories.items()]
 
     def __str__(self) -> str:
         recipes = any(np.isfinite(h.mean("clipped")) for h in self.histories.values())
@@ -327,12 +348,17 @@ class Comparison:
             head = (*head[:3], "val loss", "perplexity", *head[3:])
             body = [(*r[:3], f"{h.final_val_loss:.4f}", f"{h.final_val_perplexity:.3g}", *r[3:])
                     for r, h in zip(body, self.histories.values(), strict=True)]
+        if any(self.settings.values()):  # what sets each run apart from the header's line
+            head = (head[0], "settings", *head[1:])
+            body = [(r[0], self.settings[name] or "-", *r[1:])
+                    for r, name in zip(body, self.histories, strict=True)]
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+        text = 2 if head[1] == "settings" else 1  # columns of words: left-aligned
 
         def line(cells: tuple[str, ...]) -> str:
             pairs = enumerate(zip(cells, widths, strict=True))
-            return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs) \
-                + " |"
+            return "| " + " | ".join(c.ljust(w) if i < text else c.rjust(w)
+                                     for i, (c, w) in pairs) + " |"
 
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
         table = [line(head), rule, *(line(r) for r in body)]

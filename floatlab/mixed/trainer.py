@@ -31,7 +31,7 @@ from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.data import Dataset, teacher_gaussians
-from floatlab.mixed.history import Comparison, History, unique_run_name
+from floatlab.mixed.history import Comparison, History, shared_description, unique_run_name
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, _fraction_correct, accuracy
 from floatlab.mixed.optim import SGD, Adam, AdamW, Optimizer
@@ -371,7 +371,11 @@ class Trainer:
         return StaticScaler(float(spec))
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
-        """One line describing the experiment (used as the compare() table's header)."""
+        """One line describing the experiment (compare()'s header: the parts every entry
+        shares)."""
+        return ", ".join(self._describe_parts(data, steps))
+
+    def _describe_parts(self, data: Dataset | None, steps: int | None) -> list[str]:
         data = None if data is None else _dataset(data)  # a Dataset, or a clear TypeError
         steps = None if steps is None else whole("describe: steps", steps)
         opt = self._optimizer_label()
@@ -386,14 +390,14 @@ class Trainer:
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
                "deep network would; a teaching device, not part of real training)"
                if self.loss_multiplier != 1 else "λ = 1")
-        where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
-                 if data else "")
+        where = [f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test)"] \
+            if data else []
         rows = self.batch_size
         if data and rows > len(data.X_train):  # each batch is every training row
             rows = f"{len(data.X_train)} (every training row; batch_size {self.batch_size})"
-        run = f"{steps} steps of {rows}, " if steps else ""
+        run = [f"{steps} steps of {rows}"] if steps else []
         lists = f"torch's {self.policy.device.upper()} autocast op lists"
-        return f"{where}{net}, {opt}, {run}{lam}, {lists}"
+        return [*where, net, opt, *run, lam, lists]
 
     def _optimizer_label(self) -> str:
         """The optimizer and its learning rate, as the experiment line shows them."""
@@ -554,10 +558,10 @@ def _entries(precisions: Any) -> list[Any]:
     return entries
 
 
-def _run_one(options: dict[str, Any], data: Dataset, steps: int) -> tuple[History, str]:
+def _run_one(options: dict[str, Any], data: Dataset, steps: int) -> tuple[History, list[str]]:
     """One compare() run (module level, so worker processes can pickle it)."""
     trainer = Trainer(**options)
-    return trainer.fit(data, steps), trainer.describe(data, steps)
+    return trainer.fit(data, steps), trainer._describe_parts(data, steps)
 
 
 def compare(
@@ -615,11 +619,14 @@ def compare(
                                     [steps] * len(jobs)))
     else:
         results = [_run_one(o, data, steps) for o, _ in jobs]
-    histories, header = [], results[0][1]
+    # The header says what every entry shares; what an entry sets apart (another optimizer,
+    # lr, model) is its row's "settings" (the first entry's line headed every row before).
+    header, settings = shared_description([parts for _, parts in results])
+    histories = []
     for (history, _), (_, label) in zip(results, jobs, strict=True):
         if label:
             history.precision = label
         # Two entries may resolve to the same name (e.g. 16 and "16-mixed"): keep both rows.
         history.precision = unique_run_name(history.precision, {h.precision for h in histories})
         histories.append(history)
-    return Comparison(histories, header)
+    return Comparison(histories, header, settings=settings)
