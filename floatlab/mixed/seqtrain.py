@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from floatlab.mixed.accounting import bytes_held
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.history import History
 from floatlab.mixed.layers import sequence_loss
@@ -103,8 +104,6 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
         trainer.model = model = trainer._build_model(data)
         trainer.optimizer = opt = trainer._build_optimizer(model)
         trainer.scaler = scaler = trainer._build_scaler()
-        from floatlab.mixed.trainer import bytes_held  # the trainer imports this module
-
         for step in range(steps):
             x, y, mask = data.batch(rng, trainer.batch_size)
             stats = StepStats(count_flushed=False) if trainer.telemetry else None
