@@ -148,7 +148,7 @@ def test_a_run_in_a_format_without_nan_or_inf_says_why_it_stops(precision, model
 
 @pytest.mark.parametrize("entry, error", [
     ({"precision": "16-mixed", "scalar": None}, "unexpected keyword argument 'scalar'"),
-    ({"precision": "16-mixed", "lr": -1}, "lr must be > 0"),
+    ({"precision": "16-mixed", "lr": -1}, "lr must be >= 0"),
     ({"precision": "16-mixed", "optimizer": "lbfgs"}, "optimizer='lbfgs'"),
 ])
 def test_compare_checks_every_entry_before_the_first_run(entry, error, monkeypatch):
@@ -162,3 +162,148 @@ def test_compare_checks_every_entry_before_the_first_run(entry, error, monkeypat
     with pytest.raises((TypeError, ValueError), match=error):
         fm.compare(["32-true", entry], steps=1, progress=False, data=fm.teacher_gaussians(n=64))
     assert runs == []
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd", "adam8bit"])
+def test_the_trainer_takes_lr_zero_as_its_optimizers_do(optimizer):
+    """Trainer(lr=0) was 'lr must be > 0' while every optimizer takes lr = 0 as torch.optim
+    does (a frozen run, a warm-up's first step); the weights then stay as they were, to the
+    bit, and a negative lr is still refused."""
+    model = fm.MLP((16, 8, 4), seed=1)
+    t = fm.Trainer(progress=False, optimizer=optimizer, lr=0.0, model=model)
+    h = t.fit(fm.teacher_gaussians(n=64), steps=3)
+    assert len(h) == 3 and "lr 0," in h.info["experiment"]
+    for before, after in zip(model.parameters(), t.model.parameters(), strict=True):
+        assert before.data.tobytes() == after.data.tobytes()
+    with pytest.raises(ValueError, match="lr must be >= 0, got -0.001"):
+        fm.Trainer(lr=-1e-3)
+
+
+def test_a_summary_without_telemetry_says_nothing_was_counted():
+    """summary() said overflow=0 and total_bytes=0 for a telemetry=False run: counts of 0
+    where nothing was counted (the table already showed '-')."""
+    data = fm.teacher_gaussians(n=64)
+    quiet = fm.Trainer(progress=False, telemetry=False).fit(data, steps=2)
+    counted = fm.Trainer(progress=False).fit(data, steps=2)
+    assert quiet.total_bytes is None
+    assert (quiet.summary()["overflow"], quiet.summary()["total_bytes"]) == (None, None)
+    assert np.isnan(quiet.summary()["underflow"])
+    assert counted.summary()["overflow"] == 0 and counted.summary()["total_bytes"] > 0
+    rows = fm.Comparison([counted, quiet]).rows()
+    assert [r["total_bytes"] is None for r in rows] == [False, True]
+
+
+def _same_float(a, b):
+    return (np.isnan(a) and np.isnan(b)) or a == b
+
+
+def _assert_same_history(a, b):
+    assert b.precision == a.precision and len(b) == len(a)
+    for name in a.columns:  # every value to the bit (NaN and inf included)
+        assert np.array(b._rows[name]).tobytes() == np.array(a._rows[name]).tobytes(), name
+    assert b.bytes == a.bytes
+    for name in ("final_train_accuracy", "final_test_accuracy", "final_val_loss", "wall_time"):
+        assert _same_float(getattr(a, name), getattr(b, name)), name
+    kept = {k: v for k, v in a.info.items() if k not in ("policy", "operands")}
+    assert {k: v for k, v in b.info.items() if k != "operands"} == kept
+    assert "policy" not in b.info
+    assert set(b.info.get("operands", {})) == set(a.info.get("operands", {}))
+    for key, records in a.info.get("operands", {}).items():
+        for x, y in zip(records, b.info["operands"][key], strict=True):
+            assert all(_same_float(getattr(x, f), getattr(y, f)) for f in vars(x)), key
+    assert b.summary().keys() == a.summary().keys()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: fm.Trainer("16-true", progress=False).fit(fm.teacher_gaussians(n=64), steps=3),
+    lambda: fm.Trainer("fp8-delayed", progress=False).fit(fm.teacher_gaussians(n=64), steps=2),
+    lambda: fm.Trainer("32-true", progress=False, telemetry=False).fit(
+        fm.teacher_gaussians(n=64), steps=2),
+    lambda: fm.Trainer("bf16-mixed", model="transformer", progress=False).fit(
+        fm.digit_reversal(n=64, digits=2), steps=2),
+])
+def test_a_history_is_saved_and_loaded_field_for_field(make, tmp_path):
+    """A History could not be saved: to_dict() held only the columns and the summary, with
+    NaN floats that strict JSON refuses, and nothing read it back."""
+    import json
+
+    h = make()
+    d = h.to_dict()
+    json.dumps(d, allow_nan=False)  # strict JSON: NaN and inf as strings
+    assert d["dropped"] == ["policy"]
+    _assert_same_history(h, fm.History.from_dict(d))
+    h.save(tmp_path / "run.json")
+    loaded = fm.History.load(tmp_path / "run.json")
+    _assert_same_history(h, loaded)
+    assert repr(loaded) == repr(h) and str(loaded) == str(h)
+
+
+def test_a_history_inf_loss_and_a_hand_built_one_round_trip():
+    h = fm.History("x", {"note": (1, "a"), "obj": object()})
+    h._append(loss=float("inf"), accuracy=-0.0, skipped=True, overflow=2)
+    h._append(loss=float("-inf"), scale=2.0**-149)
+    d = h.to_dict()
+    assert d["loss"] == ["inf", "-inf"] and d["dropped"] == ["obj"]
+    back = fm.History.from_dict(d)
+    assert back.info == {"note": [1, "a"]}  # a tuple comes back a list (JSON has no tuples)
+    assert back["loss"].tolist() == [np.inf, -np.inf] and back["scale"][1] == 2.0**-149
+    assert np.signbit(back["accuracy"][0]) and back["overflow"][0] == 2
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d.update(kind="floatlab.Comparison"), "not a saved History .*kind "
+                                                     "'floatlab.Comparison'"),
+    (lambda d: d.pop("kind"), "not a saved History .*kind None"),
+    (lambda d: d.update(version=2), "version 2; this floatlab reads version 1"),
+    (lambda d: d.update(loss=[1.0, 2.0]), "columns have different lengths"),
+    (lambda d: d.update(loss=["NaN"]), r"loss\[0\] must be a number or 'nan'"),
+    (lambda d: d.pop("step"), r"has no columns \['step'\]"),
+])
+def test_from_dict_refuses_another_kind_or_version(edit, match):
+    h = fm.History("32-true")
+    h._append(loss=1.0)
+    d = h.to_dict()
+    edit(d)
+    with pytest.raises(ValueError, match=match):
+        fm.History.from_dict(d)
+
+
+def test_load_refuses_a_file_that_is_not_a_saved_history(tmp_path):
+    (tmp_path / "a.json").write_text("[1, 2]")
+    (tmp_path / "b.txt").write_text("loss,1.0\n")
+    (tmp_path / "c.json").write_text('{"kind": "other"}')
+    with pytest.raises(ValueError, match="holds a JSON list, not a saved History"):
+        fm.History.load(tmp_path / "a.json")
+    with pytest.raises(ValueError, match="is not JSON .*History.save"):
+        fm.History.load(tmp_path / "b.txt")
+    with pytest.raises(ValueError, match="not a saved History"):
+        fm.History.load(tmp_path / "c.json")
+    with pytest.raises(TypeError, match="takes the dict of History.to_dict"):
+        fm.History.from_dict([1])
+
+
+def test_compare_heads_the_table_with_what_every_entry_shares():
+    """The header was the first entry's describe() line: rows run with AdamW, another lr or
+    another model appeared under 'MLP 16-64-64-4, Adam lr 0.001'. It now holds the shared
+    parts; each row's own settings are a column (absent when the entries share everything)."""
+    data = fm.teacher_gaussians(n=64)
+    c = fm.compare(["32-true", {"precision": "32-true", "optimizer": "adamw", "lr": 0.01},
+                    {"precision": "bf16-mixed", "model": fm.MLP((16, 8, 4))}],
+                   steps=2, progress=False, data=data)
+    assert c.header == ("teacher_gaussians (32 train / 32 test), 2 steps of 32 (every training "
+                        "row; batch_size 512), λ = 1, torch's CUDA autocast op lists")
+    lines = str(c).splitlines()
+    assert [cell.strip() for cell in lines[1].split("|")[1:3]] == ["precision", "settings"]
+    assert [[cell.strip() for cell in line.split("|")[1:3]] for line in lines[3:]] == [
+        ["32-true", "MLP 16-64-64-4, Adam lr 0.001"],
+        ["32-true #2", "MLP 16-64-64-4, AdamW lr 0.01"],
+        ["bf16-mixed", "MLP(16-8-4, relu), Adam lr 0.001"]]
+    assert [r["settings"] for r in c.rows()][1] == "MLP 16-64-64-4, AdamW lr 0.01"
+    for h, row in zip(c, c.rows(), strict=True):  # each run's full line is in its History
+        assert h.info["experiment"].startswith("teacher_gaussians") and \
+            row["settings"].split(", ")[-1] in h.info["experiment"]
+    same = fm.compare(["32-true", "bf16-mixed"], steps=2, progress=False, data=data)
+    assert same.header == fm.Trainer().describe(data, 2) and "settings" not in str(same)
+    assert str(same).splitlines()[1].startswith("| precision  | train acc |")
+    with pytest.raises(ValueError, match=r"settings must be one string per history \(2\)"):
+        fm.Comparison(list(same), settings=["a"])

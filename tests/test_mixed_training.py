@@ -347,7 +347,7 @@ def test_comparison_built_by_hand_keeps_runs_of_one_precision():
     ({"lr": "0.1"}, TypeError, r"lr must be a number such as 0.001, got '0.1' \(str\)"),
     ({"lr": float("nan")}, ValueError, "lr must be finite"),
     ({"lr": float("inf")}, ValueError, "lr must be finite"),
-    ({"lr": -1e-3}, ValueError, "lr must be > 0"),
+    ({"lr": -1e-3}, ValueError, "lr must be >= 0"),
     ({"loss_multiplier": "a"}, TypeError, "loss_multiplier must be a number such as 2\\*\\*-16"),
     ({"batch_size": "a"}, TypeError, r"batch_size must be a whole number \(int\) >= 1, got 'a'"),
     ({"batch_size": 2.5}, TypeError, r"batch_size must be a whole number.*round it with int"),

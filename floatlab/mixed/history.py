@@ -101,9 +101,51 @@ class History:
             return values.astype(np.int64) if np.isfinite(values).all() else values
         return values.astype(bool) if column == "skipped" else values
 
+    # ------------------------------------------------------------------ saving
     def to_dict(self) -> dict[str, Any]:
-        """Columns as lists, plus the run's summary."""
-        return {**{k: list(v) for k, v in self._rows.items()}, "summary": self.summary()}
+        """The run as plain JSON data (see :mod:`floatlab.mixed.history_io`): each column as
+        a list of numbers, NaN and ±inf as the strings "nan", "inf", "-inf" (strict JSON has
+        no token for them); "summary" (:meth:`summary`, same encoding); and, for
+        :meth:`from_dict`, "kind", "version", "precision", "bytes", the final metrics,
+        "wall_time" and "info".
+
+        Dropped (their names listed under "dropped"): ``info["policy"]``, a Policy object (the
+        run's precision keeps its name), and any other info value that is not plain data
+        (strings, numbers, bools, None, lists and string-keyed dicts of them; tuples become
+        lists). A recipe run's ``info["operands"]`` is kept: OperandStats as dicts.
+        """
+        from floatlab.mixed.history_io import history_to_dict
+
+        return history_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> History:
+        """The History that :meth:`to_dict` wrote; a dict of another kind or version is
+        refused with a ValueError."""
+        from floatlab.mixed.history_io import history_from_dict
+
+        return history_from_dict(data)
+
+    def save(self, path: Any) -> None:
+        """Write the run to ``path`` as JSON (:meth:`to_dict`; strict JSON, no NaN tokens).
+
+        >>> import os, tempfile
+        >>> h = History("bf16-mixed"); h._append(loss=0.5)
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+        >>> h.save(path); History.load(path)["loss"].tolist()
+        [0.5]
+        """
+        from floatlab.mixed.history_io import save_history
+
+        save_history(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> History:
+        """The History :meth:`save` wrote to ``path``; another file (not JSON, or JSON of
+        another kind or version) is refused with a ValueError saying so."""
+        from floatlab.mixed.history_io import load_history
+
+        return load_history(path)
 
     # ------------------------------------------------------------------ summaries
     @property
@@ -133,7 +175,11 @@ class History:
         return math.nan if math.isnan(loss) else math.exp(min(loss, 700.0))
 
     @property
-    def total_bytes(self) -> int:
+    def total_bytes(self) -> int | None:
+        """Bytes held at the last step, all categories; None when the run counted none
+        (telemetry=False: nothing was counted, which is not 0 bytes)."""
+        if not self.bytes:
+            return None
         return int(sum(sum(v.values()) for v in self.bytes_held.values()))
 
     def mean(self, column: str) -> float:
@@ -143,6 +189,17 @@ class History:
         return float(values.mean()) if values.size else math.nan
 
     def summary(self) -> dict[str, Any]:
+        """The run in one dict. What telemetry counts is None when the run counted nothing
+        (telemetry=False): ``total_bytes`` and ``overflow`` (0 would read as "none happened");
+        the telemetry means (underflow, subnormal, ...) are NaN then, as for any column never
+        recorded. The compare() table shows both as "-".
+
+        >>> h = History("32-true")
+        >>> h._append(loss=1.0, skipped=False)
+        >>> h.summary()["overflow"], h.summary()["total_bytes"], h.summary()["skipped_steps"]
+        (None, None, 0)
+        """
+        overflow = self["overflow"]
         return {
             "precision": self.precision,
             "steps": len(self),
@@ -158,7 +215,7 @@ class History:
             "lost_updates": self.mean("lost_updates"),
             "clipped": self.mean("clipped"),
             "flushed": self.mean("flushed"),
-            "overflow": int(np.nansum(self["overflow"])),
+            "overflow": int(np.nansum(overflow)) if np.isfinite(overflow).any() else None,
             "went_nan": self.went_nan,
             "first_nonfinite_step": self.first_nonfinite_step,
         }
@@ -197,7 +254,8 @@ def _pct(x: float, digits: int = 1) -> str:
 def _bytes_cell(h: History) -> str:
     """The bytes held at the last step, or "-" when the run recorded none (telemetry off:
     "0 B" read as a run that held nothing)."""
-    return format_bytes(h.total_bytes) if h.bytes else "-"
+    total = h.total_bytes
+    return "-" if total is None else format_bytes(total)
 
 
 def unique_run_name(name: str, taken) -> str:
@@ -212,14 +270,28 @@ def unique_run_name(name: str, taken) -> str:
     return candidate
 
 
+def shared_description(parts: list[list[str]]) -> tuple[str, list[str]]:
+    """(the parts every run's description holds, joined; each run's other parts, joined).
+
+    >>> shared_description([["MLP 16-64-4", "Adam lr 0.001", "λ = 1"],
+    ...                     ["MLP 16-64-4", "AdamW lr 0.01", "λ = 1"]])
+    ('MLP 16-64-4, λ = 1', ['Adam lr 0.001', 'AdamW lr 0.01'])
+    """
+    shared = [p for p in parts[0] if all(p in other for other in parts[1:])] if parts else []
+    return ", ".join(shared), [", ".join(p for p in own if p not in shared) for own in parts]
+
+
 class Comparison:
     """Results of the same experiment under several precisions; ``str()`` is the table.
 
     ``comparison["16-mixed"]`` is that run's :class:`History`; ``comparison.histories`` holds
-    them all in order.
+    them all in order. ``header`` heads the table (compare(): what every run shares);
+    ``settings``, one string per run, what sets each run apart (compare(): another optimizer,
+    lr, model...), shown in a "settings" column when any is non-empty.
     """
 
-    def __init__(self, histories: list[History], header: str = "") -> None:
+    def __init__(self, histories: list[History], header: str = "",
+                 settings: list[str] | None = None) -> None:
         one = isinstance(histories, (str, History)) or not hasattr(histories, "__iter__")
         histories = [histories] if one else list(histories)
         bad = [h for h in histories if not isinstance(h, History)]
@@ -235,6 +307,11 @@ class Comparison:
         for h in histories:
             self.histories[unique_run_name(h.precision, self.histories)] = h
         self.header = header
+        settings = [""] * len(histories) if settings is None else list(settings)
+        if len(settings) != len(histories) or not all(isinstance(x, str) for x in settings):
+            raise ValueError(f"Comparison: settings must be one string per history "
+                             f"({len(histories)}), got {settings!r}")
+        self.settings = dict(zip(self.histories, settings, strict=True))
 
     def __getitem__(self, precision: str) -> History:
         try:
@@ -250,7 +327,9 @@ class Comparison:
         return len(self.histories)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{**h.summary(), "precision": name} for name, h in self.histories.items()]
+        """Each run's :meth:`History.summary`, named as in the table, with its "settings"."""
+        return [{**h.summary(), "precision": name, "settings": self.settings[name]}
+                for name, h in self.histories.items()]
 
     def __str__(self) -> str:
         recipes = any(np.isfinite(h.mean("clipped")) for h in self.histories.values())
@@ -269,12 +348,17 @@ class Comparison:
             head = (*head[:3], "val loss", "perplexity", *head[3:])
             body = [(*r[:3], f"{h.final_val_loss:.4f}", f"{h.final_val_perplexity:.3g}", *r[3:])
                     for r, h in zip(body, self.histories.values(), strict=True)]
+        if any(self.settings.values()):  # what sets each run apart from the header's line
+            head = (head[0], "settings", *head[1:])
+            body = [(r[0], self.settings[name] or "-", *r[1:])
+                    for r, name in zip(body, self.histories, strict=True)]
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+        text = 2 if head[1] == "settings" else 1  # columns of words: left-aligned
 
         def line(cells: tuple[str, ...]) -> str:
             pairs = enumerate(zip(cells, widths, strict=True))
-            return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs) \
-                + " |"
+            return "| " + " | ".join(c.ljust(w) if i < text else c.rjust(w)
+                                     for i, (c, w) in pairs) + " |"
 
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
         table = [line(head), rule, *(line(r) for r in body)]

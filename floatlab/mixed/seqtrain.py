@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from floatlab.mixed.accounting import bytes_held
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.history import History
 from floatlab.mixed.layers import sequence_loss
@@ -103,8 +104,6 @@ def fit_sequences(trainer: Trainer, data: SequenceDataset, steps: int) -> Histor
         trainer.model = model = trainer._build_model(data)
         trainer.optimizer = opt = trainer._build_optimizer(model)
         trainer.scaler = scaler = trainer._build_scaler()
-        from floatlab.mixed.trainer import bytes_held  # the trainer imports this module
-
         for step in range(steps):
             x, y, mask = data.batch(rng, trainer.batch_size)
             stats = StepStats(count_flushed=False) if trainer.telemetry else None
@@ -147,14 +146,15 @@ def optimizer_label(trainer: Trainer) -> str:
 
 
 def describe_sequences(trainer: Trainer, data: SequenceDataset, steps: int | None,
-                       opt: str) -> str:
-    """The Trainer's describe() for sequence data; ``opt`` is its optimizer label."""
+                       opt: str) -> list[str]:
+    """The parts of the Trainer's describe() line for sequence data; ``opt`` is its optimizer
+    label."""
     model = trainer._model_in if isinstance(trainer._model_in, Module) else None
     net = repr(model) if model is not None else (
         f"Transformer(vocab={data.vocab_size}, d_model=64, heads=4, layers=2, "
         f"context={data.context})")
-    run = f"{steps} steps of {trainer.batch_size} sequences, " if steps else ""
+    run = [f"{steps} steps of {trainer.batch_size} sequences"] if steps else []
     lam = "λ = 1" if trainer.loss_multiplier == 1 else f"λ = {trainer.loss_multiplier:g}"
     lists = f"torch's {trainer.policy.device.upper()} autocast op lists"
-    return f"{data!r}, {net}, {opt}, {run}{lam}, {lists}"
+    return [repr(data), net, opt, *run, lam, lists]
 

@@ -27,11 +27,12 @@ import numpy as np
 from floatlab._validate import as_array, as_float_array
 from floatlab.accumulate import Accumulator
 from floatlab.formats import Format
+from floatlab.mixed.accounting import bytes_held
 from floatlab.mixed.autograd import Tensor
 from floatlab.mixed.checks import flag, number, whole
 from floatlab.mixed.checks import update_rounding as check_update_rounding
 from floatlab.mixed.data import Dataset, teacher_gaussians
-from floatlab.mixed.history import Comparison, History, unique_run_name
+from floatlab.mixed.history import Comparison, History, shared_description, unique_run_name
 from floatlab.mixed.models import Transformer
 from floatlab.mixed.nn import MLP, Module, _fraction_correct, accuracy
 from floatlab.mixed.optim import SGD, Adam, AdamW, Optimizer
@@ -40,12 +41,11 @@ from floatlab.mixed.policy import (
     FP16,
     Policy,
     get_policy,
-    nbytes,
     refuse_scaler_for_bf16_mixed,
     takes_loss_scaler,
 )
 from floatlab.mixed.progress import Progress
-from floatlab.mixed.recipe_gemm import RecipeRun, recipe_run
+from floatlab.mixed.recipe_gemm import recipe_run
 from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler, _MSAMPGradScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
@@ -79,76 +79,6 @@ def _batches(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
             yield order[b * batch_size : (b + 1) * batch_size]
 
 
-def bytes_held(
-    model: Module, optimizer: Optimizer, policy: Policy, stats: StepStats | None,
-    run: RecipeRun | None = None,
-) -> dict[str, dict[str, int]]:
-    """Bytes per category and format, from the formats' widths (``ceil(n * bits / 8)``).
-
-    weights: the values the forward pass reads (the per-step low copy when the policy keeps
-    master weights); master weights: the copies the optimizer updates, when separate;
-    gradients: the parameters' ``.grad``; optimizer state: moments, momentum, Kahan buffers;
-    activations: every forward result held for backward (counted by the rounding hook).
-
-    Under a recipe, the weights of its GEMMs (the parameters ``run``'s Linear layers read as
-    weights) are counted with the recipe's weight spec, codes and scales, and their gradients
-    with its weight-gradient spec; other parameters (a Transformer's position embedding, layer
-    norms) in their storage formats. Without ``run`` every 2-D parameter is taken for a GEMM
-    weight (an MLP's case).
-    """
-    for name, value, kind in (("model", model, Module), ("optimizer", optimizer, Optimizer),
-                              ("policy", policy, Policy)):
-        if not isinstance(value, kind):  # AttributeErrors deep in the accounting before
-            raise TypeError(f"bytes_held: {name} must be a floatlab.mixed {kind.__name__}, got "
-                            f"{type(value).__name__}")
-    if stats is not None and not isinstance(stats, StepStats):
-        raise TypeError(f"bytes_held: stats must be a StepStats or None, got "
-                        f"{type(stats).__name__}")
-    held: dict[str, dict[str, int]] = {"weights": {}, "master weights": {}, "gradients": {},
-                                       "optimizer state": optimizer.state_bytes(),
-                                       "activations": dict(stats.activation_bytes) if stats
-                                       else {}}
-
-    def add(cat: str, fmt: Format, n: int) -> None:
-        held[cat][fmt.name] = held[cat].get(fmt.name, 0) + nbytes(fmt, n)
-
-    gemm_weights = policy.recipe.forward.b if policy.recipe is not None else None
-    for p in model.parameters():
-        gemm = gemm_weights is not None and _is_gemm_weight(p, run)
-        if gemm:  # the recipe's quantised weight copy
-            label, n = _operand_bytes(gemm_weights, p.shape, policy.compute)
-            held["weights"][label] = held["weights"].get(label, 0) + n
-            add("master weights", p.fmt, p.size)
-        elif policy.master_weights:
-            add("weights", policy.compute, p.size)
-            add("master weights", p.fmt, p.size)
-        else:
-            add("weights", p.fmt, p.size)
-        grad_spec = policy.recipe.weight_grad if policy.recipe is not None else None
-        if p.grad is not None and grad_spec is not None and gemm:  # MS-AMP FP8 grads
-            label, n = _operand_bytes(grad_spec, p.shape, p.fmt)
-            held["gradients"][label] = held["gradients"].get(label, 0) + n
-        elif p.grad is not None:
-            add("gradients", p.fmt, p.size)
-    return held
-
-
-def _is_gemm_weight(p: Tensor, run: RecipeRun | None) -> bool:
-    """Whether the recipe's GEMMs read ``p`` as a weight (``run`` saw it in a Linear layer)."""
-    if run is None:
-        return p.ndim == 2
-    hit = run.layers.get(id(p))
-    return hit is not None and hit[0] is p
-
-
-def _operand_bytes(spec: Any, shape: tuple[int, ...], compute: Format) -> tuple[str, int]:
-    """(label, bytes) of a tensor of ``shape`` stored under a recipe operand spec: the codes
-    and every scale (see :func:`floatlab.mixed.recipe_storage.operand_nbytes`)."""
-    from floatlab.mixed.recipe_storage import operand_nbytes
-
-    return operand_nbytes(spec, shape, compute)
-
-
 def _pow2(x: float) -> str:
     e = math.log2(x) if x > 0 else float("nan")
     return f"2^{int(e)}" if e == int(e) else f"{x:g}"
@@ -165,7 +95,7 @@ class Trainer:
     optimizer : "adam", "adamw" (torch's AdamW), "sgd", "adam8bit" or "adamw8bit"
         (bitsandbytes' Adam8bit / AdamW8bit, see :mod:`floatlab.mixed.optim8bit`;
         ``optimizer_options`` go to them, e.g. ``{"min_8bit_size": 0, "block": None}``);
-        ``lr`` defaults to 1e-3 (the Adams) or 1e-2 (SGD).
+        ``lr`` defaults to 1e-3 (the Adams) or 1e-2 (SGD); lr = 0 is valid, as in torch.optim.
     weight_decay : the optimizer's; default 0, or 1e-2 for "adamw" / "adamw8bit" (torch's and
         bitsandbytes' default). Adam and SGD add it to the gradient (L2), AdamW decays the
         weights before the update and AdamW8bit / Adam8bit after it.
@@ -267,7 +197,7 @@ class Trainer:
         if "weight_decay" in self.optimizer_options:  # two values for one argument
             raise ValueError("optimizer_options: pass weight_decay to the Trainer "
                              "(Trainer(weight_decay=...)), not in optimizer_options")
-        lr = None if lr is None else number("lr", lr, positive=True)
+        lr = None if lr is None else number("lr", lr, nonnegative=True)
         loss_multiplier = number("loss_multiplier", loss_multiplier, positive=True)
         if isinstance(model, str) and model != "transformer":
             raise ValueError(f"model={model!r}: pass None (an MLP), 'transformer', or a Module")
@@ -371,7 +301,11 @@ class Trainer:
         return StaticScaler(float(spec))
 
     def describe(self, data: Dataset | None = None, steps: int | None = None) -> str:
-        """One line describing the experiment (used as the compare() table's header)."""
+        """One line describing the experiment (compare()'s header: the parts every entry
+        shares)."""
+        return ", ".join(self._describe_parts(data, steps))
+
+    def _describe_parts(self, data: Dataset | None, steps: int | None) -> list[str]:
         data = None if data is None else _dataset(data)  # a Dataset, or a clear TypeError
         steps = None if steps is None else whole("describe: steps", steps)
         opt = self._optimizer_label()
@@ -386,14 +320,14 @@ class Trainer:
         lam = (f"loss multiplier λ = {_pow2(self.loss_multiplier)} (slides gradients down as a "
                "deep network would; a teaching device, not part of real training)"
                if self.loss_multiplier != 1 else "λ = 1")
-        where = (f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test), "
-                 if data else "")
+        where = [f"{data.name} ({len(data.X_train)} train / {len(data.X_test)} test)"] \
+            if data else []
         rows = self.batch_size
         if data and rows > len(data.X_train):  # each batch is every training row
             rows = f"{len(data.X_train)} (every training row; batch_size {self.batch_size})"
-        run = f"{steps} steps of {rows}, " if steps else ""
+        run = [f"{steps} steps of {rows}"] if steps else []
         lists = f"torch's {self.policy.device.upper()} autocast op lists"
-        return f"{where}{net}, {opt}, {run}{lam}, {lists}"
+        return [*where, net, opt, *run, lam, lists]
 
     def _optimizer_label(self) -> str:
         """The optimizer and its learning rate, as the experiment line shows them."""
@@ -554,10 +488,10 @@ def _entries(precisions: Any) -> list[Any]:
     return entries
 
 
-def _run_one(options: dict[str, Any], data: Dataset, steps: int) -> tuple[History, str]:
+def _run_one(options: dict[str, Any], data: Dataset, steps: int) -> tuple[History, list[str]]:
     """One compare() run (module level, so worker processes can pickle it)."""
     trainer = Trainer(**options)
-    return trainer.fit(data, steps), trainer.describe(data, steps)
+    return trainer.fit(data, steps), trainer._describe_parts(data, steps)
 
 
 def compare(
@@ -615,11 +549,14 @@ def compare(
                                     [steps] * len(jobs)))
     else:
         results = [_run_one(o, data, steps) for o, _ in jobs]
-    histories, header = [], results[0][1]
+    # The header says what every entry shares; what an entry sets apart (another optimizer,
+    # lr, model) is its row's "settings" (the first entry's line headed every row before).
+    header, settings = shared_description([parts for _, parts in results])
+    histories = []
     for (history, _), (_, label) in zip(results, jobs, strict=True):
         if label:
             history.precision = label
         # Two entries may resolve to the same name (e.g. 16 and "16-mixed"): keep both rows.
         history.precision = unique_run_name(history.precision, {h.precision for h in histories})
         histories.append(history)
-    return Comparison(histories, header)
+    return Comparison(histories, header, settings=settings)
