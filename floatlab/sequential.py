@@ -121,14 +121,12 @@ def _speculative_column(x: np.ndarray, acc: Accumulator) -> np.ndarray:
     fmt, mode = acc.fmt, acc.rounding
     parity_matters = mode in ("nearest_even", "odd")
     total = np.zeros(1)
-    i, size = 0, 256
+    i, size, still = 0, 256, _STILL_MIN
     while i < n:
         a = float(total[0])
         binade = _binade(a, fmt)
-        if binade is None:  # zero, a subnormal, inf / NaN, or a 1-2 bit format: one exact step
-            total = acc._add(total, x[i : i + 1])
-            out[i] = total[0]
-            i += 1
+        if binade is None:  # zero, a subnormal, inf / NaN, or a 1-2 bit format: exact steps
+            i, total, still = _steps_in_place(x, i, total, acc, out, still)
             continue
         e, quantum = binade
         sign = 1.0 if a > 0 else -1.0
@@ -158,11 +156,42 @@ def _speculative_column(x: np.ndarray, acc: Accumulator) -> np.ndarray:
         i += good
         size = builtins.min(size * 2, 1 << 16) if good == block.size else builtins.max(
             64, 2 * good)
-        if good < block.size:  # the step that leaves the binade, on its own
-            total = acc._add(total, x[i : i + 1])
-            out[i] = total[0]
-            i += 1
+        if good < block.size:  # the step that leaves the binade, on its own (and any after
+            i, total, still = _steps_in_place(x, i, total, acc, out, still)  # it that stall)
     return out
+
+
+_STILL_MIN, _STILL_MAX = 16, 1 << 16
+
+
+def _steps_in_place(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator,
+                    out: np.ndarray, still: int) -> tuple[int, np.ndarray, int]:
+    """Exact steps from x[i] while the running sum stays where it is, and the step that moves
+    it: (next index, new running sum, next look-ahead). Stochastic rounding: one step.
+
+    A low-precision sum stalls (swamping: fp8's running sum of 1M normal values sits at 64 and
+    most terms round away), often on a power of two, where every speculative block is cut at
+    its first negative term. Here the running sum t is added to the next ``still`` terms at
+    once. Proof that the steps equal one-at-a-time ones, for deterministic modes: ``acc._add``
+    is element-wise (an error-free transformation, then one rounding, per element), so element
+    j of ``_add(full(t), x[i:])`` is bit for bit ``_add([t], [x[i + j]])``; while those
+    results have t's bit pattern, each step starts from t and gives t again (induction), so
+    the first result that differs is the next step's running sum, and the steps before it are
+    t. Stochastic rounding draws from the stream in a per-step order, which this would change.
+    """
+    if acc.rounding == "stochastic":
+        total = acc._add(total, x[i : i + 1])
+        out[i] = total[0]
+        return i + 1, total, still
+    block = x[i : i + still]
+    results = acc._add(np.full(block.shape, total[0]), block)
+    moved = np.flatnonzero(results.view(np.uint64) != total.view(np.uint64)[0])
+    k = int(moved[0]) if moved.size else block.size
+    out[i : i + k] = total[0]
+    if k == block.size:
+        return i + k, total, builtins.min(2 * still, _STILL_MAX)
+    out[i + k] = results[k]
+    return i + k + 1, results[k : k + 1].copy(), builtins.max(_STILL_MIN, still // 2)
 
 
 def _binade(a: float, fmt: Format) -> tuple[int, float] | None:
