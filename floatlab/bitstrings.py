@@ -150,15 +150,42 @@ _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 def codes_to_hex(codes: np.ndarray, fmt: Format) -> np.ndarray:
-    """Hex strings of codes, ``'0x'`` plus one digit per 4 bits of the format (vectorised)."""
+    """Hex strings of codes, ``'0x'`` plus one digit per 4 bits of the format (vectorised).
+
+    The characters are written straight into the result's UTF-32 buffer, chunk by chunk: for
+    formats of up to 4 digits from a table of every string (one gather), else digit by digit.
+    A code is shown by its low ``4 * digits`` bits (the table is indexed by them), as the
+    digit-by-digit path's masks of each nibble show it.
+    """
     codes = np.asarray(codes, dtype=np.uint64)
     digits = (fmt.bits + 3) // 4
+    flat = codes.reshape(-1)
+    out = np.empty(flat.size, dtype=f"U{digits + 2}")
+    chars = out.view(np.uint32).reshape(flat.size, digits + 2)
+    table = _hex_table(digits) if digits <= 4 else None
+    for start in range(0, flat.size, _STRING_CHUNK):
+        piece = flat[start : start + _STRING_CHUNK]
+        if table is not None:
+            low = (piece & np.uint64((1 << 4 * digits) - 1)).astype(np.intp)
+            np.take(table, low, axis=0, out=chars[start : start + _STRING_CHUNK], mode="clip")
+        else:
+            chars[start : start + _STRING_CHUNK] = _hex_chars(piece, digits)
+    return out.reshape(codes.shape)
+
+
+def _hex_chars(codes: np.ndarray, digits: int) -> np.ndarray:
+    """'0x' and the digits of each code as UTF-32 code points, shape (codes, digits + 2)."""
     shifts = np.arange(4 * (digits - 1), -1, -4, dtype=np.uint64)
     nibbles = (codes[..., None] >> shifts) & np.uint64(0xF)
-    chars = np.empty(codes.shape + (digits + 2,), dtype=np.uint8)
+    chars = np.empty(codes.shape + (digits + 2,), dtype=np.uint32)
     chars[..., 0], chars[..., 1] = ord("0"), ord("x")
     chars[..., 2:] = _HEX_DIGITS[nibbles.astype(np.intp)]
-    return chars.view(f"S{digits + 2}")[..., 0].astype(f"U{digits + 2}")
+    return chars
+
+
+@lru_cache(maxsize=4)
+def _hex_table(digits: int) -> np.ndarray:
+    return _hex_chars(np.arange(1 << 4 * digits, dtype=np.uint64), digits)
 
 
 def _clean(text: Any, prefix: str, what: str) -> str:

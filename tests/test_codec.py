@@ -313,3 +313,23 @@ def test_string_arrays_fast_path_falls_back_with_the_same_errors():
     for bad in (np.array(["0x3c00", "0x1ff"]), np.array(["0x3c00", "3c00x"])):
         fast, slow = _parse_both(from_hex, bad, "e4m3fn")
         assert isinstance(slow, tuple) and fast == slow
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e3m2", "e4m3fn", "fp16", "e8m13", "fp32", "float64",
+                                 floatlab.Format(5, 7, name="e5m7")])
+def test_codes_to_hex_table_equals_python_formatting(fmt):
+    # codes_to_hex gathers whole strings from a table for formats of <= 4 digits and builds
+    # them digit by digit beyond: both against Python's formatting of the low 4 * digits bits
+    # (codes beyond the format included: the table is indexed by those bits)
+    f = floatlab.get_format(fmt)
+    digits = (f.bits + 3) // 4
+    rng = np.random.default_rng(3)
+    codes = np.concatenate([np.arange(min(1 << f.bits, 1 << 16), dtype=np.uint64),
+                            rng.integers(0, 1 << 63, 2000, dtype=np.uint64) * np.uint64(2),
+                            np.array([(1 << 64) - 1, (1 << f.bits) - 1], dtype=np.uint64)])
+    mask = (1 << 4 * digits) - 1
+    expected = [f"0x{int(c) & mask:0{digits}x}" for c in codes]
+    got = codes_to_hex(codes, f)
+    assert got.dtype == np.dtype(f"U{digits + 2}") and got.tolist() == expected
+    assert codes_to_hex(codes[:6].reshape(2, 3), f).tolist() == [expected[:3], expected[3:6]]
+    assert codes_to_hex(codes[:0], f).shape == (0,) and codes_to_hex(codes[5], f).shape == ()
