@@ -8,9 +8,11 @@ point c in that binade, independent of the running sum -- except for the ties of
 round-to-nearest-even and round-to-odd, which depend on the parity of the running sum's last
 bit; that parity is a two-state recurrence solved by a prefix scan. The block is checked
 afterwards (every exact partial sum in the binade, nothing overflowing) and cut at the first
-step that leaves it; that step is done on its own. The fast paths for float16 / bfloat16 /
-float32 / float64 round-to-nearest sequential sums of values already in the format use NumPy's
-and ml_dtypes' ``add.accumulate``: they add in float32 (or the type itself) and round once,
+step that leaves it; that step, and the steps after it while the sum stays near, walk a
+table of the nearby values plus the next terms (``_steps_in_place``). The fast paths for
+float16 / bfloat16 / float32 / float64 round-to-nearest sequential sums of values already in
+the format use NumPy's and ml_dtypes' ``add.accumulate``: they add in float32 (or the type
+itself) and round once,
 which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
 (Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
 An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds one rank-1
