@@ -150,15 +150,42 @@ _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 def codes_to_hex(codes: np.ndarray, fmt: Format) -> np.ndarray:
-    """Hex strings of codes, ``'0x'`` plus one digit per 4 bits of the format (vectorised)."""
+    """Hex strings of codes, ``'0x'`` plus one digit per 4 bits of the format (vectorised).
+
+    The characters are written straight into the result's UTF-32 buffer, chunk by chunk: for
+    formats of up to 4 digits from a table of every string (one gather), else digit by digit.
+    A code is shown by its low ``4 * digits`` bits (the table is indexed by them), as the
+    digit-by-digit path's masks of each nibble show it.
+    """
     codes = np.asarray(codes, dtype=np.uint64)
     digits = (fmt.bits + 3) // 4
+    flat = codes.reshape(-1)
+    out = np.empty(flat.size, dtype=f"U{digits + 2}")
+    chars = out.view(np.uint32).reshape(flat.size, digits + 2)
+    table = _hex_table(digits) if digits <= 4 else None
+    for start in range(0, flat.size, _STRING_CHUNK):
+        piece = flat[start : start + _STRING_CHUNK]
+        if table is not None:
+            low = (piece & np.uint64((1 << 4 * digits) - 1)).astype(np.intp)
+            np.take(table, low, axis=0, out=chars[start : start + _STRING_CHUNK], mode="clip")
+        else:
+            chars[start : start + _STRING_CHUNK] = _hex_chars(piece, digits)
+    return out.reshape(codes.shape)
+
+
+def _hex_chars(codes: np.ndarray, digits: int) -> np.ndarray:
+    """'0x' and the digits of each code as UTF-32 code points, shape (codes, digits + 2)."""
     shifts = np.arange(4 * (digits - 1), -1, -4, dtype=np.uint64)
     nibbles = (codes[..., None] >> shifts) & np.uint64(0xF)
-    chars = np.empty(codes.shape + (digits + 2,), dtype=np.uint8)
+    chars = np.empty(codes.shape + (digits + 2,), dtype=np.uint32)
     chars[..., 0], chars[..., 1] = ord("0"), ord("x")
     chars[..., 2:] = _HEX_DIGITS[nibbles.astype(np.intp)]
-    return chars.view(f"S{digits + 2}")[..., 0].astype(f"U{digits + 2}")
+    return chars
+
+
+@lru_cache(maxsize=4)
+def _hex_table(digits: int) -> np.ndarray:
+    return _hex_chars(np.arange(1 << 4 * digits, dtype=np.uint64), digits)
 
 
 def _clean(text: Any, prefix: str, what: str) -> str:
@@ -215,9 +242,97 @@ def _parse_hex(text: Any, fmt: Format) -> int:
 def _decode_strings(strings: Any, fmt: Format, parse) -> float | np.ndarray:
     if isinstance(strings, str):
         return float(decode(parse(strings, fmt), fmt))
+    if _FAST_STRINGS and type(strings) is np.ndarray and strings.dtype.kind == "U":
+        codes = _parse_unicode_array(strings, fmt, 16 if parse is _parse_hex else 2)
+        if codes is not None:
+            return decode(codes.reshape(strings.shape), fmt)
     arr = as_array(strings, "strings", dtype=object)
     codes = np.array([parse(s, fmt) for s in arr.reshape(-1)], dtype=np.uint64)
     return decode(codes.reshape(arr.shape), fmt)
+
+
+_FAST_STRINGS = True  # the test switches it off to compare with the per-string parsers
+_SEP, _BAD = -2, -1
+# per base: each ASCII code point's digit value, _SEP for ' ', '_', '|', _BAD for the rest
+_CHAR_VALUE = {}
+for _base, _digits in ((2, "01"), (16, "0123456789abcdef")):
+    _CHAR_VALUE[_base] = np.full(128, _BAD, dtype=np.int8)
+    _CHAR_VALUE[_base][[ord(c) for c in " _|"]] = _SEP
+    for _value, _char in enumerate(_digits):
+        _CHAR_VALUE[_base][[ord(_char), ord(_char.upper())]] = _value
+
+
+def _parse_unicode_array(strings: np.ndarray, fmt: Format, base: int) -> np.ndarray | None:
+    """The codes of a NumPy str array (what to_bin / to_hex return) in whole-array passes,
+    or None when any string is not of the plain form below (the per-string parser then
+    gives every answer and every error, as before).
+
+    Plain form, checked for every string: every character is a digit of ``base`` ('0'/'1';
+    hex digits in either case) or a separator ' ', '_' or '|', except that a hex string may
+    start with '0x' / '0X' (then all do); no string is shorter than the array's width (a NumPy
+    str array pads shorter strings with NUL, which is not allowed); the digits sit in the same
+    columns in every string (as to_bin / to_hex write them); a bit string has exactly
+    ``fmt.bits`` digits; a hex string has at least one digit, at most 16 (so no uint64 wraps)
+    and a code below ``2**fmt.bits``.
+
+    Proof that this is what ``_parse_bin`` / ``_parse_hex`` return for such a string:
+    ``_clean``'s ``strip()`` removes only leading / trailing whitespace, of which the form
+    allows only ' ', and the ``replace`` calls that follow remove every ' ', '_' and '|' (a
+    superset of what strip removed), so the cleaned text is the digits in order after the
+    prefix; the prefix test (``[:2].lower() == '0x'``) can only match a string whose first two
+    characters are '0' and 'x'/'X', since no separator or other 'x' is allowed (and '0b' can
+    never match: 'b' is not a bit). The digit loop then finds no bad character and the length
+    / size checks pass by the conditions above; ``int(digits, base)`` is the sum of each digit
+    times ``base**k`` (k digits to its right) computed here, exact in uint64: every term and
+    the sum are at most the code, below ``2**64``.
+    """
+    if not strings.dtype.isnative or strings.size == 0:
+        return None
+    width = strings.dtype.itemsize // 4
+    if width == 0:
+        return None
+    flat = np.ascontiguousarray(strings.reshape(-1))
+    chars = flat.view(np.uint32).reshape(flat.size, width)
+    codes = np.empty(flat.size, dtype=np.uint64)
+    for start in range(0, flat.size, _STRING_CHUNK):
+        piece = chars[start : start + _STRING_CHUNK]
+        code = _plain_codes(piece, fmt, base)
+        if code is None:
+            return None
+        codes[start : start + _STRING_CHUNK] = code
+    return codes
+
+
+def _plain_codes(chars: np.ndarray, fmt: Format, base: int) -> np.ndarray | None:
+    first = 0
+    if base == 16 and chars.shape[1] >= 2:
+        prefixed = (chars[:, 0] == ord("0")) & ((chars[:, 1] == ord("x"))
+                                                | (chars[:, 1] == ord("X")))
+        if prefixed.all():
+            first = 2
+        elif prefixed.any():
+            return None
+    body = chars[:, first:]
+    if body.shape[1] == 0 or body.max() > 127:
+        return None
+    value = np.take(_CHAR_VALUE[base], body.astype(np.uint8))  # digit value, _SEP or _BAD
+    digit = value >= 0
+    if (value == _BAD).any() or not (digit == digit[0]).all():
+        return None  # (every string with the digits in the same columns, as to_bin writes)
+    count = int(digit[0].sum())
+    if count != fmt.bits if base == 2 else not 1 <= count <= 16:
+        return None
+    digits = value if count == value.shape[1] else value[:, digit[0]]
+    if base**count <= 2**53:  # digit k from the right weighs base**k: exact float64 sums
+        weight = float(base) ** np.arange(count - 1, -1, -1)
+        code = (digits.astype(np.float64) @ weight).astype(np.uint64)
+    else:  # Horner's rule in uint64 (float64's codes, 14 to 16 hex digits)
+        code = np.zeros(chars.shape[0], dtype=np.uint64)
+        for column in range(count):
+            code = code * np.uint64(base) + digits[:, column].astype(np.uint64)
+    if base == 16 and fmt.bits < 64 and (code >= np.uint64(1 << fmt.bits)).any():
+        return None
+    return code
 
 
 def from_bin(bits: str | Any, fmt: str | Format | Any) -> float | np.ndarray:

@@ -150,3 +150,41 @@ def test_bits_bound():
     assert _bits(np.array([1.0 + 2.0**-30])) == 53
     assert _bits(np.array([1.0, np.nan])) == 53         # NaN: the bound that always holds
     assert _bits(np.array([1e39])) == 53                # beyond float32's range
+
+
+_DETERMINISTIC = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+
+
+def _stalling_sums(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    walk = rng.standard_normal(700)  # fp8 / fp4 running sums stall, often on a power of two
+    ends = np.concatenate([rng.standard_normal(300), np.zeros(100), [-0.0] * 50,
+                           rng.standard_normal(50) * 1e-3])  # stalls to the very end
+    spikes = rng.standard_normal(400) * rng.choice([1.0, 1e-6, 1e3], 400)
+    spikes[[50, 51, 200]] = [-0.0, np.inf, -np.inf]  # then NaN: a stall to the end
+    overflow = np.abs(rng.standard_normal(400)) * 300  # past max: inf, NaN or saturation
+    return [walk, ends, spikes, overflow]
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2fnuz", "e2m1", "float16", "e3m4", "e8m13"])
+@pytest.mark.parametrize("mode", _DETERMINISTIC)
+def test_speculative_sums_with_stalls_equal_step_by_step(fmt, mode):
+    # sequential._steps_in_place walks the running sum through a table of its nearby values
+    # plus many terms (the swamping and binade-hopping of low-precision sums; the sum alone
+    # beyond 16 bits): bit for bit the per-step loop, every partial sum, signed zeros, inf
+    # and NaN included
+    acc = Accumulator(fmt, mode)
+    for x in _stalling_sums(7):
+        terms = acc_mod._ArrayTerms(x[:, None])
+        with np.errstate(all="ignore"):
+            try:
+                per_step = acc_mod._sequential(terms, acc, keep=True, fast=False)[:, 0]
+            except ValueError as err:  # inf into e2m1 (no inf, no NaN): the same error
+                with pytest.raises(ValueError, match="no inf and no NaN") as blocks_err:
+                    acc_mod._speculative_column(x, acc)
+                assert str(blocks_err.value) == str(err)
+                continue
+            blocks = acc_mod._speculative_column(x, acc)
+        assert np.array_equal(blocks.view(np.uint64), per_step.view(np.uint64)) or (
+            np.array_equal(blocks, per_step, equal_nan=True)
+            and np.array_equal(np.signbit(blocks), np.signbit(per_step)))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import floatlab
 from floatlab import PRESETS, decode, encode, fields, from_bin, from_hex, to_bin, to_hex
-from floatlab.codec import codes_to_bin
+from floatlab.codec import codes_to_bin, codes_to_hex
 
 SMALL = [name for name, fmt in PRESETS.items() if fmt.bits <= 16]
 
@@ -241,3 +241,95 @@ def test_numpy_view_decoding_equals_the_arithmetic_decoder():
         codes = codes.astype(np.uint64)
         assert same_values(decode(codes.astype(fmt.code_dtype), fmt),
                            _decode_arithmetic(codes, fmt)).all()
+
+
+def _parse_both(parse, strings, fmt):
+    """(fast result or error, per-string result or error) of from_bin / from_hex."""
+    from floatlab import bitstrings
+
+    results = []
+    for fast in (True, False):
+        bitstrings._FAST_STRINGS = fast
+        try:
+            results.append(parse(strings, fmt))
+        except (ValueError, TypeError) as err:
+            results.append((type(err), str(err)))
+        finally:
+            bitstrings._FAST_STRINGS = True
+    return results
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn", "e5m2fnuz", "e2m1", "e8m0", "fp32",
+                                 "float64", floatlab.Format(5, 7, name="e5m7")])
+def test_string_arrays_fast_path_equals_per_string_parser(fmt):
+    # from_bin / from_hex parse str arrays in whole-array passes (bitstrings._plain_codes):
+    # every code of small formats and edge codes of wide ones, with and without separators
+    # and prefixes, against the per-string parser (which the fast path falls back to)
+    f = floatlab.get_format(fmt)
+    if f.bits <= 16:
+        codes = np.arange(1 << f.bits, dtype=np.uint64)
+    else:
+        top = (1 << f.bits) - 1
+        codes = np.array([0, 1, 2, top, top - 1, top >> 1, (top >> 1) + 1, 0x3C00,
+                          (1 << (f.bits - 1)) | 1], dtype=np.uint64)
+    bins = codes_to_bin(codes, f)
+    cases = [bins, codes_to_bin(codes, f, sep=" "), codes_to_bin(codes, f, sep="_"),
+             codes_to_bin(codes, f, sep="|").reshape(1, -1), bins[:1].reshape(()),
+             np.char.add(" ", bins), np.char.add("0b", bins), np.char.add(bins, "\t"),
+             bins[:0], bins.astype(bins.dtype.newbyteorder(">"))]
+    for strings in cases:
+        fast, slow = _parse_both(from_bin, strings, f)
+        if isinstance(slow, tuple):
+            assert fast == slow
+        else:
+            assert fast.shape == slow.shape and np.array_equal(
+                fast.view(np.uint64), slow.view(np.uint64))
+    hexes = codes_to_hex(codes, f)
+    bare = np.char.lstrip(np.char.lstrip(hexes, "0"), "x")  # no prefix (and lengths vary)
+    mixed = hexes.copy()
+    mixed[::2] = np.char.upper(hexes[::2])
+    for strings in (hexes, bare, mixed, np.char.replace(hexes, "0x", "0X"),
+                    np.char.add("0x0", np.char.lstrip(np.char.lstrip(hexes, "0"), "x")),
+                    np.char.add(hexes, "f"), np.char.replace(hexes, "0x", "x0"),
+                    np.char.add("0x", np.char.zfill(np.char.lstrip(np.char.lstrip(hexes, "0"),
+                                                                    "x"), 17)),
+                    hexes.reshape(-1, 1)):
+        fast, slow = _parse_both(from_hex, strings, f)
+        if isinstance(slow, tuple):
+            assert fast == slow
+        else:
+            assert fast.shape == slow.shape and np.array_equal(
+                fast.view(np.uint64), slow.view(np.uint64))
+
+
+def test_string_arrays_fast_path_falls_back_with_the_same_errors():
+    good = to_bin(np.array([1.0, 2.0, 3.0]), "fp16")
+    for bad in (np.array([good[0], good[1][:-1], good[2]]),        # a short string
+                np.array([good[0], good[1].replace("1", "2"), good[2]]),  # a bad digit
+                np.array([good[0], "é" * 16, good[2]]),            # beyond ASCII
+                np.array([good[0], good[1], ""])):                 # an empty string
+        fast, slow = _parse_both(from_bin, bad, "fp16")
+        assert isinstance(slow, tuple) and fast == slow
+    for bad in (np.array(["0x3c00", "0x1ff"]), np.array(["0x3c00", "3c00x"])):
+        fast, slow = _parse_both(from_hex, bad, "e4m3fn")
+        assert isinstance(slow, tuple) and fast == slow
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e3m2", "e4m3fn", "fp16", "e8m13", "fp32", "float64",
+                                 floatlab.Format(5, 7, name="e5m7")])
+def test_codes_to_hex_table_equals_python_formatting(fmt):
+    # codes_to_hex gathers whole strings from a table for formats of <= 4 digits and builds
+    # them digit by digit beyond: both against Python's formatting of the low 4 * digits bits
+    # (codes beyond the format included: the table is indexed by those bits)
+    f = floatlab.get_format(fmt)
+    digits = (f.bits + 3) // 4
+    rng = np.random.default_rng(3)
+    codes = np.concatenate([np.arange(min(1 << f.bits, 1 << 16), dtype=np.uint64),
+                            rng.integers(0, 1 << 63, 2000, dtype=np.uint64) * np.uint64(2),
+                            np.array([(1 << 64) - 1, (1 << f.bits) - 1], dtype=np.uint64)])
+    mask = (1 << 4 * digits) - 1
+    expected = [f"0x{int(c) & mask:0{digits}x}" for c in codes]
+    got = codes_to_hex(codes, f)
+    assert got.dtype == np.dtype(f"U{digits + 2}") and got.tolist() == expected
+    assert codes_to_hex(codes[:6].reshape(2, 3), f).tolist() == [expected[:3], expected[3:6]]
+    assert codes_to_hex(codes[:0], f).shape == (0,) and codes_to_hex(codes[5], f).shape == ()
