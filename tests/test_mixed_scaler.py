@@ -127,6 +127,15 @@ def test_fp16_gradients_are_refused_like_torch():
             s.unscale_(opt)
     with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
         fm.Trainer("16-true", scaler=GradScaler(), progress=False)
+    # scaler="dynamic" is refused when the Trainer is built too (it raised in fit's first step)
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients.*Use '16-mixed'"):
+        fm.Trainer("16-true", scaler="dynamic", progress=False)
+    # Lightning's TransformerEnginePrecision: fp16 weights and no scaler; the fix is not '16-mixed'
+    with pytest.raises(ValueError, match="TransformerEnginePrecision does.*leave out lightning"):
+        fm.Trainer("transformer-engine-float16", recipe_options={"lightning": True},
+                   scaler="dynamic", progress=False)
+    fm.Trainer("transformer-engine-float16", recipe_options={"lightning": True}, scaler=1024.0,
+               progress=False)  # a static scale is no GradScaler
 
 
 def test_growth_and_the_finite_check():

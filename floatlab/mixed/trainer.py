@@ -84,6 +84,19 @@ def _pow2(x: float) -> str:
     return f"2^{int(e)}" if e == int(e) else f"{x:g}"
 
 
+def _fp16_weights_refuse_grad_scaler(policy: Policy) -> str:
+    """Why torch's GradScaler cannot train this policy's float16 weights, and what to do."""
+    if policy.recipe is not None and policy.recipe.options.get("lightning"):
+        return (f"{policy.name!r} trains float16 weights without a loss scaler, as Lightning's "
+                "TransformerEnginePrecision does (it has none), and torch's GradScaler refuses "
+                "them ('Attempting to unscale FP16 gradients'). Drop scaler=, pass a static "
+                "scale (scaler=1024.0), or leave out lightning=True for float32 master weights "
+                "and a GradScaler")
+    return (f"a GradScaler cannot be used with {policy.name!r}: its weights are float16 and "
+            "torch refuses with 'Attempting to unscale FP16 gradients'. Use '16-mixed', or a "
+            "StaticScaler.")
+
+
 class Trainer:
     """Train an MLP classifier under a precision policy, recording what the formats do.
 
@@ -185,9 +198,10 @@ class Trainer:
                                      "as MS-AMP does (through their scales, not as FP16 "
                                      "tensors); pass scaler='dynamic' for torch's GradScaler "
                                      "with MS-AMP's unscaling")
-                raise ValueError(f"a GradScaler cannot be used with {self.policy.name!r}: its "
-                                 "weights are float16 and torch refuses with 'Attempting to "
-                                 "unscale FP16 gradients'. Use '16-mixed', or a StaticScaler.")
+                raise ValueError(_fp16_weights_refuse_grad_scaler(self.policy))
+        elif self.policy.scaler == "dynamic" and self.policy.weights == FP16 and \
+                not takes_loss_scaler(self.policy.recipe):  # (it raised in fit's first step)
+            raise ValueError(_fp16_weights_refuse_grad_scaler(self.policy))
         if optimizer not in _OPTIMIZERS:
             raise ValueError(f"optimizer={optimizer!r}: use 'adam', 'adamw', 'sgd', 'adam8bit' "
                              "or 'adamw8bit'")
