@@ -207,6 +207,12 @@ def test_error_in_ulps_is_exact():
         ("1/0", r"division by zero"),
         ("1j", r"complex numbers"),
         ("9**9**9**9", r"beyond float64's range"),
+        # Below float64's smallest subnormal: read as 0 they would round to 0 even upward.
+        ("1e-400", r"below float64's smallest subnormal.*type 0 for zero"),
+        ("-1e-400", r"below float64's smallest subnormal"),
+        ("2**-1075", r"below float64's smallest subnormal"),
+        ("1e-200 * 1e-200", r"below float64's smallest subnormal"),
+        ("5e-324 / 2", r"below float64's smallest subnormal"),
     ],
 )
 def test_typed_values_that_fail_show_a_message_and_change_nothing(text, message):
@@ -399,7 +405,8 @@ def test_format_compare_links_to_a_toy():
     [("3.141", 3.141), ("2**-24", 2**-24), ("inf", math.inf), ("-Infinity", -math.inf),
      ("-0", -0.0), ("1/3", 1 / 3), ("0x3c00", 15360.0), ("1_000.5", 1000.5),
      ("(1 + 2**-10) * 2**15", 32800.0), ("−2.5", -2.5), ("2**1023 * 1.5", 2.0**1023 * 1.5),
-     ("pi", math.pi), ("1e-320", 1e-320)],
+     ("pi", math.pi), ("1e-320", 1e-320), ("2**-1074", 5e-324), ("0e-999", 0.0),
+     ("-0.0e5", -0.0), ("2**-1074 - 2**-1074", 0.0), ("0.5**inf", 0.0)],
 )
 def test_parse_value_reads_what_python_would(text, value):
     assert same(parse_value(text), value)
