@@ -275,6 +275,8 @@ def test_python_setters_raise_clearly_and_change_nothing():
         ("rounding", "stochastic", ValueError, r"deterministic rounding modes"),
         ("rounding", "sideways", ValueError, r"unknown rounding mode"),
         ("saturate", "yes", traitlets.TraitError, r"saturate"),
+        ("value", 10**400, ValueError, r"about 2\*\*1328\) is beyond float64's range"),
+        ("value", -(2**1024), ValueError, r"beyond float64's range.*float\('inf'\)"),
     ]
     for name, bad, error, message in cases:
         with pytest.raises(error, match=message):
@@ -374,6 +376,8 @@ def test_format_compare_rows_are_the_toys_states():
 
 
 def test_format_compare_bad_input():
+    with pytest.raises(ValueError, match=r"beyond float64's range"):  # not int() overflow
+        FormatCompare(10**400)
     cmp = FormatCompare(3.141, formats=["fp16", "e2m1"])
     before = (cmp.html, cmp.value, cmp.formats)
     assert not cmp.type_value("nan")  # fp4 has no NaN: refused for every row

@@ -65,7 +65,14 @@ def _as_value(value: Any) -> float:
             f"value must be a real number or the text of one (e.g. '2**-24'), got {value!r}"
         )
     if isinstance(value, (int, np.integer)) and abs(int(value)) > 2**53:
-        if float(value) != int(value):
+        try:
+            exact = float(value) == int(value)
+        except OverflowError:  # 10**400: float() would say only "int too large to convert"
+            raise ValueError(
+                f"the integer value (about 2**{abs(int(value)).bit_length() - 1}) is beyond "
+                "float64's range (max ≈ 1.8e308): pass float('inf') for infinity"
+            ) from None
+        if not exact:
             raise ValueError(f"the integer {value} is not exact in float64: pass a float")
     return float(value)
 
