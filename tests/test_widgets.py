@@ -257,6 +257,13 @@ def test_values_a_format_cannot_hold():
     toy = FloatToy("e8m0", 1.0)  # E8M0 has no zero: NaN, and the reason is shown
     assert toy.type_value("0") and math.isnan(toy.stored)
     assert "zero" in toy.html
+    # A sign the format cannot keep: the reason is a "why" line, not only the word "invalid".
+    assert toy.type_value("-2") and math.isnan(toy.stored)
+    assert "why</th>" in toy.html and "has no sign bit" in text_of(toy.html)
+    fnuz = FloatToy("e4m3fnuz", "-0")
+    assert fnuz.code == 0 and "has no -0 (its code 0x80 is the NaN): stored as +0" in text_of(
+        fnuz.html)
+    assert "sign bit is 1" not in text_of(FloatToy("fp16", -1.0).html)  # nothing to explain
 
 
 def test_python_setters_raise_clearly_and_change_nothing():
