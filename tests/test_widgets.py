@@ -93,6 +93,21 @@ def test_state_is_settable_from_python_and_observable():
     assert toy.value == 2**-10 and toy.value_text == "2**-10"
 
 
+def test_a_toy_can_start_from_a_code():
+    # code= was taken by traitlets as a plain trait value and overwritten by 3.141's state.
+    toy = FloatToy("fp16", code=0x3C00)
+    assert (toy.code, toy.stored, toy.value) == (0x3C00, 1.0, 1.0) and toy.state.from_code
+    payload = FloatToy("fp16", code=0x7C01, saturate=True)  # any code: a NaN payload too
+    assert payload.code == 0x7C01 and payload.saturate and "0x7c01" in payload.html
+    with pytest.raises(TypeError, match="pass value or code, not both"):
+        FloatToy("fp16", 3.141, code=0x3C00)
+    with pytest.raises(ValueError, match="does not fit in the 8 bits of float8_e4m3fn"):
+        FloatToy("e4m3fn", code=0x100)
+    with pytest.raises(TypeError, match="value must be a real number"):
+        FloatToy("fp16", None)  # None is still refused, not taken as the default
+    assert repr(FloatToy()) == "FloatToy(float16, 3.141 -> 0x4248 = 3.140625)"
+
+
 def test_value_and_code_track_numpy_float16_on_random_inputs():
     rng = np.random.default_rng(13)
     xs = np.concatenate([rng.standard_normal(60) * 10.0 ** rng.integers(-9, 6, 60),

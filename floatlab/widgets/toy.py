@@ -46,6 +46,16 @@ STATIC = Path(__file__).with_name("static")
 _INPUT_ERRORS = (ValueError, TypeError, OverflowError, FormatNameError, traitlets.TraitError)
 
 
+class _Default:
+    """FloatToy's default value (3.141), told apart from a value passed alongside code=."""
+
+    def __repr__(self) -> str:
+        return "3.141"
+
+
+_DEFAULT_VALUE = _Default()
+
+
 class StateTrait(traitlets.TraitType):
     """A trait whose ``@validate`` method does all the checking (None included: traitlets'
     ``Any`` would let None through unchecked)."""
@@ -85,6 +95,7 @@ class FloatToy(anywidget.AnyWidget):
     ----------
     fmt : any format floatlab knows: a preset ("fp16", "e4m3fn") or a spec ("e3m4", "e6m9").
     value : the number to store (or its text: "2**-24", "inf", "nan").
+    code : instead of ``value``, the code to show (``FloatToy("fp16", code=0x3c00)``).
     rounding, saturate, ftz : the options of :func:`floatlab.round` (``ftz=True`` is
         ``subnormals=False``); the toy offers the deterministic rounding modes.
 
@@ -121,14 +132,24 @@ class FloatToy(anywidget.AnyWidget):
     def __init__(
         self,
         fmt: str | Format | Any = "fp16",
-        value: Any = 3.141,
+        value: Any = _DEFAULT_VALUE,
         *,
+        code: Any = None,
         rounding: str = "nearest_even",
         saturate: bool = False,
         ftz: bool = False,
         **kwargs: Any,
     ) -> None:
-        state = state_from_value(_as_value(value), fmt, rounding, saturate, ftz)
+        # code= would otherwise reach traitlets as a plain trait value and be overwritten by
+        # the state of the default value, silently.
+        if code is not None and value is not _DEFAULT_VALUE:
+            raise TypeError(f"pass value or code, not both (got value={value!r}, code={code!r})")
+        if code is not None:
+            state = state_from_code(code, fmt, rounding, saturate, ftz)
+        else:
+            if value is _DEFAULT_VALUE:
+                value = 3.141
+            state = state_from_value(_as_value(value), fmt, rounding, saturate, ftz)
         self._state = state
         self._committing = True  # the traits below are the state, not requests to change it
         super().__init__(**kwargs)
