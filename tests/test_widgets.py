@@ -424,6 +424,23 @@ def test_format_compare_links_to_a_toy():
     link.unlink()
 
 
+def test_a_change_a_linked_widget_refuses_is_not_called_refused():
+    # The toy takes NaN; the linked table (fp4 has no NaN) refuses it. The toy used to answer
+    # False with fp4's message while showing the NaN it had stored.
+    toy, cmp = FloatToy("fp16", 1.0), FormatCompare(1.0, formats=["fp16", "e2m1"])
+    link = traitlets.link((toy, "value"), (cmp, "value"))
+    assert toy.type_value("nan") is True and math.isnan(toy.stored)
+    assert toy.message.startswith("stored here, but a linked widget refused it: float4_e2m1fn")
+    assert cmp.value == 1.0  # the table keeps its value
+    assert toy.type_value("2") and toy.message == "" and cmp.value == 2.0
+    assert not toy.type_value("abc") and "'abc' is not a number" in toy.message
+    link.unlink()
+    cmp = FormatCompare(1.0, formats=["fp16"])
+    back = traitlets.link((cmp, "value"), (FloatToy("e2m1", 1.0), "value"))
+    assert cmp.type_value("nan") is True and cmp.message.startswith("stored here, but a linked")
+    back.unlink()
+
+
 # ----------------------------------------------------------------------------- the parser
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import traitlets
 from floatlab.formats import get_format
 from floatlab.widgets.render import compare_html, number_text
 from floatlab.widgets.state import ToyState, _check_options, state_from_value
-from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, StateTrait, _as_value
+from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, StateTrait, _as_value, linked_refusal
 
 __all__ = ["FormatCompare"]
 
@@ -125,9 +125,13 @@ class FormatCompare(anywidget.AnyWidget):
 
     def type_value(self, text: str) -> bool:
         """Act as if ``text`` was typed into the value box (problems are shown, not raised)."""
+        before = self._states
         try:
             self.value = str(text)
         except _INPUT_ERRORS as err:
+            if self._states is not before:  # taken here; a linked widget refused it
+                self.message = linked_refusal(err)
+                return True
             self.message = str(err)
             self.value_text = str(text)
             return False

@@ -64,6 +64,12 @@ class StateTrait(traitlets.TraitType):
     info_text = "a value the widget's validator accepts"
 
 
+def linked_refusal(err: Exception) -> str:
+    """The message of a change this widget took but an observer of it refused: a widget linked
+    with ``traitlets.link`` (a FormatCompare with fp4 refuses the NaN a toy just stored)."""
+    return f"stored here, but a linked widget refused it: {err}"
+
+
 def _as_value(value: Any) -> float:
     """A number, or the text of one (parsed safely), as a float64."""
     if isinstance(value, str):
@@ -240,9 +246,13 @@ class FloatToy(anywidget.AnyWidget):
         return self._attempt(lambda: setattr(self, "fmt", str(text)))
 
     def _attempt(self, action, value_text: str | None = None) -> bool:
+        before = self._state
         try:
             action()
         except _INPUT_ERRORS as err:
+            if self._state is not before:  # taken here; an observer (a linked widget) refused
+                self.message = linked_refusal(err)
+                return True
             # Announce the message afresh even when it repeats: the browser then re-reads the
             # unchanged state into its controls (a format menu or checkbox that was just
             # changed snaps back).
