@@ -344,6 +344,9 @@ def test_custom_spec_formats():
     assert toy.stored == float(floatlab.round(3.141, "e6m9"))
     assert "e6m9: 16 bits = 1 sign + 6 exponent + 9 mantissa, bias 31" in text_of(toy.html)
     assert toy.type_format("e3m3fn_nonan") and not toy.state.fmt.has_nan
+    toy.ftz = True  # e1m1 has no normal numbers: FTZ would leave only zeros, said in toy words
+    assert not toy.type_format("e1m1") and toy.fmt == "e3m3fn_nonan"
+    assert "untick FTZ (ftz=False)" in toy.message and "subnormals=False" not in toy.message
 
 
 # ----------------------------------------------------------------------------- display
