@@ -11,6 +11,7 @@ import importlib
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import ml_dtypes
@@ -456,6 +457,17 @@ def test_a_change_a_linked_widget_refuses_is_not_called_refused():
 )
 def test_parse_value_reads_what_python_would(text, value):
     assert same(parse_value(text), value)
+
+
+@pytest.mark.parametrize("filter_", ["default", "error"])
+def test_parse_value_leaks_no_syntax_warning(filter_):
+    # ast.parse warns "invalid decimal literal" on 1if: printed under the notebook (or, under
+    # an "error" filter, a different message), whatever the person's filters.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter(filter_)
+        with pytest.raises(ValueError, match="IfExp expressions are not allowed"):
+            parse_value("1if 1 else 2")
+    assert not caught
 
 
 def test_parse_value_never_runs_code(tmp_path):

@@ -24,6 +24,7 @@ import ast
 import math
 import operator
 import re
+import warnings
 from typing import Any
 
 __all__ = ["parse_value"]
@@ -94,7 +95,9 @@ def _read(text: str) -> int | float:
         pass
     source = text.replace("−", "-")  # a pasted minus sign
     try:
-        tree = ast.parse(source, mode="eval")
+        with warnings.catch_warnings():  # "1if 1 else 2": Python's SyntaxWarning is no answer
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source, mode="eval")
     except SyntaxError:
         raise _Refused("it is not a Python expression") from None
     return _evaluate(tree.body, source)
