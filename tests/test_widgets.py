@@ -420,6 +420,20 @@ def test_format_compare_bad_input():
     assert (cmp.html, cmp.value, cmp.formats) == before
 
 
+def test_format_compare_takes_formats_with_custom_names():
+    # The rows were recomputed from the names, and a custom name does not parse back:
+    # FormatNameError "unknown format name 'mine'" for a valid Format.
+    mine = floatlab.Format(3, 4, name="mine")
+    cmp = FormatCompare(1 / 3, formats=[mine, "fp16"])
+    assert cmp.formats == ["mine", "float16"] and cmp.states[0].fmt is mine
+    assert cmp.states[0].value == float(floatlab.round(1 / 3, mine))
+    cmp.value = 2.5
+    cmp.rounding = "up"
+    cmp.formats = ["fp16", "mine"]
+    assert [s.value for s in cmp.states] == [2.5, 2.5] and cmp.states[1].fmt is mine
+    assert ">mine<" in cmp.html
+
+
 def test_format_compare_links_to_a_toy():
     toy, cmp = FloatToy("fp16", 1.0), FormatCompare(1.0, formats=["fp16", "bf16"])
     link = traitlets.link((toy, "value"), (cmp, "value"))
