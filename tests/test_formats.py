@@ -405,6 +405,10 @@ def test_formats_are_immutable():
          ["exp_bits=0", "subnormals=True"]),
         (dict(exp_bits=4, man_bits=3, special="p3109", has_zero=False, subnormals=False),
          ValueError, ["p3109", "has_zero=True"]),
+        # FNUZ's NaN would take -smallest's code: round(-0.25, e2m2fnuz_nozero) was -0.25,
+        # whose code 0x10 decodes as NaN.
+        (dict(exp_bits=2, man_bits=2, special="fnuz", has_zero=False, subnormals=False),
+         ValueError, ["fnuz", "-smallest", "has_zero=True"]),
         (dict(exp_bits=4, man_bits=-1), ValueError, ["man_bits=-1", "0..52"]),
         (dict(exp_bits=4, man_bits=53), ValueError, ["man_bits=53", "0..52"]),
         (dict(exp_bits=4.0, man_bits=3), TypeError, ["exp_bits", "int"]),

@@ -11,6 +11,7 @@ import importlib
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import ml_dtypes
@@ -91,6 +92,21 @@ def test_state_is_settable_from_python_and_observable():
     assert {"value", "code", "fmt"} <= set(seen)
     toy.value = "2**-10"  # the text of a number works from Python too
     assert toy.value == 2**-10 and toy.value_text == "2**-10"
+
+
+def test_a_toy_can_start_from_a_code():
+    # code= was taken by traitlets as a plain trait value and overwritten by 3.141's state.
+    toy = FloatToy("fp16", code=0x3C00)
+    assert (toy.code, toy.stored, toy.value) == (0x3C00, 1.0, 1.0) and toy.state.from_code
+    payload = FloatToy("fp16", code=0x7C01, saturate=True)  # any code: a NaN payload too
+    assert payload.code == 0x7C01 and payload.saturate and "0x7c01" in payload.html
+    with pytest.raises(TypeError, match="pass value or code, not both"):
+        FloatToy("fp16", 3.141, code=0x3C00)
+    with pytest.raises(ValueError, match="does not fit in the 8 bits of float8_e4m3fn"):
+        FloatToy("e4m3fn", code=0x100)
+    with pytest.raises(TypeError, match="value must be a real number"):
+        FloatToy("fp16", None)  # None is still refused, not taken as the default
+    assert repr(FloatToy()) == "FloatToy(float16, 3.141 -> 0x4248 = 3.140625)"
 
 
 def test_value_and_code_track_numpy_float16_on_random_inputs():
@@ -207,6 +223,12 @@ def test_error_in_ulps_is_exact():
         ("1/0", r"division by zero"),
         ("1j", r"complex numbers"),
         ("9**9**9**9", r"beyond float64's range"),
+        # Below float64's smallest subnormal: read as 0 they would round to 0 even upward.
+        ("1e-400", r"below float64's smallest subnormal.*type 0 for zero"),
+        ("-1e-400", r"below float64's smallest subnormal"),
+        ("2**-1075", r"below float64's smallest subnormal"),
+        ("1e-200 * 1e-200", r"below float64's smallest subnormal"),
+        ("5e-324 / 2", r"below float64's smallest subnormal"),
     ],
 )
 def test_typed_values_that_fail_show_a_message_and_change_nothing(text, message):
@@ -251,6 +273,13 @@ def test_values_a_format_cannot_hold():
     toy = FloatToy("e8m0", 1.0)  # E8M0 has no zero: NaN, and the reason is shown
     assert toy.type_value("0") and math.isnan(toy.stored)
     assert "zero" in toy.html
+    # A sign the format cannot keep: the reason is a "why" line, not only the word "invalid".
+    assert toy.type_value("-2") and math.isnan(toy.stored)
+    assert "why</th>" in toy.html and "has no sign bit" in text_of(toy.html)
+    fnuz = FloatToy("e4m3fnuz", "-0")
+    assert fnuz.code == 0 and "has no -0 (its code 0x80 is the NaN): stored as +0" in text_of(
+        fnuz.html)
+    assert "sign bit is 1" not in text_of(FloatToy("fp16", -1.0).html)  # nothing to explain
 
 
 def test_python_setters_raise_clearly_and_change_nothing():
@@ -269,6 +298,8 @@ def test_python_setters_raise_clearly_and_change_nothing():
         ("rounding", "stochastic", ValueError, r"deterministic rounding modes"),
         ("rounding", "sideways", ValueError, r"unknown rounding mode"),
         ("saturate", "yes", traitlets.TraitError, r"saturate"),
+        ("value", 10**400, ValueError, r"about 2\*\*1328\) is beyond float64's range"),
+        ("value", -(2**1024), ValueError, r"beyond float64's range.*float\('inf'\)"),
     ]
     for name, bad, error, message in cases:
         with pytest.raises(error, match=message):
@@ -314,6 +345,9 @@ def test_custom_spec_formats():
     assert toy.stored == float(floatlab.round(3.141, "e6m9"))
     assert "e6m9: 16 bits = 1 sign + 6 exponent + 9 mantissa, bias 31" in text_of(toy.html)
     assert toy.type_format("e3m3fn_nonan") and not toy.state.fmt.has_nan
+    toy.ftz = True  # e1m1 has no normal numbers: FTZ would leave only zeros, said in toy words
+    assert not toy.type_format("e1m1") and toy.fmt == "e3m3fn_nonan"
+    assert "untick FTZ (ftz=False)" in toy.message and "subnormals=False" not in toy.message
 
 
 # ----------------------------------------------------------------------------- display
@@ -368,6 +402,8 @@ def test_format_compare_rows_are_the_toys_states():
 
 
 def test_format_compare_bad_input():
+    with pytest.raises(ValueError, match=r"beyond float64's range"):  # not int() overflow
+        FormatCompare(10**400)
     cmp = FormatCompare(3.141, formats=["fp16", "e2m1"])
     before = (cmp.html, cmp.value, cmp.formats)
     assert not cmp.type_value("nan")  # fp4 has no NaN: refused for every row
@@ -384,12 +420,43 @@ def test_format_compare_bad_input():
     assert (cmp.html, cmp.value, cmp.formats) == before
 
 
+def test_format_compare_takes_formats_with_custom_names():
+    # The rows were recomputed from the names, and a custom name does not parse back:
+    # FormatNameError "unknown format name 'mine'" for a valid Format.
+    mine = floatlab.Format(3, 4, name="mine")
+    cmp = FormatCompare(1 / 3, formats=[mine, "fp16"])
+    assert cmp.formats == ["mine", "float16"] and cmp.states[0].fmt is mine
+    assert cmp.states[0].value == float(floatlab.round(1 / 3, mine))
+    cmp.value = 2.5
+    cmp.rounding = "up"
+    cmp.formats = ["fp16", "mine"]
+    assert [s.value for s in cmp.states] == [2.5, 2.5] and cmp.states[1].fmt is mine
+    assert ">mine<" in cmp.html
+
+
 def test_format_compare_links_to_a_toy():
     toy, cmp = FloatToy("fp16", 1.0), FormatCompare(1.0, formats=["fp16", "bf16"])
     link = traitlets.link((toy, "value"), (cmp, "value"))
     toy.flip(0)
     assert cmp.value == 1 + 2**-10 and cmp.states[0].code == toy.code
     link.unlink()
+
+
+def test_a_change_a_linked_widget_refuses_is_not_called_refused():
+    # The toy takes NaN; the linked table (fp4 has no NaN) refuses it. The toy used to answer
+    # False with fp4's message while showing the NaN it had stored.
+    toy, cmp = FloatToy("fp16", 1.0), FormatCompare(1.0, formats=["fp16", "e2m1"])
+    link = traitlets.link((toy, "value"), (cmp, "value"))
+    assert toy.type_value("nan") is True and math.isnan(toy.stored)
+    assert toy.message.startswith("stored here, but a linked widget refused it: float4_e2m1fn")
+    assert cmp.value == 1.0  # the table keeps its value
+    assert toy.type_value("2") and toy.message == "" and cmp.value == 2.0
+    assert not toy.type_value("abc") and "'abc' is not a number" in toy.message
+    link.unlink()
+    cmp = FormatCompare(1.0, formats=["fp16"])
+    back = traitlets.link((cmp, "value"), (FloatToy("e2m1", 1.0), "value"))
+    assert cmp.type_value("nan") is True and cmp.message.startswith("stored here, but a linked")
+    back.unlink()
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -399,10 +466,22 @@ def test_format_compare_links_to_a_toy():
     [("3.141", 3.141), ("2**-24", 2**-24), ("inf", math.inf), ("-Infinity", -math.inf),
      ("-0", -0.0), ("1/3", 1 / 3), ("0x3c00", 15360.0), ("1_000.5", 1000.5),
      ("(1 + 2**-10) * 2**15", 32800.0), ("−2.5", -2.5), ("2**1023 * 1.5", 2.0**1023 * 1.5),
-     ("pi", math.pi), ("1e-320", 1e-320)],
+     ("pi", math.pi), ("1e-320", 1e-320), ("2**-1074", 5e-324), ("0e-999", 0.0),
+     ("-0.0e5", -0.0), ("2**-1074 - 2**-1074", 0.0), ("0.5**inf", 0.0)],
 )
 def test_parse_value_reads_what_python_would(text, value):
     assert same(parse_value(text), value)
+
+
+@pytest.mark.parametrize("filter_", ["default", "error"])
+def test_parse_value_leaks_no_syntax_warning(filter_):
+    # ast.parse warns "invalid decimal literal" on 1if: printed under the notebook (or, under
+    # an "error" filter, a different message), whatever the person's filters.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter(filter_)
+        with pytest.raises(ValueError, match="IfExp expressions are not allowed"):
+            parse_value("1if 1 else 2")
+    assert not caught
 
 
 def test_parse_value_never_runs_code(tmp_path):

@@ -130,6 +130,15 @@ class Format:
             raise ValueError(
                 "special='p3109' keeps zero at code 0 (its NaN replaces -0): pass has_zero=True"
             )
+        if self.special == "fnuz" and not self.has_zero:
+            # Without zero, the code NaN takes (0x80) would be -smallest: the negative side
+            # would lack the smallest magnitude the positive side has, which the rounding does
+            # not model (it gave -smallest, a value whose code decodes as NaN).
+            raise ValueError(
+                "special='fnuz' puts NaN at the negative-zero code, which in a format without "
+                "zero is the code of -smallest (the negatives would lose their smallest "
+                "magnitude): pass has_zero=True, or special='fn' for a format without zero"
+            )
         if self.special == "ieee" and self.man_bits == 0:
             raise ValueError(
                 "an IEEE-style format needs man_bits >= 1 to tell inf from NaN; "

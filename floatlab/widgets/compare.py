@@ -18,10 +18,10 @@ from typing import Any
 import anywidget
 import traitlets
 
-from floatlab.formats import get_format
+from floatlab.formats import Format, get_format
 from floatlab.widgets.render import compare_html, number_text
 from floatlab.widgets.state import ToyState, _check_options, state_from_value
-from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, StateTrait, _as_value
+from floatlab.widgets.toy import _INPUT_ERRORS, STATIC, StateTrait, _as_value, linked_refusal
 
 __all__ = ["FormatCompare"]
 
@@ -67,7 +67,12 @@ class FormatCompare(anywidget.AnyWidget):
         x = _as_value(value)
         options = dict(rounding=_check_options(rounding, saturate, ftz), saturate=saturate,
                        ftz=ftz)
-        names = [get_format(f).name for f in formats]
+        resolved = [get_format(f) for f in formats]
+        # Formats given as objects are kept by name: a custom name (Format(3, 4, name="mine"))
+        # does not parse back, and the rows are recomputed from the names.
+        self._given = {f.name: f for f, given in zip(resolved, formats, strict=True)
+                       if not isinstance(given, str)}
+        names = [f.name for f in resolved]
         states = self._compute(x, names, options)
         self._ready = False
         super().__init__(**kwargs)
@@ -77,9 +82,11 @@ class FormatCompare(anywidget.AnyWidget):
         self._show(states, x, value if isinstance(value, str) else None)
         self.on_msg(self._on_browser_message)
 
-    @staticmethod
-    def _compute(x: float, names: Sequence[str], options: dict) -> list[ToyState]:
-        return [state_from_value(x, name, **options) for name in names]
+    def _format(self, name: str) -> Format:
+        return self._given.get(name) or get_format(name)
+
+    def _compute(self, x: float, names: Sequence[str], options: dict) -> list[ToyState]:
+        return [state_from_value(x, self._format(name), **options) for name in names]
 
     @property
     def states(self) -> list[ToyState]:
@@ -105,7 +112,7 @@ class FormatCompare(anywidget.AnyWidget):
 
     @traitlets.validate("formats")
     def _validate_formats(self, proposal):
-        names = [get_format(f).name for f in proposal.value]
+        names = [self._format(f).name for f in proposal.value]
         if not names:
             raise ValueError("formats is empty: give at least one format name, e.g. ['fp16']")
         if self._ready:
@@ -125,9 +132,13 @@ class FormatCompare(anywidget.AnyWidget):
 
     def type_value(self, text: str) -> bool:
         """Act as if ``text`` was typed into the value box (problems are shown, not raised)."""
+        before = self._states
         try:
             self.value = str(text)
         except _INPUT_ERRORS as err:
+            if self._states is not before:  # taken here; a linked widget refused it
+                self.message = linked_refusal(err)
+                return True
             self.message = str(err)
             self.value_text = str(text)
             return False

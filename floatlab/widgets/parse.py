@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
+import warnings
 from typing import Any
 
 __all__ = ["parse_value"]
@@ -45,6 +47,8 @@ _REFUSED = {
 }
 _FLOAT64_MAX_EXPONENT = 1024  # |x| >= 2**1024 is beyond float64's max
 _TOO_LARGE = "it is beyond float64's range (max ≈ 1.8e308): type inf for infinity"
+_TOO_SMALL = ("it is nonzero but below float64's smallest subnormal (≈ 4.9e-324), so it would "
+              "be read as 0: type 0 for zero")
 
 
 class _Refused(ValueError):
@@ -58,7 +62,9 @@ def parse_value(text: Any) -> float:
     only numbers and ``+ - * / **``; anything else raises a ``ValueError`` that says what was
     wrong and what to type. Integers must be exact in float64 (``2**53 + 1`` is refused: type
     ``2.0**53 + 1`` to accept the rounding), results beyond float64's range are refused
-    (``2**1024``; type ``inf`` for infinity).
+    (``2**1024``; type ``inf`` for infinity), and so are nonzero numbers below its smallest
+    subnormal (``1e-400``, ``2**-1075``: float64 would read them as 0, and a toy rounding up
+    would then show 0 where the smallest subnormal is the answer).
 
     >>> parse_value("3.141"), parse_value("1/3"), parse_value("nan")
     (3.141, 0.3333333333333333, nan)
@@ -84,14 +90,25 @@ def parse_value(text: Any) -> float:
 
 def _read(text: str) -> int | float:
     try:  # plain literals first: float() reads "-0" as -0.0 (Python's -0 is the int 0)
-        return float(text)
+        return _check_literal(float(text), text)
     except ValueError:
         pass
+    source = text.replace("−", "-")  # a pasted minus sign
     try:
-        tree = ast.parse(text.replace("−", "-"), mode="eval")  # a pasted minus sign
+        with warnings.catch_warnings():  # "1if 1 else 2": Python's SyntaxWarning is no answer
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source, mode="eval")
     except SyntaxError:
         raise _Refused("it is not a Python expression") from None
-    return _evaluate(tree.body)
+    return _evaluate(tree.body, source)
+
+
+def _check_literal(value: float, literal: str) -> float:
+    """``value`` read from ``literal``, refused if a nonzero literal underflowed to 0 (1e-400:
+    a toy rounding up, or a format wider than float64, would then show the wrong number)."""
+    if value == 0 and re.search(r"[1-9]", re.split(r"[eE]", literal.lower().lstrip("+-"))[0]):
+        raise _Refused(_TOO_SMALL)
+    return value
 
 
 def _to_float64(result: int | float, text: str) -> float:
@@ -109,7 +126,7 @@ def _to_float64(result: int | float, text: str) -> float:
     return float(result)
 
 
-def _evaluate(node: ast.AST) -> int | float:
+def _evaluate(node: ast.AST, source: str) -> int | float:
     if isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, complex):
@@ -118,23 +135,32 @@ def _evaluate(node: ast.AST) -> int | float:
             raise _Refused(f"{value!r} ({type(value).__name__}) is not a number")
         if isinstance(value, int) and value.bit_length() > _FLOAT64_MAX_EXPONENT + 64:
             raise _Refused(_TOO_LARGE)
+        if isinstance(value, float):  # 1e-400 is already 0.0 here: read its text
+            _check_literal(value, ast.get_source_segment(source, node) or "0")
         return value
     if isinstance(node, ast.Name):
         if node.id.lower() in _NAMES:
             return _NAMES[node.id.lower()]
         raise _Refused(f"{node.id!r} is not a number (names allowed: {', '.join(_NAMES)})")
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))
+        return _UNARY[type(node.op)](_evaluate(node.operand, source))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _evaluate(node.left), _evaluate(node.right)
+        left, right = _evaluate(node.left, source), _evaluate(node.right, source)
         if isinstance(node.op, ast.Pow):
-            return _power(left, right)
-        if isinstance(node.op, ast.Div) and right == 0:
+            result = _power(left, right)
+        elif isinstance(node.op, ast.Div) and right == 0:
             raise _Refused("division by zero")
-        try:
-            return _BINARY[type(node.op)](left, right)
-        except OverflowError:
-            raise _Refused(_TOO_LARGE) from None
+        else:
+            try:
+                result = _BINARY[type(node.op)](left, right)
+            except OverflowError:
+                raise _Refused(_TOO_LARGE) from None
+        # A product, quotient or power of nonzero finite numbers is nonzero: 0 means it
+        # underflowed float64 (2**-1075, 1e-200 * 1e-200). A sum of 0 is exact (x - x).
+        if (result == 0 and not isinstance(node.op, (ast.Add, ast.Sub))
+                and all(v != 0 and math.isfinite(v) for v in (left, right))):
+            raise _Refused(_TOO_SMALL)
+        return result
     for kind, words in _REFUSED.items():
         if isinstance(node, kind):
             raise _Refused(f"{words} are not allowed")

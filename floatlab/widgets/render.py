@@ -171,9 +171,13 @@ def _error_text(state: ToyState) -> str:
 
 def _outcome_notes(state: ToyState) -> list[str]:
     """The derivation's lines about what happened beyond plain rounding."""
-    keep = ("overflow", "underflow", "special", "note", "zero")
+    keep = ["overflow", "underflow", "special", "note", "zero"]
     if state.from_code:
         return []
+    x, fmt = state.x, state.fmt
+    if math.copysign(1.0, x) < 0 and not math.isnan(x) and (
+            not fmt.signed or (x == 0 and not fmt.has_negative_zero)):
+        keep.append("sign")  # why -2 is NaN in E8M0, why -0 is +0 in FNUZ formats
     return [f"{label}: {text}" for label, text in state.explanation.steps if label in keep]
 
 

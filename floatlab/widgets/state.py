@@ -150,6 +150,12 @@ def state_from_value(
     """Round ``x`` into ``fmt`` (``ftz=True``: flush subnormal results to zero)."""
     fmt = get_format(fmt)
     mode = _check_options(rounding, saturate, ftz)
+    if ftz and fmt.subnormals and fmt.has_zero and not fmt.has_normals:
+        # explain's own message speaks of its subnormals=False, which the toy calls FTZ.
+        raise ValueError(
+            f"FTZ would flush every nonzero value of {fmt.name} to zero (it has no normal "
+            "numbers: every finite value is subnormal): untick FTZ (ftz=False) to explore it"
+        )
     e = explain(x, fmt, rounding=mode, saturate=bool(saturate), subnormals=not ftz)
     return ToyState(fmt=fmt, x=e.x, code=e.code, rounding=mode, saturate=bool(saturate),
                     ftz=bool(ftz), from_code=False, explanation=e)

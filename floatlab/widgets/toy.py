@@ -46,12 +46,28 @@ STATIC = Path(__file__).with_name("static")
 _INPUT_ERRORS = (ValueError, TypeError, OverflowError, FormatNameError, traitlets.TraitError)
 
 
+class _Default:
+    """FloatToy's default value (3.141), told apart from a value passed alongside code=."""
+
+    def __repr__(self) -> str:
+        return "3.141"
+
+
+_DEFAULT_VALUE = _Default()
+
+
 class StateTrait(traitlets.TraitType):
     """A trait whose ``@validate`` method does all the checking (None included: traitlets'
     ``Any`` would let None through unchecked)."""
 
     allow_none = False
     info_text = "a value the widget's validator accepts"
+
+
+def linked_refusal(err: Exception) -> str:
+    """The message of a change this widget took but an observer of it refused: a widget linked
+    with ``traitlets.link`` (a FormatCompare with fp4 refuses the NaN a toy just stored)."""
+    return f"stored here, but a linked widget refused it: {err}"
 
 
 def _as_value(value: Any) -> float:
@@ -65,7 +81,14 @@ def _as_value(value: Any) -> float:
             f"value must be a real number or the text of one (e.g. '2**-24'), got {value!r}"
         )
     if isinstance(value, (int, np.integer)) and abs(int(value)) > 2**53:
-        if float(value) != int(value):
+        try:
+            exact = float(value) == int(value)
+        except OverflowError:  # 10**400: float() would say only "int too large to convert"
+            raise ValueError(
+                f"the integer value (about 2**{abs(int(value)).bit_length() - 1}) is beyond "
+                "float64's range (max ≈ 1.8e308): pass float('inf') for infinity"
+            ) from None
+        if not exact:
             raise ValueError(f"the integer {value} is not exact in float64: pass a float")
     return float(value)
 
@@ -78,6 +101,7 @@ class FloatToy(anywidget.AnyWidget):
     ----------
     fmt : any format floatlab knows: a preset ("fp16", "e4m3fn") or a spec ("e3m4", "e6m9").
     value : the number to store (or its text: "2**-24", "inf", "nan").
+    code : instead of ``value``, the code to show (``FloatToy("fp16", code=0x3c00)``).
     rounding, saturate, ftz : the options of :func:`floatlab.round` (``ftz=True`` is
         ``subnormals=False``); the toy offers the deterministic rounding modes.
 
@@ -114,14 +138,24 @@ class FloatToy(anywidget.AnyWidget):
     def __init__(
         self,
         fmt: str | Format | Any = "fp16",
-        value: Any = 3.141,
+        value: Any = _DEFAULT_VALUE,
         *,
+        code: Any = None,
         rounding: str = "nearest_even",
         saturate: bool = False,
         ftz: bool = False,
         **kwargs: Any,
     ) -> None:
-        state = state_from_value(_as_value(value), fmt, rounding, saturate, ftz)
+        # code= would otherwise reach traitlets as a plain trait value and be overwritten by
+        # the state of the default value, silently.
+        if code is not None and value is not _DEFAULT_VALUE:
+            raise TypeError(f"pass value or code, not both (got value={value!r}, code={code!r})")
+        if code is not None:
+            state = state_from_code(code, fmt, rounding, saturate, ftz)
+        else:
+            if value is _DEFAULT_VALUE:
+                value = 3.141
+            state = state_from_value(_as_value(value), fmt, rounding, saturate, ftz)
         self._state = state
         self._committing = True  # the traits below are the state, not requests to change it
         super().__init__(**kwargs)
@@ -212,9 +246,13 @@ class FloatToy(anywidget.AnyWidget):
         return self._attempt(lambda: setattr(self, "fmt", str(text)))
 
     def _attempt(self, action, value_text: str | None = None) -> bool:
+        before = self._state
         try:
             action()
         except _INPUT_ERRORS as err:
+            if self._state is not before:  # taken here; an observer (a linked widget) refused
+                self.message = linked_refusal(err)
+                return True
             # Announce the message afresh even when it repeats: the browser then re-reads the
             # unchanged state into its controls (a format menu or checkbox that was just
             # changed snaps back).
