@@ -578,3 +578,16 @@ def test_accumulator_in_a_custom_p53_format_keeps_its_range():
     assert float(floatlab.sum([1e308, 1e308], "float64")) == math.inf
     assert float(floatlab.sum([1.0, 2.0**-53, 2.0**-53], "float64")) == 1.0
 
+
+def test_fma_of_plain_values_of_a_wide_custom_format():
+    # Who is right: floatlab's own claim (fma is correctly rounded for correctly_rounded
+    # formats). Plain operands were checked by a float32 round trip, so e9m1's 1.5 * 2**255
+    # (2 significant bits) was refused as having "more than 24 significant bits".
+    fmt = Format(9, 1)
+    assert floatlab.arith.correctly_rounded(fmt)
+    a, b, c = 1.5 * 2.0**255, 2.0**-300, 2.0**-45
+    assert float(floatlab.fma(a, b, c, fmt=fmt)) == float(
+        Ref(fmt).round_exact(Fraction(a) * Fraction(b) + Fraction(c), "nearest_even"))
+    for bad in (1 + 2.0**-30, 2.0**-600):  # really inexact products: still refused
+        with pytest.raises(ValueError, match="more than 24 significant bits"):
+            floatlab.fma(bad, 1.0, 0.0, fmt="fp32")
