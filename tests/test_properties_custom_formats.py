@@ -248,7 +248,7 @@ def edge_values(draw, fmt: Format):
         x = _f(ref.max)
     elif kind == "overflow":
         _, hi, _ = ref.candidates(ref.max + Fraction(1, 10**400))  # the next grid point
-        assume((ref.max + hi) / 2 < Fraction(2) ** 1024)
+        assume((ref.max + hi) / 2 <= Fraction(np.finfo(np.float64).max))
         x = _f((ref.max + hi) / 2)
     elif kind == "tiny":
         x = _f(ref.smallest_positive())
@@ -314,6 +314,7 @@ def test_round_named_specs(data):
 @given(st.data())
 def test_round_inf_and_nan_per_flags(data):
     fmt = data.draw(formats())
+    assume(not _ftz_unsupported(fmt, False))  # refused with a clear error
     ref = Ref(fmt)
     saturate = data.draw(st.booleans())
     mode = data.draw(st.sampled_from(DETERMINISTIC))
@@ -355,6 +356,7 @@ def test_stochastic_candidates_and_probability(data):
 @SETTINGS
 @given(formats(max_bits=12))
 def test_codec_every_code_round_trips(fmt):
+    assume(not _ftz_unsupported(fmt, False))  # encode refuses those, with a clear error
     ref = Ref(fmt)
     codes = np.arange(1 << fmt.bits)
     got = floatlab.decode(codes, fmt)
@@ -475,7 +477,8 @@ def _sqrt_round(ref: Ref, a: Fraction, mode: str) -> float:
     # same side of the midpoint rounds the same way (never a tie)
     mid = (lo + hi) / 2
     side = (a > mid * mid) - (a < mid * mid)
-    assert side != 0
+    if side == 0:  # a tie on a coarse grid (sqrt(64) = 8 between 0 and 16 in e2m0b-3fnuz)
+        return ref.round_exact(mid, mode)
     stand_in = (mid + hi) / 2 if side > 0 else (lo + mid) / 2
     return ref.round_exact(stand_in, mode)
 
@@ -485,6 +488,7 @@ def _sqrt_round(ref: Ref, a: Fraction, mode: str) -> float:
 def test_floatarray_ops_correctly_rounded(data):
     fmt = data.draw(formats())
     assume(fmt.signed and fmt.has_zero)  # differences of unsigned / zero-less formats: NaN
+    assume(not _ftz_unsupported(fmt, False))  # refused with a clear error
     mode = data.draw(st.sampled_from(DETERMINISTIC))
     ref = Ref(fmt)
     a_vals, b_vals = _operands(data, fmt, 4), _operands(data, fmt, 4)
@@ -536,6 +540,7 @@ def test_accumulator_sum_matches_fraction_loop(data):
     mode = data.draw(st.sampled_from(DETERMINISTIC))
     assume(fmt.p <= 52 or mode == "nearest_even")
     assume(fmt.signed and fmt.has_zero)  # differences of unsigned / zero-less formats: NaN
+    assume(not _ftz_unsupported(fmt, False))  # refused with a clear error
     ref = Ref(fmt)
     n = data.draw(st.integers(1, 12))
     terms = [data.draw(edge_values(fmt)) for _ in range(n)]
