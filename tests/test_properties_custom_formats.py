@@ -262,7 +262,8 @@ def edge_values(draw, fmt: Format):
         x = math.ldexp(draw(st.floats(1.0, 2.0, exclude_max=True)), draw(st.integers(lo_e, hi_e)))
     nudge = draw(st.sampled_from([0, 0, 0, 1, -1, 2, -3]))
     for _ in range(abs(nudge)):
-        x = float(np.nextafter(x, math.inf if nudge > 0 else -math.inf))
+        with np.errstate(over="ignore"):  # max of e11m52 nudged up: inf, then assumed away
+            x = float(np.nextafter(x, math.inf if nudge > 0 else -math.inf))
     assume(math.isfinite(x))
     assume(x != 0 or fmt.has_zero)  # zero into a format without zero: its own test
     if not fmt.signed:
