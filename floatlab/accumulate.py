@@ -61,6 +61,8 @@ from floatlab.sequential import (
 
 __all__ = ["Accumulator", "sum", "cumsum", "dot", "matmul", "exact_add"]
 
+_FLOAT64 = get_format("float64")  # the one p = 53 format whose own sum needs no rounding
+
 Order = Literal["sequential", "pairwise", "blocked"]
 ORDERS = ("sequential", "pairwise", "blocked")
 
@@ -89,7 +91,9 @@ def exact_add(
 def _check_native(fmt: Format, mode: str, who: str) -> None:
     """Modes the adder cannot emulate exactly: every mode but nearest even of float64 itself
     (it adds natively). p = 52 (e11m51) is exact from TwoSum's error in every mode
-    (:func:`floatlab.eft.sum_for_52`, :func:`_stochastic_52`)."""
+    (:func:`floatlab.eft.sum_for_52`, :func:`_stochastic_52`). Other p = 53 formats add in
+    float64 and round that sum into their range: exact in their normal range (float64's
+    grid), double rounded where their subnormals are coarser than float64's grid."""
     if fmt.p > 52 and mode != "nearest_even":
         raise ValueError(f"{who} in {fmt.name} adds natively in float64 (round to nearest even "
                          "only): use a narrower format (p <= 52) or rounding='nearest_even'")
@@ -100,8 +104,10 @@ def _add(a, b, fmt: Format, mode: str, rng, random_bits) -> np.ndarray:
         return _stochastic_52(a, b, fmt, rng, random_bits)
     with np.errstate(over="ignore", invalid="ignore"):
         s = sum_to_round(a, b, fmt.p, mode)  # (modes it cannot do: refused by _check_native)
-    if fmt.p > 52:  # float64 itself: its own sum is the rounded one
+    if fmt.p > 52 and fmt == _FLOAT64:  # float64 itself: its own sum is the rounded one
         return s
+    # Other p = 53 formats (e8m52, e10m52b500fn ...): float64's sum rounded into their range
+    # (overflow, FTZ, no inf); it returned float64's, 2e300 in e8m52 whose max is 3.4e38.
     return _round(s, fmt, mode, rng=rng, random_bits=random_bits)
 
 

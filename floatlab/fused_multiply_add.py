@@ -58,10 +58,11 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
         va, vb, vc = (np.asarray(as_float_array(v, name=n), dtype=np.float64)
                       for v, n in ((a, "a"), (b, "b"), (c, "c")))
         for v, n in ((va, "a"), (vb, "b")):
-            if not np.array_equal(_round(v, "float32"), v, equal_nan=True):
-                raise ValueError(f"fma: {n} has more than 24 significant bits; the product "
-                                 "is exact in float64 only for inputs of at most 26 bits "
-                                 "(round them to float32 or to the format first)")
+            if not _exact_product_operand(v).all():
+                raise ValueError(f"fma: {n} has more than 26 significant bits, or lies beyond "
+                                 "float32's range and outside [2**-500, 2**500); the product "
+                                 "is exact in float64 only for such inputs (round them to "
+                                 "float32 or to the format first)")
     try:
         np.broadcast_shapes(np.shape(va), np.shape(vb), np.shape(vc))
     except ValueError:
@@ -84,6 +85,22 @@ def fma(a: Any, b: Any, c: Any, fmt: str | Format | None = None,
     if arrays:
         return lead._new(exact, out_fmt)
     return _round(exact, out_fmt, mode, rng=rng)
+
+
+def _exact_product_operand(v: np.ndarray) -> np.ndarray:
+    """Where ``v`` may enter a float64 product exactly: a float32 value (24 bits, exponents
+    -149..127: products of two lie in float64's range) or any value of at most 26 significant
+    bits in [2**-500, 2**500) (products of two have at most 52 bits, keep their lowest bit
+    above 2**-1074 and stay below 2**1024). The values of every format that
+    :func:`correctly_rounded` accepts (p <= 25) pass: e9m1's 1.5 * 2**255 and e1m24's
+    2 - 2**-24 were refused before as "more than 24 significant bits".
+    """
+    with np.errstate(invalid="ignore"):
+        fits32 = (_round(v, "float32") == v) | np.isnan(v)
+        mantissa, exponent = np.frexp(v)
+        few_bits = np.ldexp(mantissa, 26) == np.trunc(np.ldexp(mantissa, 26))
+        in_range = (exponent > -500) & (exponent <= 500)
+    return fits32 | (few_bits & in_range)
 
 
 def _check_lead_settings(lead: FloatArray, rounding: Any, rng: Any) -> None:
