@@ -9,8 +9,11 @@ Three tables (targets from the issue):
    (speculative binade blocks) is timed too, on the same values.
 3. Any other format or mode: 1M values summed in at most 2 s (one long sum: the hardest case
    for a sequential model, which has a single output to vectorise over), and the same 1M values
-   as 1000 independent sums of 1000 terms (vectorised across outputs). 3b: ``floatlab.matmul``
-   of dense float16 operands in an fp16 accumulator, in nanoseconds per update.
+   as 1000 independent sums of 1000 terms (vectorised across outputs); then zero-mean sums
+   (1M standard-normal values: fp8 / fp4 running sums that cross binades every few terms, a
+   bfloat16 one in a directed mode); ``--sums-only`` runs this table alone.
+   3b: ``floatlab.matmul`` of dense float16 operands in an fp16 accumulator, in nanoseconds
+   per update.
 
 4. The lab: one training step of the reference MLP (16-64-64-4, batch 512, Adam) under
    16-mixed, default (float32 accumulation: BLAS) against ``accumulate=Accumulator("fp16")`` and
@@ -59,6 +62,8 @@ parser.add_argument("--repeats", type=int, default=5)
 parser.add_argument("--lab-only", action="store_true", help="only table 4")
 parser.add_argument("--lab-gemms", action="store_true",
                     help="table 4 with the fp16 step's matrix products one by one")
+parser.add_argument("--sums-only", action="store_true",
+                    help="only table 3 (other formats and modes, zero-mean sums included)")
 ARGS = parser.parse_args()
 
 
@@ -220,17 +225,18 @@ if ARGS.lab_only or ARGS.lab_gemms:
         lab_gemms()
     raise SystemExit(0)
 
-print("1. element-wise, 4M values (floor: floatlab.round of 4M float64 values)")
 n = 4_000_000
 x, y = rng.standard_normal(n), rng.standard_normal(n) + 3
-for name in ("float16", "bfloat16", "float8_e4m3fn"):
-    elementwise(name, x, y)
-
-print("\n2. sequential sums of 1M values, round to nearest (floor: np.add.accumulate)")
 m = 1_000_000
 values = rng.random(m)
-for name, dtype in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)):
-    native_sums(name, dtype, values)
+if not ARGS.sums_only:
+    print("1. element-wise, 4M values (floor: floatlab.round of 4M float64 values)")
+    for name in ("float16", "bfloat16", "float8_e4m3fn"):
+        elementwise(name, x, y)
+
+    print("\n2. sequential sums of 1M values, round to nearest (floor: np.add.accumulate)")
+    for name, dtype in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)):
+        native_sums(name, dtype, values)
 
 print("\n3. other formats and modes: 1M values (target <= 2 s)")
 cases = [
@@ -251,6 +257,17 @@ for label, acc in cases:
     many = timed(lambda acc=acc: floatlab.sum(values.reshape(1000, 1000), acc, axis=0), 1)
     row(f"{label}: one sum of 1M", one, None, "target <= 2 s")
     row(f"{label}: 1000 sums of 1000", many)
+# Zero-mean terms: an fp8 running sum random-walks across binades of 8 values, cutting the
+# speculative blocks within a few terms (floatlab.sequential_scalar runs those stretches)
+normal = np.random.default_rng(1).standard_normal(m)  # (own generator: later tables' data)
+for label, acc in (("float8_e4m3fn nearest_even", floatlab.Accumulator("e4m3fn")),
+                   ("float8_e5m2 nearest_even", floatlab.Accumulator("e5m2")),
+                   ("float4_e2m1 nearest_even", floatlab.Accumulator("e2m1")),
+                   ("bfloat16 toward_zero", floatlab.Accumulator("bf16", "toward_zero"))):
+    row(f"{label}: one sum of 1M N(0, 1)",
+        timed(lambda acc=acc: floatlab.sum(normal, acc), 1), None, "target <= 2 s")
+if ARGS.sums_only:
+    raise SystemExit(0)
 kahan = floatlab.Accumulator("fp16", compensated=True)
 row("float16 Kahan: 1000 sums of 1000", timed(
     lambda: floatlab.sum(values.reshape(1000, 1000), kahan, axis=0), 1), None, "target <= 2 s")
