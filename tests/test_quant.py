@@ -328,6 +328,23 @@ def test_rfloor_pow2_scales_of_float32_subnormal_amaxes():
             assert got.stats.clipped_fraction == 0, (el, float(amax))
 
 
+def test_rfloor_pow2_scales_with_wide_elements():
+    """With bf16 or float32 elements (max ~2**128) the float32 quotient max / amax
+    overflowed for every amax below ~1, not only for subnormal ones: the pow2 scale became
+    2**-149 and every value clipped to max (0.5 -> 4.7e-7, 100% clipped). Reference as above:
+    float32's significand, an unbounded exponent."""
+    amaxes = np.float32([0.5, 0.00206414, 1.0, 3.0, 1e-20, 2.0**-100, 1e6])
+    for el in ("bf16", "float32", "float16"):
+        fmt = get_format(el)
+        for amax in amaxes:
+            q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
+            k = max(-floor_log2(q), -149)
+            x = np.array([amax, -amax / 3, 0.0], np.float32)
+            got = quantize(x, Scheme(el, 32, "pow2", "rfloor"))
+            assert got.scales[0] == 2.0**k, (el, float(amax))
+            assert got.stats.clipped_fraction == 0, (el, float(amax))
+
+
 def test_448_times_the_float32_reciprocal_is_exactly_one():
     # the rceil row above relies on this float32 fact: 448 * fl32(1/448) rounds to 1.0
     assert np.float32(448) * np.float32(1 / np.float32(448)) == np.float32(1.0)
