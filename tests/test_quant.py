@@ -626,3 +626,27 @@ def test_qsnr_of_an_infinite_error_is_minus_inf():
     q = quantize(x, Scheme("e2m1", "tensor", "pow2", "ceil"))
     with np.errstate(over="ignore"):
         assert q.stats.qsnr_db == -math.inf
+
+
+def test_qsnr_when_deq_is_far_larger_than_x():
+    """A float64-subnormal block rounded up (rounding='down' of a negative value) to an
+    element times E8M0's smallest scale 2**-127: deq ~1e-39 while x ~1e-313. The squares were
+    scaled by x's exponent alone, so deq's overflowed: -inf dB and a RuntimeWarning. The exact
+    value: 10 log10(sum x**2 / sum (x - deq)**2)."""
+    import warnings
+
+    x = np.array([0.0, -1.79408617e-313])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = quantize(x, Scheme("e2m1", 1, "e8m0", "floor", "down"))
+        deq = q.dequantize()
+        got = q.stats.qsnr_db
+    assert deq[1] == -0.5 * 2.0**-127
+    fx, fd = (Fraction(float(v)) for v in (x[1], deq[1]))
+    want = 10 * (math.log10((fx * fx).numerator) - math.log10((fx * fx).denominator)
+                 - math.log10(((fx - fd) ** 2).numerator)
+                 + math.log10(((fx - fd) ** 2).denominator))
+    assert got == pytest.approx(want, rel=1e-12)
+    from floatlab.quant.quantize import qsnr_db
+    assert qsnr_db(x, deq) == pytest.approx(want, rel=1e-12)
+    assert qsnr_db([1e-170, 0.0], [0.0, 0.0]) == pytest.approx(0.0)  # all flushed: 0 dB
