@@ -691,3 +691,16 @@ def test_axis_none_is_flat_blocks_and_takes_no_hadamard():
         floatlab.Scheme("e2m1", 16, "e4m3fn", hadamard=16, axis=None)
     with pytest.raises(TypeError, match=r"axis must be an int, or None.*got 'x'"):
         floatlab.Scheme("e2m1", 16, axis="x")
+
+
+def test_global_scale_with_elements_too_wide_for_its_float32_divisor():
+    """NVFP4's g = amax / (448 * element max) in float32: with bf16 or float32 elements the
+    divisor overflowed, g was 0, and every quantize raised "the tensor amax ... gives a global
+    scale outside float32's normal range; scale the tensor first", whatever the tensor (no
+    scaling helps). The Scheme now refuses it, naming the cause and the fix."""
+    for element in ("bf16", "float32"):
+        with pytest.raises(ValueError, match=r"448 \* .* overflows float32; use a narrower "
+                                             r"element format .* or drop global_scale"):
+            floatlab.Scheme(element, 16, "e4m3fn", "even", global_scale=True)
+    ok = floatlab.Scheme("float16", 16, "e4m3fn", "even", global_scale=True)
+    assert floatlab.quantize(np.array([1.0, -3.0]), ok).global_scale > 0
