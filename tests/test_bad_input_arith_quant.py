@@ -704,3 +704,20 @@ def test_global_scale_with_elements_too_wide_for_its_float32_divisor():
             floatlab.Scheme(element, 16, "e4m3fn", "even", global_scale=True)
     ok = floatlab.Scheme("float16", 16, "e4m3fn", "even", global_scale=True)
     assert floatlab.quantize(np.array([1.0, -3.0]), ok).global_scale > 0
+
+
+@pytest.mark.parametrize("scheme", ["mxfp4", "mxfp6", "nvfp4"])
+def test_dequantize_reads_unpacked_codes_with_shape_as_one_code_per_value(scheme):
+    """dequantize takes one code per value or, with shape=, the packed bytes; q.unpack() with
+    shape=q.shape was read as packed bytes (two codes from each byte of one code), the values
+    silently scrambled, and packed bytes beyond the shape's were ignored."""
+    x = np.array([[0.3, -1.2, 5.0, 0.01, 2.0, 3.0, -4.0, 1.0]])
+    q = floatlab.quantize(x, scheme)
+    g = {"global_scale": q.global_scale} if q.global_scale is not None else {}
+    want = floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape, **g)
+    np.testing.assert_array_equal(want, q.dequantize())
+    got = floatlab.dequantize(q.unpack(), q.scales, scheme, shape=q.shape, **g)
+    np.testing.assert_array_equal(got, want)
+    for bad in (q.unpack().reshape(-1), np.concatenate([q.codes, q.codes])):
+        with pytest.raises(ValueError, match="neither one code per value of shape"):
+            floatlab.dequantize(bad, q.scales, scheme, shape=q.shape, **g)

@@ -492,9 +492,16 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
     if arr.dtype.kind not in "iu":
         raise TypeError(f"codes must be unsigned integer codes, got dtype {arr.dtype}")
     shape = _check_shape(shape)
-    if element.bits in (4, 6) and arr.dtype == np.uint8 and shape is not None:
-        count = int(np.prod(shape))
-        arr = unpack_codes(arr, element.bits, count).reshape(shape)
+    packed_size = -(-math.prod(shape) * element.bits // 8) if shape is not None else None
+    if element.bits in (4, 6) and arr.dtype == np.uint8 and shape is not None and not (
+            arr.shape == shape and arr.size != packed_size):  # (one code per value: as is)
+        # (unpacked codes, q.unpack(), with shape=q.shape were read as packed bytes: pairs of
+        # codes from each byte, the values silently scrambled; extra bytes were ignored)
+        if arr.size != packed_size:
+            raise ValueError(f"codes hold {arr.size} values, neither one code per value of "
+                             f"shape {shape} nor its {packed_size} packed bytes; pass q.codes "
+                             "(packed) or q.unpack() (one code per value)")
+        arr = unpack_codes(arr, element.bits, math.prod(shape)).reshape(shape)
     elif shape is not None and shape != arr.shape:
         raise ValueError(f"codes have shape {arr.shape}, not {shape}")
     low, high = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)  # (one pass each)
