@@ -650,3 +650,17 @@ def test_qsnr_when_deq_is_far_larger_than_x():
     from floatlab.quant.quantize import qsnr_db
     assert qsnr_db(x, deq) == pytest.approx(want, rel=1e-12)
     assert qsnr_db([1e-170, 0.0], [0.0, 0.0]) == pytest.approx(0.0)  # all flushed: 0 dB
+
+
+@pytest.mark.parametrize("element", ["float32", "float64"])
+def test_dequantize_stored_codes_of_elements_wider_than_16_bits(element):
+    """Elements past 16 bits have no decode table: dequantize called element.decode, a method
+    Formats do not have (AttributeError from deep inside), and cast float64 codes to intp, so
+    the patterns of negative values (>= 2**63) wrapped negative."""
+    x = np.array([[0.3, -1.2, 5.0, -0.01], [1e-3, -7.0, 2.5, 0.0]])
+    s = Scheme(element, 4, "e8m0", "floor")
+    q = quantize(x, s)
+    got = floatlab.dequantize(q.codes, q.scales, s, shape=q.shape)
+    np.testing.assert_array_equal(got, q.dequantize())
+    np.testing.assert_array_equal(got, floatlab.fake_quantize(x, s))
+    assert got[0, 1] < 0 and got[1, 1] < 0

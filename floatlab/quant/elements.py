@@ -327,7 +327,11 @@ def _decode_table(element: Any, dtype: Any) -> np.ndarray:
 
 
 def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
-    if element.bits > 16:
+    if element.bits > 16:  # no table: decode (Formats: floatlab.decode, which has no method)
+        if isinstance(element, Format):
+            from floatlab.codec import decode
+
+            return decode(codes, element).astype(dtype)
         return element.decode(codes).astype(dtype)
     return gather(_decode_table(element, np.dtype(dtype)), codes)
 

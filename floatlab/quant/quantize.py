@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import as_array, check_flag, resolve_rng
+from floatlab.formats import Format
 from floatlab.quant.blocks import (
     _amax_and_max,
     _blocked,
@@ -525,7 +526,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         # values, the codes were dequantised silently wrong)
         raise TypeError(f"scales has dtype {scales.dtype}, as QuantizedTensor.scale_codes do: "
                         "dequantize takes the scale values; pass q.scales")
-    values = _element_values(arr.astype(np.intp), element, dtype)
+    # (64-bit formats' codes stay unsigned: float64 patterns of negative values pass 2**63)
+    wide = element.bits > 16 and isinstance(element, Format)
+    values = _element_values(arr if wide else arr.astype(np.intp), element, dtype)
     b = _blocked(values, scheme)
     sc = np.asarray(as_float_array(scales, name="scales"), dtype=np.float64)
     if sc.shape != b.grid:
