@@ -664,3 +664,21 @@ def test_dequantize_stored_codes_of_elements_wider_than_16_bits(element):
     np.testing.assert_array_equal(got, q.dequantize())
     np.testing.assert_array_equal(got, floatlab.fake_quantize(x, s))
     assert got[0, 1] < 0 and got[1, 1] < 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nvfp4_zero_block_of_a_tensor_with_a_subnormal_global_scale(dtype):
+    """A tensor of amax ~3.8e-42 gets a float32-subnormal global scale g; an all-zero block's
+    scale (clamped to E4M3's 2**-6) times g underflows to 0, and its zeros were divided 0 / 0:
+    quantize and fake_quantize raised "float4_e2m1fn has no NaN, and the input holds NaN", x
+    holding none. Those zeros are the element 0; the nonzero block keeps its values."""
+    x = np.zeros((2, 32), dtype)
+    x[0, 0], x[0, 1] = 3.793e-42, 1e-44
+    x = x.astype(np.float32).astype(dtype)  # (float32 subnormals, in either dtype)
+    q = quantize(x, "nvfp4")
+    assert q.global_scale > 0 and np.float32(q.global_scale) * np.float32(2.0**-6) == 0
+    deq = q.dequantize()
+    np.testing.assert_array_equal(deq, floatlab.fake_quantize(x, "nvfp4"))
+    assert deq[0, 0] == np.float32(np.float32(q.global_scale) * np.float32(448)) * 6
+    assert not deq[1].any() and not q.unpack()[1].any()
+    assert q.stats.flushed_fraction == 0.5  # 1e-44, a 448th of the amax, rounds to 0
