@@ -682,3 +682,18 @@ def test_nvfp4_zero_block_of_a_tensor_with_a_subnormal_global_scale(dtype):
     assert deq[0, 0] == np.float32(np.float32(q.global_scale) * np.float32(448)) * 6
     assert not deq[1].any() and not q.unpack()[1].any()
     assert q.stats.flushed_fraction == 0.5  # 1e-44, a 448th of the amax, rounds to 0
+
+
+def test_qsnr_when_x_squares_are_subnormal_at_deq_scale():
+    """The follow-up of the test above: x ~1e-240 against deq ~5e-79 scaled x's squares
+    into float64's subnormals without zeroing them (-3225.28 dB instead of -3225.65)."""
+    x = np.array([-2.34310155e-252, -1.92311066e-304, 3.98282951e-240, 6.69312934e-285])
+    q = quantize(x, Scheme("bf16", 1, "e8m0", "floor", "down"))
+    deq = q.dequantize()
+    fx = [Fraction(float(v)) for v in x]
+    fd = [Fraction(float(v)) for v in deq]
+    sig = sum(v * v for v in fx)
+    err = sum((a - b) ** 2 for a, b in zip(fx, fd, strict=True))
+    want = 10 * (math.log10(sig.numerator) - math.log10(sig.denominator)
+                 - math.log10(err.numerator) + math.log10(err.denominator))
+    assert q.stats.qsnr_db == pytest.approx(want, rel=1e-12)

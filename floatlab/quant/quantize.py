@@ -237,10 +237,11 @@ def qsnr_db(x: np.ndarray, deq: np.ndarray) -> float:
         return math.inf
     if not err < math.inf:
         return -math.inf
-    if sig == 0 and np.any(x != 0):
+    top = _top_exponent(x)
+    if top is not None and top + shift < -480:
         # x lies so far below deq (a float64-subnormal block given E8M0's smallest scale,
-        # 2**-127) that its squares underflowed at deq's scale: sum x**2 at x's own scale,
-        # and the two scales' ratio added in the log
+        # 2**-127) that its squares lose their precision or underflow at deq's scale: sum
+        # x**2 at x's own scale, and the two scales' ratio added in the log
         sig_own, own_shift = _squared_sums(x, np.zeros_like(x))[1:]
         return 10 * math.log10(sig_own / err) + 20 * (shift - own_shift) * math.log10(2)
     return 10 * math.log10(sig / err) if sig > 0 else -math.inf
