@@ -691,3 +691,33 @@ def test_axis_none_is_flat_blocks_and_takes_no_hadamard():
         floatlab.Scheme("e2m1", 16, "e4m3fn", hadamard=16, axis=None)
     with pytest.raises(TypeError, match=r"axis must be an int, or None.*got 'x'"):
         floatlab.Scheme("e2m1", 16, axis="x")
+
+
+def test_global_scale_with_elements_too_wide_for_its_float32_divisor():
+    """NVFP4's g = amax / (448 * element max) in float32: with bf16 or float32 elements the
+    divisor overflowed, g was 0, and every quantize raised "the tensor amax ... gives a global
+    scale outside float32's normal range; scale the tensor first", whatever the tensor (no
+    scaling helps). The Scheme now refuses it, naming the cause and the fix."""
+    for element in ("bf16", "float32"):
+        with pytest.raises(ValueError, match=r"448 \* .* overflows float32; use a narrower "
+                                             r"element format .* or drop global_scale"):
+            floatlab.Scheme(element, 16, "e4m3fn", "even", global_scale=True)
+    ok = floatlab.Scheme("float16", 16, "e4m3fn", "even", global_scale=True)
+    assert floatlab.quantize(np.array([1.0, -3.0]), ok).global_scale > 0
+
+
+@pytest.mark.parametrize("scheme", ["mxfp4", "mxfp6", "nvfp4"])
+def test_dequantize_reads_unpacked_codes_with_shape_as_one_code_per_value(scheme):
+    """dequantize takes one code per value or, with shape=, the packed bytes; q.unpack() with
+    shape=q.shape was read as packed bytes (two codes from each byte of one code), the values
+    silently scrambled, and packed bytes beyond the shape's were ignored."""
+    x = np.array([[0.3, -1.2, 5.0, 0.01, 2.0, 3.0, -4.0, 1.0]])
+    q = floatlab.quantize(x, scheme)
+    g = {"global_scale": q.global_scale} if q.global_scale is not None else {}
+    want = floatlab.dequantize(q.codes, q.scales, scheme, shape=q.shape, **g)
+    np.testing.assert_array_equal(want, q.dequantize())
+    got = floatlab.dequantize(q.unpack(), q.scales, scheme, shape=q.shape, **g)
+    np.testing.assert_array_equal(got, want)
+    for bad in (q.unpack().reshape(-1), np.concatenate([q.codes, q.codes])):
+        with pytest.raises(ValueError, match="neither one code per value of shape"):
+            floatlab.dequantize(bad, q.scales, scheme, shape=q.shape, **g)

@@ -328,6 +328,23 @@ def test_rfloor_pow2_scales_of_float32_subnormal_amaxes():
             assert got.stats.clipped_fraction == 0, (el, float(amax))
 
 
+def test_rfloor_pow2_scales_with_wide_elements():
+    """With bf16 or float32 elements (max ~2**128) the float32 quotient max / amax
+    overflowed for every amax below ~1, not only for subnormal ones: the pow2 scale became
+    2**-149 and every value clipped to max (0.5 -> 4.7e-7, 100% clipped). Reference as above:
+    float32's significand, an unbounded exponent."""
+    amaxes = np.float32([0.5, 0.00206414, 1.0, 3.0, 1e-20, 2.0**-100, 1e6])
+    for el in ("bf16", "float32", "float16"):
+        fmt = get_format(el)
+        for amax in amaxes:
+            q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
+            k = max(-floor_log2(q), -149)
+            x = np.array([amax, -amax / 3, 0.0], np.float32)
+            got = quantize(x, Scheme(el, 32, "pow2", "rfloor"))
+            assert got.scales[0] == 2.0**k, (el, float(amax))
+            assert got.stats.clipped_fraction == 0, (el, float(amax))
+
+
 def test_448_times_the_float32_reciprocal_is_exactly_one():
     # the rceil row above relies on this float32 fact: 448 * fl32(1/448) rounds to 1.0
     assert np.float32(448) * np.float32(1 / np.float32(448)) == np.float32(1.0)
@@ -609,3 +626,74 @@ def test_qsnr_of_an_infinite_error_is_minus_inf():
     q = quantize(x, Scheme("e2m1", "tensor", "pow2", "ceil"))
     with np.errstate(over="ignore"):
         assert q.stats.qsnr_db == -math.inf
+
+
+def test_qsnr_when_deq_is_far_larger_than_x():
+    """A float64-subnormal block rounded up (rounding='down' of a negative value) to an
+    element times E8M0's smallest scale 2**-127: deq ~1e-39 while x ~1e-313. The squares were
+    scaled by x's exponent alone, so deq's overflowed: -inf dB and a RuntimeWarning. The exact
+    value: 10 log10(sum x**2 / sum (x - deq)**2)."""
+    import warnings
+
+    x = np.array([0.0, -1.79408617e-313])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = quantize(x, Scheme("e2m1", 1, "e8m0", "floor", "down"))
+        deq = q.dequantize()
+        got = q.stats.qsnr_db
+    assert deq[1] == -0.5 * 2.0**-127
+    fx, fd = (Fraction(float(v)) for v in (x[1], deq[1]))
+    want = 10 * (math.log10((fx * fx).numerator) - math.log10((fx * fx).denominator)
+                 - math.log10(((fx - fd) ** 2).numerator)
+                 + math.log10(((fx - fd) ** 2).denominator))
+    assert got == pytest.approx(want, rel=1e-12)
+    from floatlab.quant.quantize import qsnr_db
+    assert qsnr_db(x, deq) == pytest.approx(want, rel=1e-12)
+    assert qsnr_db([1e-170, 0.0], [0.0, 0.0]) == pytest.approx(0.0)  # all flushed: 0 dB
+
+
+@pytest.mark.parametrize("element", ["float32", "float64"])
+def test_dequantize_stored_codes_of_elements_wider_than_16_bits(element):
+    """Elements past 16 bits have no decode table: dequantize called element.decode, a method
+    Formats do not have (AttributeError from deep inside), and cast float64 codes to intp, so
+    the patterns of negative values (>= 2**63) wrapped negative."""
+    x = np.array([[0.3, -1.2, 5.0, -0.01], [1e-3, -7.0, 2.5, 0.0]])
+    s = Scheme(element, 4, "e8m0", "floor")
+    q = quantize(x, s)
+    got = floatlab.dequantize(q.codes, q.scales, s, shape=q.shape)
+    np.testing.assert_array_equal(got, q.dequantize())
+    np.testing.assert_array_equal(got, floatlab.fake_quantize(x, s))
+    assert got[0, 1] < 0 and got[1, 1] < 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nvfp4_zero_block_of_a_tensor_with_a_subnormal_global_scale(dtype):
+    """A tensor of amax ~3.8e-42 gets a float32-subnormal global scale g; an all-zero block's
+    scale (clamped to E4M3's 2**-6) times g underflows to 0, and its zeros were divided 0 / 0:
+    quantize and fake_quantize raised "float4_e2m1fn has no NaN, and the input holds NaN", x
+    holding none. Those zeros are the element 0; the nonzero block keeps its values."""
+    x = np.zeros((2, 32), dtype)
+    x[0, 0], x[0, 1] = 3.793e-42, 1e-44
+    x = x.astype(np.float32).astype(dtype)  # (float32 subnormals, in either dtype)
+    q = quantize(x, "nvfp4")
+    assert q.global_scale > 0 and np.float32(q.global_scale) * np.float32(2.0**-6) == 0
+    deq = q.dequantize()
+    np.testing.assert_array_equal(deq, floatlab.fake_quantize(x, "nvfp4"))
+    assert deq[0, 0] == np.float32(np.float32(q.global_scale) * np.float32(448)) * 6
+    assert not deq[1].any() and not q.unpack()[1].any()
+    assert q.stats.flushed_fraction == 0.5  # 1e-44, a 448th of the amax, rounds to 0
+
+
+def test_qsnr_when_x_squares_are_subnormal_at_deq_scale():
+    """The follow-up of the test above: x ~1e-240 against deq ~5e-79 scaled x's squares
+    into float64's subnormals without zeroing them (-3225.28 dB instead of -3225.65)."""
+    x = np.array([-2.34310155e-252, -1.92311066e-304, 3.98282951e-240, 6.69312934e-285])
+    q = quantize(x, Scheme("bf16", 1, "e8m0", "floor", "down"))
+    deq = q.dequantize()
+    fx = [Fraction(float(v)) for v in x]
+    fd = [Fraction(float(v)) for v in deq]
+    sig = sum(v * v for v in fx)
+    err = sum((a - b) ** 2 for a, b in zip(fx, fd, strict=True))
+    want = 10 * (math.log10(sig.numerator) - math.log10(sig.denominator)
+                 - math.log10(err.numerator) + math.log10(err.denominator))
+    assert q.stats.qsnr_db == pytest.approx(want, rel=1e-12)

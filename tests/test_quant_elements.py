@@ -261,3 +261,28 @@ def test_infinities_stay_infinite_where_the_format_has_them():
     assert np.isnan(quantize_scaled([np.inf], "e4m3fn", scale=1.0, saturate=False).values[0])
     with pytest.raises(ValueError, match="no inf and no NaN"):
         quantize_scaled([np.inf], "e2m1", scale=1.0, saturate=False)
+
+
+def test_codebook_midpoints_between_entries_of_far_apart_magnitudes():
+    """Neighbours more than 2**29 apart in magnitude have a midpoint float64 cannot hold
+    ([-5e-37, 1]: 0.5 - 2.5e-37, stored as 0.5), so 0.5, nearer to 1, went to the lower entry
+    (a tie at the stored midpoint). Reference: the nearest entry by exact Fractions, exact
+    midpoints (none here) to the lower one; both the searchsorted and the float32 bucket paths."""
+    from fractions import Fraction
+
+    import floatlab
+
+    for entries in ([-5.004744415776467e-37, 1.0], [1e-30, 3.0, 3e20], [-2.0, -1e-38, 0.0]):
+        cb = floatlab.Codebook("far", np.float32(entries))
+        vals = [Fraction(float(v)) for v in cb.values()]
+        mids = [(a + b) / 2 for a, b in zip(vals[:-1], vals[1:], strict=True)]
+        xs = sorted({float(m) for m in mids} | {float(np.nextafter(float(m), s)) for m in mids
+                                                 for s in (-np.inf, np.inf)})
+        for x in xs:
+            fx = Fraction(x)
+            want = min(vals, key=lambda v: (abs(v - fx), v))
+            assert Fraction(float(cb.round(x))) == want, (entries, x)
+        x32 = np.repeat(np.float32(xs), 1000)  # the float32 bucket path (>= 4096 values)
+        want32 = [min(vals, key=lambda v: (abs(v - Fraction(float(x))), v)) for x in x32[::1000]]
+        got32 = cb.round(x32)[::1000]
+        assert [Fraction(float(g)) for g in got32] == want32, entries

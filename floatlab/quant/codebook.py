@@ -27,8 +27,10 @@ midpoints between neighbours; an input exactly on a midpoint goes to the *lower*
 -inf), and inputs beyond the ends saturate to the first / last entry. Directed modes ("up",
 "down", "toward_zero") take the neighbour on that side and "stochastic" rounds up with
 probability ``(x - lower) / (upper - lower)``. The midpoints are exact in float64 (the entries
-are float32 values). bitsandbytes' kernels search the same table; whether they send exact
-midpoints up or down is not claimed here.
+are float32 values), except between neighbours more than 2**29 apart in magnitude, whose
+midpoint is stored rounded down (:func:`_midpoints`): the same decisions. bitsandbytes'
+kernels search the same table; whether they send exact midpoints up or down is not claimed
+here.
 
 >>> import floatlab
 >>> nf4 = floatlab.get_codebook("nf4")
@@ -83,6 +85,21 @@ def gather(table: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out.reshape(index.shape)
 
 
+def _midpoints(arr: np.ndarray) -> np.ndarray:
+    """The midpoints between neighbouring float32 entries, for ``searchsorted(side="left")``:
+    exact in float64 unless the two differ by more than 2**29 in magnitude (their sum then
+    rounds: [-5e-37, 1] has the midpoint 0.5 - 2.5e-37, stored as 0.5, and 0.5 went to the
+    lower entry). An inexact midpoint m* is stored rounded down, to m: no float64 lies
+    strictly between m and m* < next(m), so ``x > m`` iff ``x > m*`` for every float64 x, and
+    none ties. (The sum's error from TwoSum; halving it is exact.)"""
+    a, b = arr[:-1], arr[1:]
+    total = a + b
+    b_part = total - a
+    error = (a - (total - b_part)) + (b - b_part)   # a + b = total + error, exactly
+    mid = total / 2
+    return np.where(error < 0, np.nextafter(mid, -np.inf), mid)
+
+
 class Codebook:
     """An element format given by its values: ``Codebook(name, values, codes=None)``.
 
@@ -113,7 +130,7 @@ class Codebook:
         if arr is None:
             raise ValueError(
                 "Codebook values must be float32 numbers (round them with "
-                "np.float32(values)); the midpoints are then exact in float64"
+                "np.float32(values)); their midpoints are then exact in float64, or nearly"
             )
         order = np.argsort(arr, kind="stable")
         arr = arr[order]
@@ -134,7 +151,7 @@ class Codebook:
                 raise ValueError(f"codes must be distinct ints in 0..{(1 << self.bits) - 1}")
         self._values = arr
         self._values32 = arr.astype(np.float32)
-        self._midpoints = (arr[:-1] + arr[1:]) / 2
+        self._midpoints = _midpoints(arr)
         self._midpoints32 = self._midpoints.astype(np.float32)
         self._midpoints32_exact = bool(np.array_equal(self._midpoints32, self._midpoints))
         self._codes = code_arr.astype(self.code_dtype)

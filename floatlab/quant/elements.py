@@ -327,7 +327,11 @@ def _decode_table(element: Any, dtype: Any) -> np.ndarray:
 
 
 def _element_values(codes: np.ndarray, element: Any, dtype: Any) -> np.ndarray:
-    if element.bits > 16:
+    if element.bits > 16:  # no table: decode (Formats: floatlab.decode, which has no method)
+        if isinstance(element, Format):
+            from floatlab.codec import decode
+
+            return decode(codes, element).astype(dtype)
         return element.decode(codes).astype(dtype)
     return gather(_decode_table(element, np.dtype(dtype)), codes)
 
@@ -365,6 +369,15 @@ def _round_scaled(values: np.ndarray, scale: np.ndarray, amax: np.ndarray, eleme
                                    dtype=out_dtype), None, 0, q
         peak = amax * scale if multiply else amax / scale  # each block's largest |q|
     peak_max = float(peak.max())  # NaN when a zero scale made 0 / 0
+    if peak_max != peak_max:
+        # A zero effective scale (a float32-subnormal global scale times a block scale
+        # underflows to 0: NVFP4 on a tensor of amax ~1e-42 with an all-zero block) divides the
+        # block's zeros 0 / 0: their element is 0. (The NaN was refused as "the input holds
+        # NaN", x holding none.) x is finite here, so 0 / 0 is the only NaN.
+        with np.errstate(invalid="ignore"):
+            q[np.isnan(q)] = 0.0
+            peak = np.where(np.isnan(peak), 0.0, peak)
+        peak_max = float(peak.max())
     clipped = _clip_blocks(q, peak, element, count=count,
                            nearest_even=rounding == "nearest_even", peak_max=peak_max)
     # Finite peaks: q is finite and, once clipped, within +-max (a zero scale, 0 / 0, is not).

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from floatlab._validate import as_array, check_flag, resolve_rng
+from floatlab.formats import Format
 from floatlab.quant.blocks import (
     _amax_and_max,
     _blocked,
@@ -226,32 +227,51 @@ class QuantizedTensor:
 
 
 def qsnr_db(x: np.ndarray, deq: np.ndarray) -> float:
-    """``10 log10(sum x**2 / sum (x - deq)**2)`` in float64, at any magnitude of ``x`` (see
-    :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is not, or when
-    the error is infinite (a float32 dequantisation that overflowed to inf: see _DEQ_NOTE)."""
-    err, sig = _squared_sums(np.asarray(x, dtype=np.float64), np.asarray(deq, dtype=np.float64))
+    """``10 log10(sum x**2 / sum (x - deq)**2)`` in float64, at any magnitude of ``x`` and
+    ``deq`` (see :func:`_squared_sums`): inf when exact, -inf when x is all zeros and deq is
+    not, or when the error is infinite (a float32 dequantisation that overflowed to inf: see
+    _DEQ_NOTE)."""
+    x, deq = np.asarray(x, dtype=np.float64), np.asarray(deq, dtype=np.float64)
+    err, sig, shift = _squared_sums(x, deq)
     if err == 0:
         return math.inf
-    return 10 * math.log10(sig / err) if sig > 0 and err < math.inf else -math.inf
+    if not err < math.inf:
+        return -math.inf
+    top = _top_exponent(x)
+    if top is not None and top + shift < -480:
+        # x lies so far below deq (a float64-subnormal block given E8M0's smallest scale,
+        # 2**-127) that its squares lose their precision or underflow at deq's scale: sum
+        # x**2 at x's own scale, and the two scales' ratio added in the log
+        sig_own, own_shift = _squared_sums(x, np.zeros_like(x))[1:]
+        return 10 * math.log10(sig_own / err) + 20 * (shift - own_shift) * math.log10(2)
+    return 10 * math.log10(sig / err) if sig > 0 else -math.inf
 
 
-def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float]:
-    """``sum((x - deq)**2)`` and ``sum(x**2)``, both times the same power of two: their ratio
-    (the QSNR) for any magnitude of ``x``.
+def _top_exponent(a: np.ndarray) -> int | None:
+    """The exponent E (frexp's) of the largest finite |a|; None when there is none > 0."""
+    finite = np.abs(a[np.isfinite(a)])
+    top = float(finite.max()) if finite.size else 0.0
+    return int(np.frexp(top)[1]) if top > 0 else None
+
+
+def _squared_sums(x: np.ndarray, deq: np.ndarray) -> tuple[float, float, int]:
+    """``sum((x - deq)**2)`` and ``sum(x**2)``, both times the same power of two
+    ``2**(2 * shift)``, and ``shift``: their ratio (the QSNR) for any magnitude of ``x``.
 
     Squared as they are, values beyond 2**±511 (1e±154) overflowed to inf / underflowed to 0:
     x * 1e170 gave a QSNR of NaN (inf / inf) and x * 1e-170 of inf dB (an error of 0), where
     the values were all flushed to zero (0 dB). ``x`` and ``deq`` are scaled by 2**-E, E the
-    exponent of the largest finite |x|: exact, so the ratio is unchanged for ordinary data,
-    and the few squares that still underflow are negligible terms (not an error, so no flag
-    under np.errstate(under="raise")).
+    exponent of the largest finite |x| or |deq|: exact, so the ratio is unchanged for
+    ordinary data, and the few squares that still underflow are negligible terms (not an
+    error, so no flag under np.errstate(under="raise")). (E from x alone overflowed the
+    squares when deq is far larger than x: a float64-subnormal block rounded up to an element
+    times E8M0's smallest scale 2**-127 gave an infinite error, -inf dB and a RuntimeWarning.)
     """
-    finite = np.abs(x[np.isfinite(x)])
-    top = float(finite.max()) if finite.size else 0.0
-    shift = -int(np.frexp(top)[1]) if top > 0 else 0
+    tops = [e for e in (_top_exponent(x), _top_exponent(deq)) if e is not None]
+    shift = -max(tops) if tops else 0
     with np.errstate(under="ignore"):
         xs, ds = np.ldexp(x, shift), np.ldexp(deq, shift)
-        return float(np.sum((xs - ds) ** 2)), float(np.sum(xs**2))
+        return float(np.sum((xs - ds) ** 2)), float(np.sum(xs**2)), shift
 
 
 # =============================================================================== the core
@@ -474,9 +494,16 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
     if arr.dtype.kind not in "iu":
         raise TypeError(f"codes must be unsigned integer codes, got dtype {arr.dtype}")
     shape = _check_shape(shape)
-    if element.bits in (4, 6) and arr.dtype == np.uint8 and shape is not None:
-        count = int(np.prod(shape))
-        arr = unpack_codes(arr, element.bits, count).reshape(shape)
+    packed_size = -(-math.prod(shape) * element.bits // 8) if shape is not None else None
+    if element.bits in (4, 6) and arr.dtype == np.uint8 and shape is not None and not (
+            arr.shape == shape and arr.size != packed_size):  # (one code per value: as is)
+        # (unpacked codes, q.unpack(), with shape=q.shape were read as packed bytes: pairs of
+        # codes from each byte, the values silently scrambled; extra bytes were ignored)
+        if arr.size != packed_size:
+            raise ValueError(f"codes hold {arr.size} values, neither one code per value of "
+                             f"shape {shape} nor its {packed_size} packed bytes; pass q.codes "
+                             "(packed) or q.unpack() (one code per value)")
+        arr = unpack_codes(arr, element.bits, math.prod(shape)).reshape(shape)
     elif shape is not None and shape != arr.shape:
         raise ValueError(f"codes have shape {arr.shape}, not {shape}")
     low, high = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)  # (one pass each)
@@ -500,7 +527,9 @@ def dequantize(codes: Any, scales: Any, scheme: str | Scheme, *,
         # values, the codes were dequantised silently wrong)
         raise TypeError(f"scales has dtype {scales.dtype}, as QuantizedTensor.scale_codes do: "
                         "dequantize takes the scale values; pass q.scales")
-    values = _element_values(arr.astype(np.intp), element, dtype)
+    # (64-bit formats' codes stay unsigned: float64 patterns of negative values pass 2**63)
+    wide = element.bits > 16 and isinstance(element, Format)
+    values = _element_values(arr if wide else arr.astype(np.intp), element, dtype)
     b = _blocked(values, scheme)
     sc = np.asarray(as_float_array(scales, name="scales"), dtype=np.float64)
     if sc.shape != b.grid:

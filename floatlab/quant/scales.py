@@ -111,11 +111,15 @@ def _float32_rule_exponents(amax: np.ndarray, element: Format | object, rule: st
     "pow2" scales (down to 2**-149) gave 2**-149 where the rule gives 2**-143 (E4M3, amax
     2.3e-41), and x / 2**-149 clipped to max. Amaxes below 2**-100 are scaled by 2**64 first
     (k - 64 after): the same values for every amax whose quotient was finite. (E8M0 scales
-    clamp such k to -127 either way.)
+    clamp such k to -127 either way.) The quotient overflows below max * 2**-128 whatever the
+    max: bf16 or float32 elements (max ~2**128) overflowed it for every amax below ~1, whose
+    pow2 scales became 2**-149 and whose values all clipped to max (0.5 -> 4.7e-7); so the
+    bound is max(1, max) * 2**-100.
     """
     shift = np.where(amax > _F32_MAX, 64, 0) if amax.dtype == np.float64 else 0
     if rule == "rfloor":
-        shift = np.where((amax > 0) & (amax < 2.0**-100), -64, shift)
+        tiny = max(1.0, element_max(element)) * 2.0**-100
+        shift = np.where((amax > 0) & (amax < tiny), -64, shift)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         a = amax if np.isscalar(shift) else np.ldexp(amax, -shift)
         a32 = a.astype(np.float32)

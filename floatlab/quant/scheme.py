@@ -78,6 +78,7 @@ def _scale_rounding_key(rule: Any) -> str:
                      f"{', '.join(SCALE_ROUNDINGS)}")
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
 DQ8_BLOCK = 256  # QLoRA's double quantisation: the absmax values in blocks of 256
 
 
@@ -231,6 +232,14 @@ class Scheme:
             raise ValueError("global_scale is NVFP4's second level for E4M3 block scales "
                              "(their narrow range is what it widens); it makes no sense with "
                              f"{self.scale!r} scales; use scale='e4m3fn' or drop global_scale")
+        if self.global_scale and not float(self.element.max) * 448.0 <= _F32_MAX:
+            # (the float32 divisor scale.max * element.max of g = amax / it overflowed, so g
+            # was 0 and every quantize raised "the tensor amax ... gives a global scale
+            # outside float32's normal range; scale the tensor first", whatever the tensor)
+            raise ValueError(f"global_scale divides the tensor amax by E4M3's max times the "
+                             f"element's max in float32, and 448 * {self.element.max:g} "
+                             f"({self.element.name}) overflows float32; use a narrower element "
+                             "format (e.g. 'e2m1', 'e4m3fn') or drop global_scale")
         if self.scale == "dq8" and isinstance(self.block, int) and self.axis not in (-1, None) and \
                 not self.hadamard:
             raise ValueError(f"axis={self.axis} does not apply to dq8 scales with int blocks: "
