@@ -317,7 +317,13 @@ def test_rfloor_pow2_scales_of_float32_subnormal_amaxes():
     rng = np.random.default_rng(8)
     amaxes = np.float32(np.ldexp(1 + rng.random(60), rng.integers(-149, -120, 60)))
     amaxes = np.concatenate([amaxes, np.float32([2.0**-149, 2.0**-126, 1e-36, 1e-30])])
-    for el in ("e4m3fn", "e5m2", "e2m1"):
+    _check_rfloor_pow2(("e4m3fn", "e5m2", "e2m1"), amaxes)
+
+
+def _check_rfloor_pow2(elements, amaxes):
+    """Each amax's pow2 "rfloor" scale against the reference (float32's significand, an
+    unbounded exponent) and no clipping."""
+    for el in elements:
         fmt = get_format(el)
         for amax in amaxes:
             q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
@@ -334,15 +340,7 @@ def test_rfloor_pow2_scales_with_wide_elements():
     2**-149 and every value clipped to max (0.5 -> 4.7e-7, 100% clipped). Reference as above:
     float32's significand, an unbounded exponent."""
     amaxes = np.float32([0.5, 0.00206414, 1.0, 3.0, 1e-20, 2.0**-100, 1e6])
-    for el in ("bf16", "float32", "float16"):
-        fmt = get_format(el)
-        for amax in amaxes:
-            q = Fraction(to_float(Fraction(float(fmt.max)) / Fraction(float(amax)), 24, -10**6))
-            k = max(-floor_log2(q), -149)
-            x = np.array([amax, -amax / 3, 0.0], np.float32)
-            got = quantize(x, Scheme(el, 32, "pow2", "rfloor"))
-            assert got.scales[0] == 2.0**k, (el, float(amax))
-            assert got.stats.clipped_fraction == 0, (el, float(amax))
+    _check_rfloor_pow2(("bf16", "float32", "float16"), amaxes)
 
 
 def test_448_times_the_float32_reciprocal_is_exactly_one():
