@@ -11,7 +11,8 @@ Three tables (targets from the issue):
    for a sequential model, which has a single output to vectorise over), and the same 1M values
    as 1000 independent sums of 1000 terms (vectorised across outputs); then zero-mean sums
    (1M standard-normal values: fp8 / fp4 running sums that cross binades every few terms, a
-   bfloat16 one in a directed mode); ``--sums-only`` runs this table alone.
+   bfloat16 one in a directed mode; fp8 / fp4 / bfloat16 stochastic ones, with and without 4
+   random bits); ``--sums-only`` runs this table alone.
    3b: ``floatlab.matmul`` of dense float16 operands in an fp16 accumulator, in nanoseconds
    per update.
 
