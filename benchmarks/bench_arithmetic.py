@@ -11,7 +11,8 @@ Three tables (targets from the issue):
    for a sequential model, which has a single output to vectorise over), and the same 1M values
    as 1000 independent sums of 1000 terms (vectorised across outputs); then zero-mean sums
    (1M standard-normal values: fp8 / fp4 running sums that cross binades every few terms, a
-   bfloat16 one in a directed mode); ``--sums-only`` runs this table alone.
+   bfloat16 one in a directed mode; fp8 / fp4 / bfloat16 stochastic ones, with and without 4
+   random bits); ``--sums-only`` runs this table alone.
    3b: ``floatlab.matmul`` of dense float16 operands in an fp16 accumulator, in nanoseconds
    per update.
 
@@ -263,9 +264,26 @@ normal = np.random.default_rng(1).standard_normal(m)  # (own generator: later ta
 for label, acc in (("float8_e4m3fn nearest_even", floatlab.Accumulator("e4m3fn")),
                    ("float8_e5m2 nearest_even", floatlab.Accumulator("e5m2")),
                    ("float4_e2m1 nearest_even", floatlab.Accumulator("e2m1")),
-                   ("bfloat16 toward_zero", floatlab.Accumulator("bf16", "toward_zero"))):
+                   ("bfloat16 toward_zero", floatlab.Accumulator("bf16", "toward_zero")),
+                   # stochastic: the stretches draw as the per-step path does (~57 us a term
+                   # before them). Exact SR's e4m3fn walk reaches 448 and overflows to NaN
+                   # near term 63k (cheap steps after it): the / 16 row stays in range
+                   ("float8_e4m3fn stochastic", floatlab.Accumulator("e4m3fn", "stochastic",
+                                                                     rng=0)),
+                   ("float8_e4m3fn stochastic, 4 random bits", floatlab.Accumulator(
+                       "e4m3fn", "stochastic", rng=0, random_bits=4)),
+                   ("float4_e2m1 stochastic", floatlab.Accumulator("e2m1", "stochastic",
+                                                                   rng=0)),
+                   ("float4_e2m1 stochastic, 4 random bits", floatlab.Accumulator(
+                       "e2m1", "stochastic", rng=0, random_bits=4)),
+                   ("bfloat16 stochastic", floatlab.Accumulator("bf16", "stochastic", rng=0)),
+                   ("bfloat16 stochastic, 4 random bits", floatlab.Accumulator(
+                       "bf16", "stochastic", rng=0, random_bits=4))):
     row(f"{label}: one sum of 1M N(0, 1)",
         timed(lambda acc=acc: floatlab.sum(normal, acc), 1), None, "target <= 2 s")
+row("float8_e4m3fn stochastic: one sum of 1M N(0, 1) / 16", timed(
+    lambda: floatlab.sum(normal / 16, floatlab.Accumulator("e4m3fn", "stochastic", rng=0)), 1),
+    None, "target <= 2 s")
 if ARGS.sums_only:
     raise SystemExit(0)
 kahan = floatlab.Accumulator("fp16", compensated=True)

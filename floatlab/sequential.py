@@ -9,15 +9,16 @@ round-to-nearest-even and round-to-odd, which depend on the parity of the runnin
 bit; that parity is a two-state recurrence solved by a prefix scan. The block is checked
 afterwards (every exact partial sum in the binade, nothing overflowing) and cut at the first
 step that leaves it; that step, and the steps after it while the sum stays near, walk a
-table of the nearby values plus the next terms (``_steps_in_place``), or, in deterministic
-modes, run a stretch of a thousand terms or more one rounding at a time in Python floats
-(:mod:`floatlab.sequential_scalar`: zero-mean fp8 / fp4 sums cross binades every few terms,
-1M of them in about 0.3 s instead of 12-34 s). The fast paths for
-float16 / bfloat16 / float32 / float64 round-to-nearest sequential sums of values already in
-the format use NumPy's and ml_dtypes' ``add.accumulate``: they add in float32 (or the type
-itself) and round once,
-which is correctly rounded because float32's 24 bits are at least 2p + 2 for p <= 11
-(Figueroa's double-rounding theorem), and tests check them equal to the emulated path.
+table of the nearby values plus the next terms (``_steps_in_place``), or, in the formats
+the template covers, run a stretch of a thousand terms or more one rounding at a time in
+Python floats (:mod:`floatlab.sequential_scalar`: zero-mean fp8 / fp4 sums cross binades
+every few terms, 1M of them in about 0.3 s instead of 12-34 s, and 0.2-0.3 s instead of
+about 60 s with stochastic rounding, whose stretches draw the per-step path's numbers).
+The fast paths for float16 / bfloat16 / float32 / float64 round-to-nearest sequential sums
+of values already in the format use NumPy's and ml_dtypes' ``add.accumulate``: they add in
+float32 (or the type itself) and round once, which is correctly rounded because float32's
+24 bits are at least 2p + 2 for p <= 11 (Figueroa's double-rounding theorem), and tests
+check them equal to the emulated path.
 An fp16 round-to-nearest matrix product (the lab's ``accumulate="fp16"``) adds one rank-1
 term per inner index to all outputs: :mod:`floatlab.fp16_matmul`.
 A long Kahan (compensated) sum has a state no scan can split: a few of them run step by step
@@ -129,7 +130,7 @@ def _speculative_column(x: np.ndarray, acc: Accumulator) -> np.ndarray:
     parity_matters = mode in ("nearest_even", "odd")
     total = np.zeros(1)
     i, size, still = 0, 256, _STILL_MIN
-    scalar = scalar_steps(fmt, mode)  # (deterministic modes: stretches in Python floats)
+    scalar = scalar_steps(fmt, mode, acc.rng, acc.random_bits)  # (stretches in Python floats)
     if scalar is not None:
         x = np.ascontiguousarray(x, dtype=np.float64)
         still = _SCALAR_MIN
@@ -179,10 +180,12 @@ def _exact_steps(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator,
                  ) -> tuple[int, np.ndarray, int]:
     """Steps one rounding each from x[i]: (next index, new running sum, next length).
 
-    Deterministic modes: ``still`` terms through :mod:`floatlab.sequential_scalar`'s loop
-    (about 0.3 us a term; a block that fails costs about as much as a thousand of them), twice
-    as many next time after a block cut early (zero-mean data in small formats cross binades
-    every few terms), half as many (at least _SCALAR_MIN) otherwise. Other modes: _walk.
+    Where the loop applies (``steps``): ``still`` terms through
+    :mod:`floatlab.sequential_scalar`'s loop (about 0.3 us a term; a block that fails costs
+    about as much as a thousand of them; stochastic rounding draws one number per term, as
+    the per-step path does), twice as many next time after a block cut early (zero-mean data
+    in small formats cross binades every few terms), half as many (at least _SCALAR_MIN)
+    otherwise. Elsewhere (p = 52, unsigned formats ...): _walk.
     """
     if steps is None:
         return _walk(x, i, total, acc, out, still)
