@@ -8,12 +8,11 @@ point c in that binade, independent of the running sum -- except for the ties of
 round-to-nearest-even and round-to-odd, which depend on the parity of the running sum's last
 bit; that parity is a two-state recurrence solved by a prefix scan. The block is checked
 afterwards (every exact partial sum in the binade, nothing overflowing) and cut at the first
-step that leaves it; that step, and the steps after it while the sum stays near, walk a
-table of the nearby values plus the next terms (``_steps_in_place``), or, in the formats
-the template covers, run a stretch of a thousand terms or more one rounding at a time in
-Python floats (:mod:`floatlab.sequential_scalar`: zero-mean fp8 / fp4 sums cross binades
+step that leaves it; from there a stretch of a thousand terms or more runs one rounding at
+a time in Python floats (:mod:`floatlab.sequential_scalar`, in the formats its rounding
+template covers; elsewhere one step at a time): zero-mean fp8 / fp4 sums cross binades
 every few terms, 1M of them in about 0.3 s instead of 12-34 s, and 0.2-0.3 s instead of
-about 60 s with stochastic rounding, whose stretches draw the per-step path's numbers).
+about 60 s with stochastic rounding, whose stretches draw the per-step path's numbers.
 The fast paths for float16 / bfloat16 / float32 / float64 round-to-nearest sequential sums
 of values already in the format use NumPy's and ml_dtypes' ``add.accumulate``: they add in
 float32 (or the type itself) and round once, which is correctly rounded because float32's
@@ -129,11 +128,10 @@ def _speculative_column(x: np.ndarray, acc: Accumulator) -> np.ndarray:
     fmt, mode = acc.fmt, acc.rounding
     parity_matters = mode in ("nearest_even", "odd")
     total = np.zeros(1)
-    i, size, still = 0, 256, _STILL_MIN
+    i, size, still = 0, 256, _SCALAR_MIN
     scalar = scalar_steps(fmt, mode, acc.rng, acc.random_bits)  # (stretches in Python floats)
     if scalar is not None:
         x = np.ascontiguousarray(x, dtype=np.float64)
-        still = _SCALAR_MIN
     while i < n:
         a = float(total[0])
         binade = _binade(a, fmt)
@@ -185,10 +183,13 @@ def _exact_steps(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator,
     about as much as a thousand of them; stochastic rounding draws one number per term, as
     the per-step path does), twice as many next time after a block cut early (zero-mean data
     in small formats cross binades every few terms), half as many (at least _SCALAR_MIN)
-    otherwise. Elsewhere (p = 52, unsigned formats ...): _walk.
+    otherwise. Elsewhere (the formats the loop does not cover: p = 52, unsigned, no zero,
+    p < 2): one step, ``acc._add`` itself.
     """
     if steps is None:
-        return _walk(x, i, total, acc, out, still)
+        total = acc._add(total, x[i : i + 1])
+        out[i] = total[0]
+        return i + 1, total, still
     stop = builtins.min(x.shape[0], i + still)
     total = _scalar_run(steps, x, i, stop, total, out)
     still = builtins.min(2 * still, _SCALAR_MAX) if cut_early else builtins.max(
@@ -197,98 +198,6 @@ def _exact_steps(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator,
 
 
 _SCALAR_MIN, _SCALAR_MAX = 1024, 1 << 16
-
-
-def _walk(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator, out: np.ndarray,
-          still: int) -> tuple[int, np.ndarray, int]:
-    """_steps_in_place, again while each table carries the sum at least _WALK_ON steps (fp8's
-    binades of 8 values cut speculative blocks within a few terms; tables do not)."""
-    while True:
-        start = i
-        i, total, still = _steps_in_place(x, i, total, acc, out, still)
-        if i - start < _WALK_ON or i >= x.shape[0]:
-            return i, total, still
-
-
-_WALK_ON = 8
-
-
-_STILL_MIN, _STILL_MAX = 16, 1 << 16
-_WINDOW, _WINDOW_MAX = 8, 48  # values of the format each side of the running sum in a walk
-
-
-def _steps_in_place(x: np.ndarray, i: int, total: np.ndarray, acc: Accumulator,
-                    out: np.ndarray, still: int) -> tuple[int, np.ndarray, int]:
-    """Exact steps from x[i] while the running sum stays near where it is: (next index, new
-    running sum, next look-ahead). Stochastic rounding: one step.
-
-    A low-precision sum stalls (swamping: fp8's running sum of 1M normal values sits at 64 and
-    most terms round away) or wanders across binades of a few values each (fp8's binades hold
-    8), where every speculative block is cut within a few terms. Here a table holds
-    ``_add(v, x[i + j])`` for the running sum t and, for formats of up to 16 bits, the
-    format's values v around it (:func:`_window`), for the next ``still`` terms, and
-    the sum walks through the table until it reaches a value outside those.
-
-    Proof that the steps equal one-at-a-time ones, for deterministic modes: ``acc._add`` is
-    element-wise (an error-free transformation, then one rounding, per element), so the
-    table's entry (v, j) is bit for bit ``_add([v], [x[i + j]])``. By induction on j, the
-    running sum before step j has the bit pattern of one of the table's rows (the walk looks
-    the pattern up, so -0 and NaN are only found where a row has that very pattern), and the
-    step's result is that row's entry j; the walk stops after the first result whose pattern
-    is no row's, which is still that step's exact result. Stochastic rounding draws from the
-    stream in a per-step order, which this would change.
-    """
-    if acc.rounding == "stochastic":
-        total = acc._add(total, x[i : i + 1])
-        out[i] = total[0]
-        return i + 1, total, still
-    block = x[i : i + still]
-    rows = _window(total, acc.fmt, block)
-    table = acc._add(np.repeat(rows, block.size), np.tile(block, rows.size))
-    table = table.reshape(rows.size, block.size)
-    keys = rows.view(np.uint64)
-    order = np.argsort(keys)
-    where = np.minimum(np.searchsorted(keys[order], table.view(np.uint64)), rows.size - 1)
-    found = keys[order][where] == table.view(np.uint64)
-    nexts = np.where(found, order[where], -1).tolist()  # the row of each result, or -1
-    start = int(np.flatnonzero(keys == total.view(np.uint64)[0])[0])
-    state, visited = start, []
-    for j in range(block.size):
-        state = nexts[state][j]
-        if state < 0:
-            break
-        visited.append(state)
-    k = len(visited)
-    out[i : i + k] = rows[visited]
-    if k == block.size:
-        return i + k, rows[visited[-1] : visited[-1] + 1].copy(), builtins.min(
-            2 * still, _STILL_MAX)
-    prev = visited[-1] if k else start
-    out[i + k] = table[prev, k]
-    return i + k + 1, table[prev, k : k + 1].copy(), builtins.max(_STILL_MIN, still // 2)
-
-
-def _window(total: np.ndarray, fmt: Format, block: np.ndarray) -> np.ndarray:
-    """The running sum t and, for formats of up to 16 bits, the format's values around it:
-    _WINDOW each side at least, more to cover t +- twice the block's largest finite term
-    (near 0 a term jumps many values), at most _WINDOW_MAX each side."""
-    if fmt.bits > 16 or not np.isfinite(total[0]):
-        return total.copy()
-    from floatlab.grid import values
-
-    grid = values(fmt)
-    t = float(total[0])
-    at = int(np.searchsorted(grid, t))
-    with np.errstate(invalid="ignore"):
-        finite = np.abs(block[np.isfinite(block)])
-    reach = 2 * float(finite.max()) if finite.size else 0.0
-    half = builtins.max(_WINDOW, at - int(np.searchsorted(grid, t - reach)) + 1,
-                        int(np.searchsorted(grid, t + reach, side="right")) - at + 1)
-    half = builtins.min(half, _WINDOW_MAX)
-    rows = grid[builtins.max(0, at - half) : at + half + 1]
-    if at < grid.size and grid[at].view(np.uint64) == total.view(np.uint64)[0]:
-        return rows
-    return np.concatenate([total, rows])  # (-0, or a value between the grid's, if any)
 
 
 def _binade(a: float, fmt: Format) -> tuple[int, float] | None:

@@ -169,10 +169,9 @@ def _stalling_sums(seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e5m2fnuz", "e2m1", "float16", "e3m4", "e8m13"])
 @pytest.mark.parametrize("mode", _DETERMINISTIC)
 def test_speculative_sums_with_stalls_equal_step_by_step(fmt, mode):
-    # sequential._steps_in_place walks the running sum through a table of its nearby values
-    # plus many terms (the swamping and binade-hopping of low-precision sums; the sum alone
-    # beyond 16 bits): bit for bit the per-step loop, every partial sum, signed zeros, inf
-    # and NaN included
+    # the swamping and binade-hopping of low-precision sums, where the speculative blocks are
+    # cut and sequential_scalar's stretches run: bit for bit the per-step loop, every partial
+    # sum, signed zeros, inf and NaN included
     acc = Accumulator(fmt, mode)
     for x in _stalling_sums(7):
         terms = acc_mod._ArrayTerms(x[:, None])
