@@ -50,6 +50,7 @@ from floatlab.mixed.reductions import cross_entropy
 from floatlab.mixed.scaler import GradScaler, StaticScaler, _LossScaler, _MSAMPGradScaler
 from floatlab.mixed.scope import no_grad, quantize, recording, use_precision
 from floatlab.mixed.seqtrain import (
+    OPTIMIZER_LABELS,
     batch_loss,
     check_model_fits,
     describe_sequences,
@@ -62,7 +63,7 @@ from floatlab.mixed.textdata import SequenceDataset
 __all__ = ["Trainer", "compare", "DEFAULT_PRECISIONS", "bytes_held"]
 
 #: Trainer(optimizer=...): torch's SGD, Adam, AdamW; bitsandbytes' Adam8bit, AdamW8bit.
-_OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit", "adamw8bit")
+_OPTIMIZERS = tuple(OPTIMIZER_LABELS)  # the names Trainer(optimizer=...) takes
 
 #: The reference experiment's five precisions.
 DEFAULT_PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
