@@ -259,6 +259,15 @@ def _parse_both(parse, strings, fmt):
     return results
 
 
+def _assert_same_parse(fast, slow):
+    """The same error, or the same values bit for bit (and shape)."""
+    if isinstance(slow, tuple):
+        assert fast == slow
+    else:
+        assert fast.shape == slow.shape and np.array_equal(
+            fast.view(np.uint64), slow.view(np.uint64))
+
+
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn", "e5m2fnuz", "e2m1", "e8m0", "fp32",
                                  "float64", floatlab.Format(5, 7, name="e5m7")])
 def test_string_arrays_fast_path_equals_per_string_parser(fmt):
@@ -278,12 +287,7 @@ def test_string_arrays_fast_path_equals_per_string_parser(fmt):
              np.char.add(" ", bins), np.char.add("0b", bins), np.char.add(bins, "\t"),
              bins[:0], bins.astype(bins.dtype.newbyteorder(">"))]
     for strings in cases:
-        fast, slow = _parse_both(from_bin, strings, f)
-        if isinstance(slow, tuple):
-            assert fast == slow
-        else:
-            assert fast.shape == slow.shape and np.array_equal(
-                fast.view(np.uint64), slow.view(np.uint64))
+        _assert_same_parse(*_parse_both(from_bin, strings, f))
     hexes = codes_to_hex(codes, f)
     bare = np.char.lstrip(np.char.lstrip(hexes, "0"), "x")  # no prefix (and lengths vary)
     mixed = hexes.copy()
@@ -294,12 +298,7 @@ def test_string_arrays_fast_path_equals_per_string_parser(fmt):
                     np.char.add("0x", np.char.zfill(np.char.lstrip(np.char.lstrip(hexes, "0"),
                                                                     "x"), 17)),
                     hexes.reshape(-1, 1)):
-        fast, slow = _parse_both(from_hex, strings, f)
-        if isinstance(slow, tuple):
-            assert fast == slow
-        else:
-            assert fast.shape == slow.shape and np.array_equal(
-                fast.view(np.uint64), slow.view(np.uint64))
+        _assert_same_parse(*_parse_both(from_hex, strings, f))
 
 
 def test_string_arrays_fast_path_falls_back_with_the_same_errors():
